@@ -1,0 +1,55 @@
+/**
+ * The one error envelope of the gateway, and the table from stable machine codes to HTTP statuses.
+ *
+ *     { "error": { "code": "not_found", "message": "model 'x' not found", "status": 404 } }
+ *
+ * A bulk per-record error carries the same triple. Third-party clients read `error.message`.
+ */
+import { z } from "zod";
+
+export const ERROR_STATUS = {
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  gone: 410,
+  payload_too_large: 413,
+  invalid_request: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  bad_gateway: 502,
+  unavailable: 503,
+  timeout: 504,
+  lane_full: 529,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export const ErrorEnvelope = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    status: z.number().int(),
+  }),
+});
+export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
+
+export function errorBody(code: ErrorCode, message: string): ErrorEnvelope {
+  return { error: { code, message, status: ERROR_STATUS[code] } };
+}
+
+/** An error that crosses a tier boundary as an envelope; thrown inside a tier, rendered at its edge. */
+export class ServiceError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.status = ERROR_STATUS[code];
+  }
+  toBody(): ErrorEnvelope {
+    return errorBody(this.code, this.message);
+  }
+}

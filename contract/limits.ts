@@ -1,0 +1,43 @@
+/**
+ * Every limit of the specification, written once. Edge, sidecar, runtime, CLI and SDKs import these;
+ * a number that appears in the spec must not be retyped anywhere else.
+ */
+export const LIMITS = {
+  /** Decision request body, bytes. */
+  decisionBodyBytes: 1024 * 1024,
+  /** Maximum nesting depth of any JSON request body. */
+  jsonDepth: 32,
+  /** Tokens in one rendered model pass (prompt included). */
+  tokensPerPass: 4096,
+  /** Input tokens reserved across one request, all passes together. */
+  reservedInputTokensPerRequest: 65_536,
+  choiceOptions: { min: 2, max: 255 },
+  scoreLevels: { min: 2, max: 10 },
+  bulkFileBytes: 25 * 1024 * 1024,
+  bulkFileRecords: 10_000,
+  /** Each non-purged batch reserves this much input storage until cleanup. */
+  batchStorageReservationBytes: 25 * 1024 * 1024,
+  batchLifetimeMs: 24 * 60 * 60 * 1000,
+  bulkResultsPage: 20,
+  signedUploadValidityMs: 2 * 60 * 60 * 1000,
+  bulkLeaseMs: 120_000,
+  bulkLeaseRenewMs: 30_000,
+  bulkTransientAttempts: 3,
+  bulkDataRetentionMs: 7 * 24 * 60 * 60 * 1000,
+  batchMetadataRetentionMs: 30 * 24 * 60 * 60 * 1000,
+  cleanupIntervalMs: 60_000,
+  httpConnectionsPerService: 32,
+  toolRequestTimeoutMs: 60_000,
+  /** Execution wait before a queued decision answers 504. */
+  laneWaitMs: 30_000,
+  /** Real-time executions that may run before a waiting bulk execution. */
+  realtimeBeforeBulk: 4,
+  /** Pending executions per lane beyond the one running. */
+  pendingPerLane: 1,
+} as const;
+
+/** The alias every account may use for the shared base model. */
+export const SHARED_ALIAS = "svc-shared";
+
+/** Request id header read by the third-party clients on every response, errors included. */
+export const REQUEST_ID_HEADER = "x-typesafe-request-id";

@@ -1,0 +1,80 @@
+/**
+ * The runtime protocol: how a sidecar talks to a model runtime. This file is its one description.
+ *
+ * A runtime hosts one release (a base model plus at most one adapter) and answers three calls over
+ * HTTP with JSON bodies. Every call carries `Authorization: Bearer <secret>`, the secret being the
+ * value of the environment variable that the registry entry's `token_env` names. The sidecar refuses a
+ * runtime URL that is plaintext `http://` to a non-loopback host (see `checkServiceUrl`).
+ *
+ *   GET  /v1/identity   -> Identity
+ *        Which release this runtime serves. `fingerprint` is a SHA-256 digest over the weights file's
+ *        SHA-256, the adapter file's SHA-256 (or "none") and RENDERING_VERSION, so it changes whenever
+ *        any of them does. The sidecar compares `release_id` and `fingerprint` with the registry
+ *        before admitting work.
+ *
+ *   POST /v1/tokenize   TokenizeRequest -> TokenizeResponse
+ *        The runtime's own tokenizer. Special-token markers of the chat template in `text` are parsed
+ *        as special tokens; no beginning-of-sequence token is added. `pieces[i]` is the text that
+ *        token i decodes to, so a caller can check that a label is one token that decodes to itself.
+ *
+ *   POST /v1/score      ScoreRequest -> ScoreResponse
+ *        One pass: the runtime prepends the model's beginning-of-sequence token (when it has one) to
+ *        the tokenized `prompt`, evaluates it, and reads the next-token distribution at the answer
+ *        position (right after the prompt). `logprobs[i]` is the log-probability of
+ *        `label_tokens[i]` under the full-vocabulary softmax at temperature 1, so each value is
+ *        finite and <= 0 and their exponentials sum to at most 1. `prompt_tokens` is the number of
+ *        tokens evaluated (beginning-of-sequence token included); a pass over
+ *        `identity.max_tokens_per_pass` is refused with 422 `pass_too_long` before evaluation. The
+ *        response repeats the identity it was computed with, so every execution is verifiable.
+ *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
+ *
+ * Errors use the gateway's envelope (`contract/errors.ts`): 401 `unauthorized` for a missing or wrong
+ * secret, 422 `invalid_request` for a malformed body or an out-of-vocabulary token id, 422
+ * `pass_too_long`, 500 `internal_error` for an engine failure.
+ */
+import { z } from "zod";
+
+/** Version of the sidecar's prompt rendering; part of every fingerprint. Bump it when rendering changes. */
+export const RENDERING_VERSION = "render-v1";
+
+export const Modality = z.enum(["text", "image"]);
+
+export const Identity = z.object({
+  release_id: z.string().min(1),
+  fingerprint: z.string().regex(/^[0-9a-f]{64}$/),
+  rendering_version: z.string().min(1),
+  modalities: z.array(Modality).min(1),
+  max_tokens_per_pass: z.number().int().positive(),
+  /** Engine and version, for operators; not part of the identity comparison. */
+  engine: z.string(),
+});
+export type Identity = z.infer<typeof Identity>;
+
+export const TokenizeRequest = z.object({ text: z.string() });
+export type TokenizeRequest = z.infer<typeof TokenizeRequest>;
+
+export const TokenizeResponse = z.object({
+  tokens: z.array(z.number().int().nonnegative()),
+  pieces: z.array(z.string()),
+});
+export type TokenizeResponse = z.infer<typeof TokenizeResponse>;
+
+export const ScoreRequest = z.object({
+  prompt: z.string().min(1),
+  label_tokens: z.array(z.number().int().nonnegative()).min(1).max(1024),
+});
+export type ScoreRequest = z.infer<typeof ScoreRequest>;
+
+export const ScoreResponse = z.object({
+  release_id: z.string(),
+  fingerprint: z.string(),
+  prompt_tokens: z.number().int().positive(),
+  logprobs: z.array(z.number().max(0)),
+});
+export type ScoreResponse = z.infer<typeof ScoreResponse>;
+
+export const RUNTIME_PATHS = {
+  identity: "/v1/identity",
+  tokenize: "/v1/tokenize",
+  score: "/v1/score",
+} as const;

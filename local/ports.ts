@@ -1,0 +1,26 @@
+/** Free loopback ports for the local stack and for isolated test stacks. */
+import { createServer } from "node:net";
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === "object") resolve(address.port);
+        else reject(new Error("no port"));
+      });
+    });
+  });
+}
+
+/** True when something already accepts connections on 127.0.0.1:port. */
+export function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(true));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(false)));
+  });
+}

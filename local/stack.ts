@@ -1,0 +1,240 @@
+/**
+ * The whole service on loopback, for `npm start` and for isolated test stacks (runs on a developer
+ * machine or in tests, never in production). Everything a stack writes lives under its `dataDir`.
+ *
+ *     const stack = await startStack({ dataDir: ".local/stack" });
+ *     await fetch(`${stack.baseUrl}/health`);
+ *     await stack.stop();
+ *
+ * Order: model file, Postgres and Redis, schema, the Neon and Upstash bridges, the runtime, the
+ * registry entry for what the runtime reports, the sidecar, then the edge under `wrangler dev`.
+ */
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import pg from "pg";
+import { SHARED_ALIAS } from "../contract/limits.ts";
+import { Identity } from "../contract/runtime-protocol.ts";
+import { migrate } from "../ops/migrate.ts";
+import { pointAlias, registerRelease } from "../ops/registry.ts";
+import { ensureModel } from "./model.ts";
+import { startNeonBridge } from "./neon-bridge.ts";
+import { freePort } from "./ports.ts";
+import { startPostgres } from "./postgres.ts";
+import { start, type Child } from "./process.ts";
+import { startRedis } from "./redis.ts";
+import { startUpstashBridge } from "./upstash-bridge.ts";
+
+export const ROOT = resolve(import.meta.dirname, "..");
+const BUN = join(ROOT, "node_modules/.bin/bun");
+const WRANGLER = join(ROOT, "node_modules/wrangler/bin/wrangler.js");
+
+/** The variable that holds the local runtime's secret; the registry entry's `token_env`. */
+export const RUNTIME_TOKEN_ENV = "SVC_RUNTIME_SECRET";
+
+export interface StackOptions {
+  dataDir: string;
+  /** Edge port; a free one when absent. */
+  edgePort?: number;
+  /** Progress lines (to stderr by default). */
+  log?: (line: string) => void;
+}
+
+export interface Piece {
+  name: string;
+  where: string;
+  pid?: number;
+  log?: string;
+}
+
+export interface Stack {
+  baseUrl: string;
+  pieces: Piece[];
+  databaseUrl: string;
+  redisUrl: string;
+  release: Identity;
+  /** Secrets of this stack, for tests that call internal tiers directly. */
+  secrets: { runtime: string; sidecar: string; upstash: string };
+  urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string };
+  children: Child[];
+  stop(): Promise<void>;
+}
+
+function secret(): string {
+  return randomBytes(32).toString("base64url");
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const log = opts.log ?? ((line: string) => console.error(line));
+  const dataDir = resolve(opts.dataDir);
+  const logDir = join(dataDir, "logs");
+  mkdirSync(logDir, { recursive: true });
+
+  const stoppers: Array<() => Promise<void>> = [];
+  const children: Child[] = [];
+  const stop = async () => {
+    for (const stopOne of stoppers.reverse()) await stopOne().catch(() => {});
+    stoppers.length = 0;
+  };
+
+  try {
+    const model = await ensureModel();
+    log(`model      ${model.path}`);
+
+    const [postgres, redis] = await Promise.all([
+      startPostgres({ dataDir: join(dataDir, "postgres") }),
+      startRedis({ dataDir: join(dataDir, "redis") }),
+    ]);
+    stoppers.push(postgres.stop, redis.stop);
+    await migrate(postgres.url);
+
+    const upstashToken = secret();
+    const [neonBridge, upstash] = await Promise.all([
+      startNeonBridge({ databaseUrl: postgres.url }),
+      startUpstashBridge({ redisUrl: redis.url, token: upstashToken }),
+    ]);
+    stoppers.push(neonBridge.stop, upstash.stop);
+    const neonLocal = `127.0.0.1:${neonBridge.port}`;
+
+    const runtimeSecret = secret();
+    const runtimePort = await freePort();
+    const runtimeUrl = `http://127.0.0.1:${runtimePort}`;
+    const runtime = await start({
+      name: "runtime",
+      command: BUN,
+      args: [join(ROOT, "runtime/main.ts")],
+      env: {
+        RUNTIME_MODEL_PATH: model.path,
+        RUNTIME_SECRET: runtimeSecret,
+        RUNTIME_PORT: String(runtimePort),
+      },
+      logPath: join(logDir, "runtime.log"),
+      ready: async () => (await fetch(`${runtimeUrl}/v1/identity`)).status === 401,
+      timeoutMs: 120_000,
+    });
+    children.push(runtime);
+    stoppers.push(runtime.stop);
+    const identityRes = await fetch(`${runtimeUrl}/v1/identity`, { headers: { authorization: `Bearer ${runtimeSecret}` } });
+    const release = Identity.parse(await identityRes.json());
+
+    const db = new pg.Client({ connectionString: postgres.url });
+    await db.connect();
+    try {
+      await registerRelease(db, {
+        id: release.release_id,
+        fingerprint: release.fingerprint,
+        url: runtimeUrl,
+        token_env: RUNTIME_TOKEN_ENV,
+        release_date: new Date().toISOString().slice(0, 10),
+        description: `Local ${release.engine} runtime`,
+        owners: null,
+      });
+      await pointAlias(db, SHARED_ALIAS, release.release_id);
+    } finally {
+      await db.end();
+    }
+
+    const sidecarSecret = secret();
+    const sidecarPort = await freePort();
+    const sidecarUrl = `http://127.0.0.1:${sidecarPort}`;
+    const sidecar = await start({
+      name: "sidecar",
+      command: BUN,
+      args: [join(ROOT, "sidecar/main.ts")],
+      env: {
+        SIDECAR_SECRET: sidecarSecret,
+        SIDECAR_PORT: String(sidecarPort),
+        DATABASE_URL: neonBridge.connectionString,
+        NEON_LOCAL_BRIDGE: neonLocal,
+        [RUNTIME_TOKEN_ENV]: runtimeSecret,
+      },
+      logPath: join(logDir, "sidecar.log"),
+      ready: async () => (await fetch(`${sidecarUrl}/internal/health`)).status === 401,
+    });
+    children.push(sidecar);
+    stoppers.push(sidecar.stop);
+
+    const edgePort = opts.edgePort ?? (await freePort());
+    const baseUrl = `http://127.0.0.1:${edgePort}`;
+    const envFile = join(dataDir, "edge.env");
+    writeFileSync(
+      envFile,
+      Object.entries({
+        DATABASE_URL: neonBridge.connectionString,
+        NEON_LOCAL_BRIDGE: neonLocal,
+        UPSTASH_REDIS_REST_URL: upstash.url,
+        UPSTASH_REDIS_REST_TOKEN: upstashToken,
+        SIDECAR_URL: sidecarUrl,
+        SIDECAR_SECRET: sidecarSecret,
+      })
+        .map(([key, value]) => `${key}=${value}\n`)
+        .join(""),
+      { mode: 0o600 },
+    );
+    chmodSync(envFile, 0o600);
+    const edge = await start({
+      name: "edge",
+      command: process.execPath.endsWith("bun") ? "node" : process.execPath,
+      args: [
+        WRANGLER, "dev",
+        "--config", join(ROOT, "wrangler.toml"),
+        "--ip", "127.0.0.1",
+        "--port", String(edgePort),
+        "--inspector-port", String(await freePort()),
+        "--persist-to", join(dataDir, "wrangler"),
+        "--env-file", envFile,
+        "--show-interactive-dev-session=false",
+        "--log-level", "log",
+      ],
+      cwd: ROOT,
+      env: {
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+        WRANGLER_SEND_METRICS: "false",
+        XDG_CONFIG_HOME: join(dataDir, "config"),
+        WRANGLER_LOG_PATH: logDir,
+        CI: "true",
+      },
+      logPath: join(logDir, "edge.log"),
+      ready: async () => (await fetch(`${baseUrl}/__ready`)).status === 404,
+      timeoutMs: 90_000,
+    });
+    children.push(edge);
+    stoppers.push(edge.stop);
+
+    const pieces: Piece[] = [
+      { name: "edge (wrangler dev)", where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
+      { name: "sidecar (bun)", where: sidecarUrl, pid: sidecar.proc.pid, log: sidecar.logPath },
+      { name: `runtime ${release.release_id}`, where: runtimeUrl, pid: runtime.proc.pid, log: runtime.logPath },
+      { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
+      { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
+      { name: "neon bridge (ws + /sql)", where: `http://${neonLocal}` },
+      { name: "upstash bridge (REST)", where: upstash.url },
+      { name: "r2 (local)", where: join(dataDir, "wrangler") },
+    ];
+    return {
+      baseUrl,
+      pieces,
+      databaseUrl: postgres.url,
+      redisUrl: redis.url,
+      release,
+      secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
+      urls: { runtime: runtimeUrl, sidecar: sidecarUrl, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
+      children,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** A connection URL without its password, for printing. */
+export function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unprintable URL)";
+  }
+}

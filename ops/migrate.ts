@@ -1,0 +1,33 @@
+/**
+ * `npm run db:migrate`: applies schema.sql to DATABASE_URL. Runs on an operator's machine or the
+ * local stack launcher. Safe to repeat and to run concurrently (an advisory lock serialises runs).
+ */
+import { readFileSync } from "node:fs";
+import pg from "pg";
+
+const SCHEMA_PATH = new URL("../schema.sql", import.meta.url);
+const MIGRATION_LOCK = 7_245_001;
+
+export async function migrate(databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
+    // Notices such as "relation already exists, skipping" are expected on every repeat.
+    await client.query("SET client_min_messages = warning");
+    await client.query(readFileSync(SCHEMA_PATH, "utf8"));
+  } finally {
+    await client.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]).catch(() => {});
+    await client.end();
+  }
+}
+
+if (import.meta.main) {
+  const url = process.env.DATABASE_URL;
+  if (!url) {
+    console.error("db:migrate needs DATABASE_URL");
+    process.exit(2);
+  }
+  await migrate(url);
+  console.error("schema applied");
+}

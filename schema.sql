@@ -1,0 +1,47 @@
+-- The one description of the database. Every statement is idempotent: `npm run db:migrate` applies
+-- the whole file on every start, so a change here is a new idempotent statement, never an edit that
+-- assumes an empty database.
+
+-- Model registry: an immutable release (weights + adapter + rendering, named by its fingerprint)
+-- served by one runtime address, and aliases that point at releases.
+CREATE TABLE IF NOT EXISTS model_releases (
+  id           text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
+  fingerprint  text NOT NULL CHECK (fingerprint ~ '^[0-9a-f]{64}$'),
+  owners       uuid[],                       -- null: shared by every account
+  url          text NOT NULL,                -- runtime address
+  token_env    text NOT NULL CHECK (token_env ~ '^[A-Z_][A-Z0-9_]*$'),
+  release_date date NOT NULL,
+  description  text NOT NULL DEFAULT '',
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  retired_at   timestamptz
+);
+
+CREATE TABLE IF NOT EXISTS model_aliases (
+  alias       text PRIMARY KEY CHECK (alias ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
+  release_id  text NOT NULL REFERENCES model_releases (id),
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- A release is immutable: its id and fingerprint never change once written.
+CREATE OR REPLACE FUNCTION model_release_immutable() RETURNS trigger AS $$
+BEGIN
+  IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint THEN
+    RAISE EXCEPTION 'release % is immutable: id and fingerprint cannot change', OLD.id
+      USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NEW;
+END
+$$ LANGUAGE plpgsql;
+
+DROP TRIGGER IF EXISTS model_release_immutable ON model_releases;
+CREATE TRIGGER model_release_immutable BEFORE UPDATE ON model_releases
+  FOR EACH ROW EXECUTE FUNCTION model_release_immutable();
+
+-- The registry as the tiers read it: one row per release with its aliases.
+CREATE OR REPLACE VIEW model_registry AS
+  SELECT r.id, r.fingerprint,
+         coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
+         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at
+    FROM model_releases r
+    LEFT JOIN model_aliases a ON a.release_id = r.id
+   GROUP BY r.id;

@@ -1,0 +1,92 @@
+/**
+ * How the sidecar reaches a model runtime. `RuntimeClient` is the adapter interface: the HTTP client
+ * below speaks this project's runtime protocol (contract/runtime-protocol.ts); another engine (a vLLM
+ * OpenAI-compatible server, say) is added as another implementation of the same three calls.
+ */
+import { z } from "zod";
+import { ErrorEnvelope } from "../../contract/errors.ts";
+import { checkServiceUrl } from "../../contract/urls.ts";
+import {
+  Identity,
+  RUNTIME_PATHS,
+  ScoreResponse,
+  TokenizeResponse,
+  type ScoreRequest,
+} from "../../contract/runtime-protocol.ts";
+import type { RegistryEntry } from "../../contract/registry.ts";
+
+export interface RuntimeClient {
+  identity(signal?: AbortSignal): Promise<Identity>;
+  tokenize(text: string, signal?: AbortSignal): Promise<TokenizeResponse>;
+  score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse>;
+}
+
+/** A runtime call that failed; `status` is the runtime's HTTP status, 0 when it was not reached. */
+export class RuntimeError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+export class HttpRuntimeClient implements RuntimeClient {
+  private readonly base: URL;
+
+  constructor(
+    url: string,
+    private readonly secret: string,
+  ) {
+    this.base = checkServiceUrl(url, "runtime");
+  }
+
+  identity(signal?: AbortSignal): Promise<Identity> {
+    return this.call(RUNTIME_PATHS.identity, undefined, Identity, signal);
+  }
+
+  tokenize(text: string, signal?: AbortSignal): Promise<TokenizeResponse> {
+    return this.call(RUNTIME_PATHS.tokenize, { text }, TokenizeResponse, signal);
+  }
+
+  score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
+    return this.call(RUNTIME_PATHS.score, request, ScoreResponse, signal);
+  }
+
+  private async call<T>(path: string, body: unknown, schema: z.ZodType<T>, signal?: AbortSignal): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, this.base), {
+        method: body === undefined ? "GET" : "POST",
+        headers: { authorization: `Bearer ${this.secret}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        redirect: "error",
+        signal,
+      });
+    } catch (err) {
+      throw new RuntimeError(`runtime unreachable: ${err instanceof Error ? err.message : String(err)}`, 0, "unreachable");
+    }
+    const json: unknown = await res.json().catch(() => undefined);
+    if (!res.ok) {
+      const envelope = ErrorEnvelope.safeParse(json);
+      const reason = envelope.success ? envelope.data.error : { code: "runtime_error", message: `HTTP ${res.status}` };
+      throw new RuntimeError(`runtime answered ${res.status}: ${reason.message}`, res.status, reason.code);
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) throw new RuntimeError(`runtime sent a malformed ${path} response`, res.status, "malformed");
+    return parsed.data;
+  }
+}
+
+/** The client for a registry entry, with the secret read from the variable its `token_env` names. */
+export function runtimeClientFor(entry: RegistryEntry, env: Record<string, string | undefined>): RuntimeClient {
+  const secret = env[entry.token_env];
+  if (!secret) throw new RuntimeError(`runtime secret variable ${entry.token_env} is not set on this sidecar`, 0, "no_secret");
+  return new HttpRuntimeClient(entry.url, secret);
+}
+
+/** Whether a runtime's reported identity is the one the registry names. */
+export function identityMatches(entry: RegistryEntry, identity: Identity): boolean {
+  return identity.release_id === entry.id && identity.fingerprint === entry.fingerprint;
+}

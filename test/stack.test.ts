@@ -1,0 +1,134 @@
+/**
+ * The whole local stack, isolated (own temp data dir, free ports): every link proven by the edge's
+ * health route through the real Worker under workerd, the real sidecar under Bun, the real runtime
+ * with the default model, Postgres and Redis behind the production drivers' protocols.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HealthReport } from "../contract/health.ts";
+import { REQUEST_ID_HEADER, SHARED_ALIAS } from "../contract/limits.ts";
+import { ErrorEnvelope } from "../contract/errors.ts";
+import { startStack, type Stack } from "../local/stack.ts";
+
+let stack: Stack;
+let dataDir: string;
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), "svc-stack-"));
+  stack = await startStack({ dataDir, log: () => {} });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function health(): Promise<{ status: number; body: HealthReport & Partial<ErrorEnvelope>; requestId: string | null }> {
+  const res = await fetch(`${stack.baseUrl}/health`);
+  return { status: res.status, body: await res.json(), requestId: res.headers.get(REQUEST_ID_HEADER) };
+}
+
+const EXPECTED_LINKS = ["edge->postgres", "edge->redis", "edge->r2", "edge->sidecar", "sidecar->postgres"];
+
+describe("local stack", () => {
+  it("registers the runtime's release under the shared alias", async () => {
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      const { rows } = await db.query("SELECT id, fingerprint, aliases, url, token_env FROM model_registry");
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({
+        id: stack.release.release_id,
+        fingerprint: stack.release.fingerprint,
+        aliases: [SHARED_ALIAS],
+        url: stack.urls.runtime,
+        token_env: "SVC_RUNTIME_SECRET",
+      });
+    } finally {
+      await db.end();
+    }
+  });
+
+  it("reports every link up, each with a latency, and carries a request id", async () => {
+    const { status, body, requestId } = await health();
+    expect(status).toBe(200);
+    expect(HealthReport.parse(body).status).toBe("ok");
+    const names = body.links.map((link) => link.name);
+    expect(names).toEqual([...EXPECTED_LINKS, `sidecar->runtime ${stack.release.release_id}`]);
+    for (const link of body.links) {
+      expect(link.ok, `${link.name}: ${link.error}`).toBe(true);
+      expect(link.latency_ms).toBeGreaterThanOrEqual(0);
+    }
+    expect(body.links.at(-1)?.detail).toContain(stack.release.fingerprint.slice(0, 12));
+    expect(requestId).toMatch(/^req_[0-9a-f]{32}$/);
+  });
+
+  it("answers unknown routes with the error envelope and a request id", async () => {
+    const res = await fetch(`${stack.baseUrl}/v1/nothing-here`);
+    expect(res.status).toBe(404);
+    expect(ErrorEnvelope.parse(await res.json()).error.code).toBe("not_found");
+    expect(res.headers.get(REQUEST_ID_HEADER)).toMatch(/^req_/);
+  });
+
+  it("keeps the sidecar closed to callers without its secret", async () => {
+    const none = await fetch(`${stack.urls.sidecar}/internal/health`);
+    const wrong = await fetch(`${stack.urls.sidecar}/internal/health`, { headers: { authorization: "Bearer nope" } });
+    expect([none.status, wrong.status]).toEqual([401, 401]);
+  });
+
+  it("reports a runtime whose identity differs from the registry as down, naming the link", async () => {
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      // A second release pointing at the same runtime: the runtime serves another identity.
+      await db.query(
+        `INSERT INTO model_releases (id, fingerprint, url, token_env, release_date) VALUES ('impostor', $1, $2, 'SVC_RUNTIME_SECRET', '2026-01-01')`,
+        ["0".repeat(64), stack.urls.runtime],
+      );
+      const { status, body } = await health();
+      expect(status).toBe(503);
+      const impostor = body.links.find((link) => link.name === "sidecar->runtime impostor");
+      expect(impostor).toMatchObject({ ok: false });
+      expect(impostor?.error).toMatch(/identity mismatch/);
+      expect(body.error?.code).toBe("unavailable");
+      expect(body.error?.message).toContain("sidecar->runtime impostor");
+    } finally {
+      await db.query("DELETE FROM model_releases WHERE id = 'impostor'");
+      await db.end();
+    }
+    expect((await health()).status).toBe(200);
+  });
+
+  it("refuses to change a release's fingerprint", async () => {
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      await expect(
+        db.query("UPDATE model_releases SET fingerprint = $1 WHERE id = $2", ["f".repeat(64), stack.release.release_id]),
+      ).rejects.toThrow(/immutable/);
+    } finally {
+      await db.end();
+    }
+  });
+
+  it("says which link is down when the runtime stops", async () => {
+    const runtime = stack.children.find((child) => child.name === "runtime");
+    await runtime?.stop();
+    const { status, body } = await health();
+    expect(status).toBe(503);
+    const down = body.links.filter((link) => !link.ok).map((link) => link.name);
+    expect(down).toEqual([`sidecar->runtime ${stack.release.release_id}`]);
+    expect(body.error?.message).toMatch(/runtime unreachable/);
+  });
+
+  it("says which link is down when the sidecar stops", async () => {
+    const sidecar = stack.children.find((child) => child.name === "sidecar");
+    await sidecar?.stop();
+    const { status, body } = await health();
+    expect(status).toBe(503);
+    expect(body.links.filter((link) => !link.ok).map((link) => link.name)).toEqual(["edge->sidecar"]);
+  });
+});

@@ -4,10 +4,14 @@
  * is unset and the driver is left exactly as Neon configures it. Only a loopback bridge is accepted,
  * because the bridge speaks plaintext.
  */
-import { neonConfig } from "@neondatabase/serverless";
+import { neonConfig, type NeonConfig } from "@neondatabase/serverless";
 import { checkServiceUrl } from "./urls.ts";
 
-export function useNeonLocalBridge(bridge: string | undefined): void {
+export function useNeonLocalBridge(
+  bridge: string | undefined,
+  /** Only Node 20 needs one (it has no global WebSocket); workerd and Bun use their own. */
+  webSocketConstructor?: NeonConfig["webSocketConstructor"],
+): void {
   if (!bridge) return;
   const base = checkServiceUrl(`http://${bridge}`, "NEON_LOCAL_BRIDGE");
   if (base.protocol !== "http:") throw new Error("NEON_LOCAL_BRIDGE must be a loopback host:port");
@@ -16,4 +20,5 @@ export function useNeonLocalBridge(bridge: string | undefined): void {
   neonConfig.pipelineTLS = false;
   neonConfig.pipelineConnect = false;
   neonConfig.fetchEndpoint = `http://${base.host}/sql`;
+  if (webSocketConstructor) neonConfig.webSocketConstructor = webSocketConstructor;
 }

@@ -69,6 +69,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const dataDir = resolve(opts.dataDir);
   const logDir = join(dataDir, "logs");
   mkdirSync(logDir, { recursive: true });
+  // Postgres runs as its own user when we are root; it must be able to enter the data folder.
+  if (process.getuid?.() === 0) chmodSync(dataDir, 0o711);
 
   const stoppers: Array<() => Promise<void>> = [];
   const children: Child[] = [];

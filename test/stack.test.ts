@@ -28,7 +28,7 @@ afterAll(async () => {
 
 async function health(): Promise<{ status: number; body: HealthReport & Partial<ErrorEnvelope>; requestId: string | null }> {
   const res = await fetch(`${stack.baseUrl}/health`);
-  return { status: res.status, body: await res.json(), requestId: res.headers.get(REQUEST_ID_HEADER) };
+  return { status: res.status, body: (await res.json()) as HealthReport & Partial<ErrorEnvelope>, requestId: res.headers.get(REQUEST_ID_HEADER) };
 }
 
 const EXPECTED_LINKS = ["edge->postgres", "edge->redis", "edge->r2", "edge->sidecar", "sidecar->postgres"];

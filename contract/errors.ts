@@ -16,6 +16,7 @@ export const ERROR_STATUS = {
   gone: 410,
   payload_too_large: 413,
   invalid_request: 422,
+  pass_too_long: 422,
   rate_limited: 429,
   internal_error: 500,
   bad_gateway: 502,

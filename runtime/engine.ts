@@ -1,0 +1,157 @@
+/**
+ * The inference engine of the runtime: one GGUF (plus at most one LoRA adapter) hosted with llama.cpp
+ * through node-llama-cpp (runs in the runtime process, on the GPU host; its CPU build on a developer
+ * machine). It tokenizes and scores passes as contract/runtime-protocol.ts describes.
+ *
+ *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, gpu: false });
+ *     const { promptTokens, logprobs } = await engine.score(prompt, [yesToken, noToken]);
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import {
+  getLlama,
+  type ControlledEvaluateInputItem,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGpuType,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import { ServiceError } from "../contract/errors.ts";
+import type { TokenizeResponse } from "../contract/runtime-protocol.ts";
+
+export interface EngineOptions {
+  modelPath: string;
+  adapterPath: string | null;
+  maxTokensPerPass: number;
+  threads: number;
+  /** `false` for the CPU build; "auto" picks CUDA or Vulkan on a GPU host. */
+  gpu: "auto" | LlamaGpuType;
+}
+
+export interface ScoreResult {
+  promptTokens: number;
+  logprobs: number[];
+}
+
+/** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
+export interface ScoringEngine {
+  tokenize(text: string): TokenizeResponse;
+  score(prompt: string, labelTokens: readonly number[]): Promise<ScoreResult>;
+}
+
+export class Engine implements ScoringEngine {
+  /** Passes run one at a time: each one waits for the previous one to settle. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly llama: Llama,
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly sequence: LlamaContextSequence,
+    readonly maxTokensPerPass: number,
+    /** Number of logits llama.cpp returns per position; label ids must be below it. */
+    readonly vocabularySize: number,
+    /** Engine and version, reported in the identity for operators. */
+    readonly description: string,
+  ) {}
+
+  static async load(options: EngineOptions): Promise<Engine> {
+    // build: "never": a runtime uses the prebuilt binaries that the package install brought, and
+    // fails fast rather than compiling llama.cpp on a production host.
+    const llama = await getLlama({ gpu: options.gpu, build: "never", progressLogs: false });
+    const model = await llama.loadModel({ modelPath: options.modelPath });
+    const context = await model.createContext({
+      contextSize: options.maxTokensPerPass,
+      sequences: 1,
+      threads: options.threads,
+      ...(options.adapterPath ? { lora: { adapters: [{ filePath: options.adapterPath }] } } : {}),
+    });
+    const sequence = context.getSequence();
+    // One pass over the beginning-of-sequence token warms the engine up and tells the vocabulary
+    // size, which node-llama-cpp does not expose otherwise.
+    const warmup = await evaluateForLogits(sequence, [model.tokens.bos ?? (0 as Token)]);
+    const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"})`;
+    return new Engine(llama, model, context, sequence, options.maxTokensPerPass, warmup.size, description);
+  }
+
+  /** The model's own tokens for `text`, special-token markers parsed, no beginning-of-sequence token added. */
+  tokenize(text: string): TokenizeResponse {
+    const tokens = this.model.tokenize(text, true);
+    // Decoded one token at a time, so a byte-fallback token shows as U+FFFD rather than as a merged character.
+    const pieces = tokens.map((token) => this.model.detokenize([token], true));
+    return { tokens, pieces };
+  }
+
+  /**
+   * One pass: log-probabilities of `labelTokens` at the position right after `prompt`, under the
+   * full-vocabulary softmax. Refuses a pass longer than `maxTokensPerPass` before evaluating it.
+   */
+  async score(prompt: string, labelTokens: readonly number[]): Promise<ScoreResult> {
+    const bos = this.model.tokens.bos;
+    const tokens = [...(bos === null ? [] : [bos]), ...this.model.tokenize(prompt, true)];
+    if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
+    if (tokens.length > this.maxTokensPerPass) {
+      throw new ServiceError("pass_too_long", `pass has ${tokens.length} tokens; this runtime evaluates at most ${this.maxTokensPerPass}`);
+    }
+    labelTokens.forEach((token, i) => {
+      if (token >= this.vocabularySize) {
+        throw new ServiceError("invalid_request", `label_tokens.${i}: token ${token} is outside the vocabulary (size ${this.vocabularySize})`);
+      }
+    });
+    // Duplicates would let the label probabilities sum past 1, which the protocol promises they never do.
+    if (new Set(labelTokens).size !== labelTokens.length) {
+      throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
+    }
+
+    const logits = await this.exclusive(() => evaluateForLogits(this.sequence, tokens));
+    const lse = logSumExp(logits);
+    const logprobs = labelTokens.map((token) => (logits.get(token as Token) ?? Number.NaN) - lse);
+    if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
+    return { promptTokens: tokens.length, logprobs };
+  }
+
+  async dispose(): Promise<void> {
+    await this.exclusive(async () => {
+      await this.context.dispose();
+      await this.model.dispose();
+      await this.llama.dispose();
+    });
+  }
+
+  private exclusive<T>(run: () => Promise<T>): Promise<T> {
+    const result = this.queue.then(run, run);
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/**
+ * Evaluates `tokens` from an empty sequence and returns the full-vocabulary logits after the last one.
+ * Clearing first makes every pass independent of the one before, so equal passes give equal numbers.
+ */
+async function evaluateForLogits(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
+  await sequence.clearHistory();
+  const last = tokens.length - 1;
+  const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { logits: true } }] : token));
+  const output = await sequence.controlledEvaluate(input);
+  const logits = output[last]?.next.logits;
+  if (!logits || logits.size === 0) throw new Error("engine returned no logits for the answer position");
+  return logits;
+}
+
+/** log Σ exp(logit) over every entry, in float64 and shifted by the maximum so that no term overflows. */
+function logSumExp(logits: ReadonlyMap<number, number>): number {
+  let max = -Infinity;
+  for (const v of logits.values()) if (v > max) max = v;
+  if (!Number.isFinite(max)) return max;
+  let sum = 0;
+  for (const v of logits.values()) sum += Math.exp(v - max);
+  return max + Math.log(sum);
+}
+
+function packageVersion(): string {
+  const manifest = new URL("../package.json", import.meta.resolve("node-llama-cpp"));
+  return (JSON.parse(readFileSync(fileURLToPath(manifest), "utf8")) as { version: string }).version;
+}

@@ -1,0 +1,474 @@
+/**
+ * The model runtime, driven over its real protocol: `ensureModel()` provides the default GGUF (Gemma 3
+ * 270M), `runtime/main.ts` runs under Bun as a child process, and every protocol check is an HTTP call
+ * to it. A second runtime serves a copy of the weights with one metadata byte changed and a 64-token
+ * pass limit, for the fingerprint and boundary checks.
+ *
+ * Model-specific facts used below (single-token "Yes"/"No", the chat markers, the vocabulary size)
+ * are those of the default model, whose digest `ensureModel()` pins.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { copyFile, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { ErrorEnvelope } from "../contract/errors.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../contract/runtime-protocol.ts";
+import { ensureModel, sha256File, type ModelFile } from "../local/model.ts";
+import { freePort } from "../local/ports.ts";
+import { start, type Child } from "../local/process.ts";
+import { cachedSha256 } from "../runtime/digest.ts";
+import type { ScoringEngine } from "../runtime/engine.ts";
+import { defaultReleaseId, fingerprintOf } from "../runtime/fingerprint.ts";
+import { createRuntimeApp } from "../runtime/server.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const BUN = join(ROOT, "node_modules", ".bin", "bun");
+const GEMMA3_VOCABULARY = 262_144;
+
+interface Runtime {
+  url: string;
+  child: Child;
+  /** What the READY line announced. */
+  ready: { port: number; release_id: string; fingerprint: string };
+}
+
+let workDir: string;
+let model: ModelFile;
+let secret: string;
+let main: Runtime;
+/** Serves the altered copy of the weights, with a 64-token pass limit. */
+let altered: Runtime;
+let alteredPath: string;
+
+beforeAll(async () => {
+  workDir = await mkdtemp(join(tmpdir(), "runtime-test-"));
+  model = await ensureModel();
+  secret = randomBytes(32).toString("hex");
+  alteredPath = join(workDir, "gemma-3-270m-q4_k_m.gguf");
+  await copyWithRenamedModel(model.path, alteredPath);
+  [main, altered] = await Promise.all([
+    startRuntime("runtime", model.path),
+    startRuntime("runtime-altered", alteredPath, { RUNTIME_MAX_TOKENS_PER_PASS: "64" }),
+  ]);
+});
+
+afterAll(async () => {
+  await Promise.all([main?.child.stop(), altered?.child.stop()]);
+  if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+describe("identity", () => {
+  it("reports the release of the weights it serves", async () => {
+    const identity = Identity.parse(await call(main, "GET", RUNTIME_PATHS.identity));
+    const fingerprint = fingerprintOf({ weightsSha256: model.sha256, adapterSha256: null, renderingVersion: RENDERING_VERSION });
+    expect(identity).toMatchObject({
+      release_id: defaultReleaseId(model.path, fingerprint),
+      fingerprint,
+      rendering_version: RENDERING_VERSION,
+      modalities: ["text"],
+      max_tokens_per_pass: LIMITS.tokensPerPass,
+    });
+    expect(identity.engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+ \(cpu\)$/);
+    expect(main.ready).toEqual({ port: Number(new URL(main.url).port), release_id: identity.release_id, fingerprint });
+  });
+
+  it("changes with any byte of the weights", async () => {
+    const identity = Identity.parse(await call(altered, "GET", RUNTIME_PATHS.identity));
+    const fingerprint = fingerprintOf({
+      weightsSha256: await sha256File(alteredPath),
+      adapterSha256: null,
+      renderingVersion: RENDERING_VERSION,
+    });
+    expect(identity.fingerprint).toBe(fingerprint);
+    expect(identity.fingerprint).not.toBe(main.ready.fingerprint);
+    expect(identity.release_id).toBe(defaultReleaseId(alteredPath, fingerprint));
+    expect(identity.release_id).not.toBe(main.ready.release_id);
+    expect(identity.max_tokens_per_pass).toBe(64);
+  });
+});
+
+describe("authorization", () => {
+  const routes = [
+    ["GET", RUNTIME_PATHS.identity, undefined],
+    ["POST", RUNTIME_PATHS.tokenize, { text: "Yes" }],
+    ["POST", RUNTIME_PATHS.score, { prompt: "Yes", label_tokens: [1] }],
+  ] as const;
+  const presented: [string, () => Record<string, string>][] = [
+    ["no Authorization header", () => ({})],
+    ["a wrong secret", () => ({ authorization: `Bearer ${"0".repeat(64)}` })],
+    ["the secret with a suffix", () => ({ authorization: `Bearer ${secret}x` })],
+    ["the secret in another scheme", () => ({ authorization: `Basic ${secret}` })],
+  ];
+  for (const [method, path, body] of routes) {
+    for (const [what, headers] of presented) {
+      it(`${method} ${path} with ${what} is 401`, async () => {
+        const res = await fetch(main.url + path, {
+          method,
+          headers: { ...headers(), "content-type": "application/json" },
+          body: body && JSON.stringify(body),
+        });
+        expect(res.status).toBe(401);
+        expect(ErrorEnvelope.parse(await res.json()).error).toEqual({
+          code: "unauthorized",
+          message: "missing or wrong runtime secret",
+          status: 401,
+        });
+      });
+    }
+  }
+});
+
+describe("tokenize", () => {
+  it("returns the model's tokens and what each decodes to, chat markers parsed, no BOS added", async () => {
+    const text = "<start_of_turn>user\nIs the sky blue?<end_of_turn>";
+    const { tokens, pieces } = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text }));
+    expect(pieces).toHaveLength(tokens.length);
+    expect(pieces.join("")).toBe(text);
+    expect(pieces[0]).toBe("<start_of_turn>");
+    expect(pieces.at(-1)).toBe("<end_of_turn>");
+    expect(tokens[0]).not.toBe(2);
+  });
+
+  it("gives Yes and No one token each that decodes to itself", async () => {
+    for (const label of ["Yes", "No", " Yes", " No"]) {
+      expect(await tokenize(label)).toEqual({ tokens: [expect.any(Number)], pieces: [label] });
+    }
+  });
+
+  it("returns nothing for empty text", async () => {
+    expect(await tokenize("")).toEqual({ tokens: [], pieces: [] });
+  });
+});
+
+describe("score", () => {
+  const question = chatTurn("Is the sky blue on a clear day? Answer Yes or No.");
+
+  it("counts the BOS token, echoes the identity, and gives the same numbers for the same pass", async () => {
+    const labels = await labelTokens("Yes", "No");
+    const first = await score(main, question, labels);
+    const second = await score(main, question, labels);
+    expect(second).toEqual(first);
+    expect(first.prompt_tokens).toBe((await tokenize(question)).tokens.length + 1);
+    expect(first).toMatchObject({ release_id: main.ready.release_id, fingerprint: main.ready.fingerprint });
+  });
+
+  it("returns full-vocabulary log-probabilities: finite, <= 0, with total mass in (0, 1]", async () => {
+    const labels = await labelTokens("Yes", "No", " Yes", " No", "banana", "Tuesday");
+    const { logprobs } = await score(main, question, labels);
+    expect(logprobs).toHaveLength(labels.length);
+    for (const lp of logprobs) {
+      expect(Number.isFinite(lp)).toBe(true);
+      expect(lp).toBeLessThanOrEqual(0);
+    }
+    const mass = sum(logprobs.map(Math.exp));
+    expect(mass).toBeGreaterThan(0);
+    expect(mass).toBeLessThanOrEqual(1);
+    // Normalised over the whole vocabulary, not over the labels asked: most of the mass lies
+    // elsewhere, and a label's value does not depend on which other labels come with it.
+    expect(mass).toBeLessThan(0.5);
+    const alone = await score(main, question, labels.slice(2, 3));
+    expect(alone.logprobs).toEqual([logprobs[2]]);
+  });
+
+  it("puts real mass on the answer labels of a yes/no question", async () => {
+    // Unrelated words of the same kind (single common tokens) are the baseline a readout must beat.
+    const { logprobs } = await score(main, question, await labelTokens("Yes", "No", "banana", "Tuesday", "purple"));
+    const [answers, unrelated] = [sum(logprobs.slice(0, 2).map(Math.exp)), sum(logprobs.slice(2).map(Math.exp))];
+    expect(answers).toBeGreaterThan(0.005);
+    expect(answers).toBeGreaterThan(100 * unrelated);
+    // Asked for "Answer:", the model continues with " Yes" or " No" far more often than with anything else.
+    const prompt = `${chatTurn("Answer the question with Yes or No.\n\nQuestion: Is Paris the capital of France?")}Answer:`;
+    const answer = await score(main, prompt, await labelTokens(" Yes", " No"));
+    expect(sum(answer.logprobs.map(Math.exp))).toBeGreaterThan(0.25);
+  });
+
+  it("evaluates concurrent passes one at a time, each as if alone", async () => {
+    const labels = await labelTokens("Yes", "No");
+    const prompts = ["Is water wet?", "Is fire cold?", "Do fish swim?", "Can stones fly?"].map((q) => chatTurn(`${q} Answer Yes or No.`));
+    const alone: ScoreResponse[] = [];
+    for (const prompt of prompts) alone.push(await score(main, prompt, labels));
+    const together = await Promise.all(prompts.map((prompt) => score(main, prompt, labels)));
+    expect(together).toEqual(alone);
+  });
+
+  it("accepts the last token id of the vocabulary and refuses the first one past it", async () => {
+    await score(main, question, [GEMMA3_VOCABULARY - 1]);
+    const refused = await callRaw(main, RUNTIME_PATHS.score, { prompt: question, label_tokens: [1, GEMMA3_VOCABULARY] });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("invalid_request");
+    expect(refused.body.error.message).toContain("label_tokens.1");
+  });
+
+  it("refuses duplicate labels, whose probabilities could add up past 1", async () => {
+    const [yes] = await labelTokens("Yes");
+    const refused = await callRaw(main, RUNTIME_PATHS.score, { prompt: question, label_tokens: [yes, yes] });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: "invalid_request", status: 422 });
+  });
+
+  it("refuses a pass over the default limit before evaluating it", async () => {
+    const started = Date.now();
+    const refused = await callRaw(main, RUNTIME_PATHS.score, { prompt: markers(LIMITS.tokensPerPass), label_tokens: [1] });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("pass_too_long");
+    expect(refused.body.error.message).toContain(`${LIMITS.tokensPerPass + 1} tokens`);
+    // Evaluating 4,096 tokens takes over ten seconds on two cores; a refusal takes a tokenization.
+    expect(Date.now() - started).toBeLessThan(3000);
+  });
+
+  it("evaluates a pass of exactly max_tokens_per_pass tokens and refuses one more", async () => {
+    const full = await score(altered, markers(63), await labelTokens("Yes"));
+    expect(full.prompt_tokens).toBe(64);
+    const refused = await callRaw(altered, RUNTIME_PATHS.score, { prompt: markers(64), label_tokens: [1] });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: "pass_too_long", status: 422 });
+  });
+
+  describe("malformed bodies are 422 invalid_request naming the field", () => {
+    const cases: [string, string, string][] = [
+      ["not JSON", "{", "body is not valid JSON"],
+      ["no prompt", JSON.stringify({ label_tokens: [1] }), "prompt"],
+      ["an empty prompt", JSON.stringify({ prompt: "", label_tokens: [1] }), "prompt"],
+      ["no labels", JSON.stringify({ prompt: "x", label_tokens: [] }), "label_tokens"],
+      ["a negative label", JSON.stringify({ prompt: "x", label_tokens: [-1] }), "label_tokens.0"],
+      ["a fractional label", JSON.stringify({ prompt: "x", label_tokens: [3, 1.5] }), "label_tokens.1"],
+      ["labels as a string", JSON.stringify({ prompt: "x", label_tokens: "1" }), "label_tokens"],
+    ];
+    for (const [what, body, field] of cases) {
+      it(`score with ${what}`, async () => {
+        const res = await fetch(main.url + RUNTIME_PATHS.score, { method: "POST", headers: authorized(), body });
+        expect(res.status).toBe(422);
+        const { error } = ErrorEnvelope.parse(await res.json());
+        expect(error.code).toBe("invalid_request");
+        expect(error.message).toContain(field);
+      });
+    }
+
+    it("tokenize without text", async () => {
+      const refused = await callRaw(main, RUNTIME_PATHS.tokenize, { txt: "x" });
+      expect(refused.status).toBe(422);
+      expect(refused.body.error.message).toContain("text");
+    });
+  });
+});
+
+describe("process", () => {
+  it("refuses to start without a secret", async () => {
+    const logPath = join(workDir, "no-secret.log");
+    const run = start({
+      name: "runtime-no-secret",
+      command: BUN,
+      args: ["runtime/main.ts"],
+      cwd: ROOT,
+      env: { ...runtimeEnv(model.path), RUNTIME_SECRET: "", RUNTIME_PORT: "0" },
+      logPath,
+      ready: async () => false,
+      timeoutMs: 10_000,
+    });
+    await expect(run).rejects.toThrow(/exited with 2[\s\S]*RUNTIME_SECRET is required/);
+  });
+
+  it("logs neither the secret nor any prompt", async () => {
+    const log = await readFile(main.child.logPath, "utf8");
+    expect(log).toContain("RUNTIME READY");
+    expect(log).not.toContain(secret);
+    expect(log).not.toContain("Is the sky blue");
+  });
+
+  // Runs last in this file: it stops the altered runtime, which afterAll then finds already gone.
+  it("exits 0 on SIGTERM", async () => {
+    await altered.child.stop();
+    expect(altered.child.proc.exitCode).toBe(0);
+  });
+});
+
+describe("model files", () => {
+  it("ensureModel serves the file SVC_MODEL_PATH names, with its digest", async () => {
+    const path = join(workDir, "custom.gguf");
+    await writeFile(path, "not really a model");
+    vi.stubEnv("SVC_MODEL_PATH", path);
+    try {
+      expect(await ensureModel()).toEqual({ path, sha256: createHash("sha256").update("not really a model").digest("hex") });
+      vi.stubEnv("SVC_MODEL_PATH", join(workDir, "missing.gguf"));
+      await expect(ensureModel()).rejects.toThrow(/SVC_MODEL_PATH .*missing\.gguf is not a file/);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
+  it("cachedSha256 trusts <file>.sha256 while size and mtime match, and re-hashes after a change", async () => {
+    const path = join(workDir, "weights.bin");
+    await writeFile(path, "one");
+    const first = await cachedSha256(path);
+    expect(first).toBe(await sha256File(path));
+    const record = JSON.parse(await readFile(`${path}.sha256`, "utf8")) as { sha256: string };
+    expect(record.sha256).toBe(first);
+
+    // A record that still matches the file's size and mtime is believed without reading the file.
+    const planted = "e".repeat(64);
+    await writeFile(`${path}.sha256`, JSON.stringify({ ...record, sha256: planted }));
+    expect(await cachedSha256(path)).toBe(planted);
+
+    await writeFile(path, "two!");
+    expect(await cachedSha256(path)).toBe(await sha256File(path));
+  });
+});
+
+describe("runtime app without a model (app.request)", () => {
+  const identity: Identity = {
+    release_id: "test-release",
+    fingerprint: "f".repeat(64),
+    rendering_version: RENDERING_VERSION,
+    modalities: ["text"],
+    max_tokens_per_pass: 64,
+    engine: "fake",
+  };
+  // A fake for a fault the real engine cannot be made to show on demand.
+  const failingEngine: ScoringEngine = {
+    tokenize: () => ({ tokens: [], pieces: [] }),
+    score: () => Promise.reject(new Error("GGML_ASSERT failed")),
+  };
+
+  it("answers an engine failure with 500 internal_error, logging the failure but not the prompt", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const app = createRuntimeApp(failingEngine, identity, "s");
+    const res = await app.request(RUNTIME_PATHS.score, {
+      method: "POST",
+      headers: { authorization: "Bearer s" },
+      body: JSON.stringify({ prompt: "customer text", label_tokens: [1] }),
+    });
+    expect(res.status).toBe(500);
+    const { error } = ErrorEnvelope.parse(await res.json());
+    expect(error.code).toBe("internal_error");
+    expect(error.message).not.toContain("GGML");
+    const lines = logged.mock.calls.flat().join("\n");
+    logged.mockRestore();
+    expect(lines).toContain("GGML_ASSERT failed");
+    expect(lines).not.toContain("customer text");
+  });
+
+  it("answers an unknown path with a 404 envelope, after the secret check", async () => {
+    const app = createRuntimeApp(failingEngine, identity, "s");
+    expect((await app.request("/v1/nope")).status).toBe(401);
+    const res = await app.request("/v1/nope", { headers: { authorization: "Bearer s" } });
+    expect(res.status).toBe(404);
+    expect(ErrorEnvelope.parse(await res.json()).error.code).toBe("not_found");
+  });
+
+  it("refuses an empty secret", () => {
+    expect(() => createRuntimeApp(failingEngine, identity, "")).toThrow(/secret/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+
+function runtimeEnv(modelPath: string): Record<string, string> {
+  // Every variable set, so that a developer's own RUNTIME_* settings cannot leak into the test.
+  return {
+    RUNTIME_MODEL_PATH: modelPath,
+    RUNTIME_ADAPTER_PATH: "",
+    RUNTIME_RELEASE_ID: "",
+    RUNTIME_SECRET: secret,
+    RUNTIME_HOST: "127.0.0.1",
+    RUNTIME_MAX_TOKENS_PER_PASS: "",
+    RUNTIME_THREADS: "2",
+    RUNTIME_GPU: "false",
+  };
+}
+
+async function startRuntime(name: string, modelPath: string, env: Record<string, string> = {}): Promise<Runtime> {
+  const port = await freePort();
+  const logPath = join(workDir, `${name}.log`);
+  let ready: Runtime["ready"] | undefined;
+  const child = await start({
+    name,
+    command: BUN,
+    args: ["runtime/main.ts"],
+    cwd: ROOT,
+    env: { ...runtimeEnv(modelPath), RUNTIME_PORT: String(port), ...env },
+    logPath,
+    // Ready means the READY line, which the runtime prints once it is listening.
+    ready: async () => {
+      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));
+      if (line) ready = JSON.parse(line.slice("RUNTIME READY ".length)) as Runtime["ready"];
+      return ready !== undefined;
+    },
+    timeoutMs: 60_000,
+  });
+  return { url: `http://127.0.0.1:${port}`, child, ready: ready! };
+}
+
+/**
+ * Copies a GGUF, changing one character of its `general.name` metadata value in place: the copy is a
+ * working model whose bytes, and so whose digest, differ from the original's.
+ */
+async function copyWithRenamedModel(from: string, to: string): Promise<void> {
+  await copyFile(from, to);
+  const file = await open(to, "r+");
+  try {
+    const head = Buffer.alloc(1 << 20);
+    await file.read(head, 0, head.length, 0);
+    // A GGUF key-value pair: u64 key length, key, u32 value type (8 = string), u64 length, value.
+    const key = Buffer.from("general.name");
+    const at = head.indexOf(key);
+    expect(at).toBeGreaterThan(8);
+    expect(head.readBigUInt64LE(at - 8)).toBe(BigInt(key.length));
+    expect(head.readUInt32LE(at + key.length)).toBe(8);
+    const length = Number(head.readBigUInt64LE(at + key.length + 4));
+    const last = at + key.length + 12 + length - 1;
+    await file.write(Buffer.from([head[last] === 0x78 ? 0x79 : 0x78]), 0, 1, last);
+  } finally {
+    await file.close();
+  }
+}
+
+function authorized(): Record<string, string> {
+  return { authorization: `Bearer ${secret}`, "content-type": "application/json" };
+}
+
+async function callRaw(runtime: Runtime, path: string, body: unknown): Promise<{ status: number; body: ErrorEnvelope }> {
+  const res = await fetch(runtime.url + path, { method: "POST", headers: authorized(), body: JSON.stringify(body) });
+  return { status: res.status, body: ErrorEnvelope.parse(await res.json()) };
+}
+
+async function call(runtime: Runtime, method: "GET" | "POST", path: string, body?: unknown): Promise<unknown> {
+  const res = await fetch(runtime.url + path, { method, headers: authorized(), body: body === undefined ? undefined : JSON.stringify(body) });
+  const json: unknown = await res.json();
+  if (res.status !== 200) throw new Error(`${method} ${path} answered ${res.status}: ${JSON.stringify(json)}`);
+  return json;
+}
+
+async function tokenize(text: string): Promise<TokenizeResponse> {
+  return TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text }));
+}
+
+async function score(runtime: Runtime, prompt: string, label_tokens: number[]): Promise<ScoreResponse> {
+  return ScoreResponse.parse(await call(runtime, "POST", RUNTIME_PATHS.score, { prompt, label_tokens }));
+}
+
+/** Token ids of labels that must each be a single token. */
+async function labelTokens(...labels: string[]): Promise<number[]> {
+  return Promise.all(
+    labels.map(async (label) => {
+      const { tokens } = await tokenize(label);
+      expect(tokens, `label ${JSON.stringify(label)}`).toHaveLength(1);
+      return tokens[0]!;
+    }),
+  );
+}
+
+function chatTurn(user: string): string {
+  return `<start_of_turn>user\n${user}<end_of_turn>\n<start_of_turn>model\n`;
+}
+
+/** A prompt of exactly `n` tokens: each chat marker is one special token. */
+function markers(n: number): string {
+  return "<start_of_turn>".repeat(n);
+}
+
+function sum(values: number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}

@@ -45,3 +45,29 @@ CREATE OR REPLACE VIEW model_registry AS
     FROM model_releases r
     LEFT JOIN model_aliases a ON a.release_id = r.id
    GROUP BY r.id;
+
+-- Accounts: created when a signed-in user issues their first key. Quota settings are null (no
+-- quota) or positive.
+CREATE TABLE IF NOT EXISTS accounts (
+  id                       uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  idp_issuer               text NOT NULL,
+  idp_subject              text NOT NULL,
+  status                   text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'disabled')),
+  requests_per_second      integer CHECK (requests_per_second > 0),
+  tokens_per_second        bigint CHECK (tokens_per_second > 0),
+  max_active_batches       integer CHECK (max_active_batches > 0),
+  max_batch_storage_bytes  bigint CHECK (max_batch_storage_bytes > 0),
+  created_at               timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (idp_issuer, idp_subject)
+);
+
+-- API keys: only the SHA-256 digest of the secret is kept.
+CREATE TABLE IF NOT EXISTS api_keys (
+  id          text PRIMARY KEY CHECK (id ~ '^[a-z2-7]{26}$'),
+  account_id  uuid NOT NULL REFERENCES accounts (id),
+  name        text NOT NULL,
+  digest      text NOT NULL CHECK (digest ~ '^[0-9a-f]{64}$'),
+  created_at  timestamptz NOT NULL DEFAULT now(),
+  revoked_at  timestamptz
+);
+CREATE INDEX IF NOT EXISTS api_keys_by_account ON api_keys (account_id, created_at);

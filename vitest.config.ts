@@ -2,10 +2,12 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts", "contract/**/*.test.ts", "edge/**/*.test.ts", "sidecar/**/*.test.ts", "runtime/**/*.test.ts", "local/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "contract/**/*.test.ts", "edge/**/*.test.ts", "sidecar/**/*.test.ts", "runtime/**/*.test.ts", "local/**/*.test.ts", "ops/**/*.test.ts"],
+    // One isolated stack shared by the API tests; its logs are scanned for secrets at the end.
+    globalSetup: ["test/support/global-stack.ts"],
     testTimeout: 60_000,
     hookTimeout: 180_000,
-    // Integration files each start real processes; two cores run them one file at a time.
+    // Integration files start real processes; two cores run them one file at a time.
     fileParallelism: false,
     pool: "forks",
   },

@@ -13,8 +13,13 @@ export async function sha256Hex(text: string): Promise<string> {
  */
 export async function secretsEqual(a: string, b: string): Promise<boolean> {
   const [x, y] = await Promise.all([sha256Hex(a), sha256Hex(b)]);
-  let diff = 0;
-  for (let i = 0; i < x.length; i++) diff |= x.charCodeAt(i) ^ y.charCodeAt(i);
+  return digestsEqual(x, y);
+}
+
+/** Compares two hex digests without an early exit; digests of different lengths are unequal. */
+export function digestsEqual(x: string, y: string): boolean {
+  let diff = x.length ^ y.length;
+  for (let i = 0; i < Math.min(x.length, y.length); i++) diff |= x.charCodeAt(i) ^ y.charCodeAt(i);
   return diff === 0;
 }
 

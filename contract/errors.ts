@@ -10,6 +10,11 @@ import { z } from "zod";
 export const ERROR_STATUS = {
   bad_request: 400,
   unauthorized: 401,
+  missing_credentials: 401,
+  invalid_credentials: 401,
+  revoked_key: 401,
+  account_disabled: 401,
+  wrong_credential_kind: 401,
   forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
@@ -21,6 +26,7 @@ export const ERROR_STATUS = {
   internal_error: 500,
   bad_gateway: 502,
   unavailable: 503,
+  quota_unavailable: 503,
   timeout: 504,
   lane_full: 529,
 } as const;

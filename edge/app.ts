@@ -1,12 +1,16 @@
 /**
  * The edge Worker's Hono app (runs in workerd). Routes are registered here, in one place; the
- * conventions every response shares (request id header, error envelope) are applied here too.
+ * conventions every response shares (request id header, error envelope, the one allowed browser
+ * origin) are applied here too.
  */
 import { Hono } from "hono";
-import type { AppEnv } from "./env.ts";
+import { cors } from "hono/cors";
 import { REQUEST_ID_HEADER } from "../contract/limits.ts";
-import { errorBody } from "../contract/errors.ts";
+import { errorBody, ServiceError } from "../contract/errors.ts";
+import type { AppEnv } from "./env.ts";
 import { health } from "./routes/health.ts";
+import { keys } from "./routes/keys.ts";
+import { models } from "./routes/models.ts";
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -18,10 +22,26 @@ export function createApp(): Hono<AppEnv> {
     c.res.headers.set(REQUEST_ID_HEADER, requestId);
   });
 
+  app.use(
+    cors({
+      origin: (origin, c) => (c.env.ALLOWED_ORIGIN && origin === c.env.ALLOWED_ORIGIN ? origin : null),
+      allowMethods: ["GET", "POST", "OPTIONS"],
+      allowHeaders: ["authorization", "content-type", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
+      exposeHeaders: [REQUEST_ID_HEADER, "retry-after", "retry-after-ms"],
+      maxAge: 600,
+    }),
+  );
+
   app.route("/", health);
+  app.route("/", keys);
+  app.route("/", models);
 
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
   app.onError((err, c) => {
+    if (err instanceof ServiceError) {
+      if (err.status === 503) c.header("retry-after", "1");
+      return c.json(err.toBody(), err.status as 400);
+    }
     // The message may quote customer input; log the request id and the error class only.
     console.error(`request ${c.get("requestId")} failed: ${err.name}`);
     return c.json(errorBody("internal_error", "internal error"), 500);

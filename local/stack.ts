@@ -17,6 +17,7 @@ import { SHARED_ALIAS } from "../contract/limits.ts";
 import { Identity } from "../contract/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
 import { pointAlias, registerRelease } from "../ops/registry.ts";
+import { startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
 import { startNeonBridge } from "./neon-bridge.ts";
 import { freePort } from "./ports.ts";
@@ -36,6 +37,10 @@ export interface StackOptions {
   dataDir: string;
   /** Edge port; a free one when absent. */
   edgePort?: number;
+  /** Identity provider port (its issuer URL includes it); a free one when absent. */
+  idpPort?: number;
+  /** Extra settings of the edge Worker, such as ALLOWED_ORIGIN. */
+  edgeVars?: Record<string, string>;
   /** Progress lines (to stderr by default). */
   log?: (line: string) => void;
 }
@@ -53,6 +58,7 @@ export interface Stack {
   databaseUrl: string;
   redisUrl: string;
   release: Identity;
+  idp: IdpInfo;
   /** Secrets of this stack, for tests that call internal tiers directly. */
   secrets: { runtime: string; sidecar: string; upstash: string };
   urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string };
@@ -83,11 +89,13 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const model = await ensureModel();
     log(`model      ${model.path}`);
 
-    const [postgres, redis] = await Promise.all([
+    const [postgres, redis, idp] = await Promise.all([
       startPostgres({ dataDir: join(dataDir, "postgres") }),
       startRedis({ dataDir: join(dataDir, "redis") }),
+      startIdp({ dataDir: join(dataDir, "idp"), port: opts.idpPort }),
     ]);
-    stoppers.push(postgres.stop, redis.stop);
+    stoppers.push(postgres.stop, redis.stop, idp.stop);
+    children.push(idp.child);
     await migrate(postgres.url);
 
     const upstashToken = secret();
@@ -168,6 +176,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         UPSTASH_REDIS_REST_TOKEN: upstashToken,
         SIDECAR_URL: sidecarUrl,
         SIDECAR_SECRET: sidecarSecret,
+        OIDC_ISSUER: idp.issuer,
+        OIDC_AUDIENCE: idp.audience,
+        OIDC_JWKS_URL: idp.jwksUrl,
+        ...opts.edgeVars,
       })
         .map(([key, value]) => `${key}=${value}\n`)
         .join(""),
@@ -207,6 +219,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       { name: "edge (wrangler dev)", where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
       { name: "sidecar (bun)", where: sidecarUrl, pid: sidecar.proc.pid, log: sidecar.logPath },
       { name: `runtime ${release.release_id}`, where: runtimeUrl, pid: runtime.proc.pid, log: runtime.logPath },
+      { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
       { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
       { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
       { name: "neon bridge (ws + /sql)", where: `http://${neonLocal}` },
@@ -219,6 +232,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       databaseUrl: postgres.url,
       redisUrl: redis.url,
       release,
+      idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
       urls: { runtime: runtimeUrl, sidecar: sidecarUrl, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
       children,

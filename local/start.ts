@@ -1,44 +1,39 @@
 /**
  * `npm start`: the whole service on loopback with its embedded defaults, until Ctrl-C.
- * Runs on a developer machine (under Bun). Data lives in `.local/stack/` and survives restarts.
+ * Runs on a developer machine (under Bun). Data lives in `.local/stack/` (or SVC_STACK_DIR) and
+ * survives restarts; `stack.json` there names the running stack for the local commands.
  *
  * Settings: PORT (edge, default 8787), DATABASE_URL, REDIS_URL (use these instead of the private
  * servers), SVC_MODEL_PATH (any GGUF instead of the default model).
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { portInUse } from "./ports.ts";
-import { ROOT, startStack } from "./stack.ts";
+import { runningStack, stackDir } from "./running.ts";
+import { startStack } from "./stack.ts";
 
-const dataDir = join(ROOT, ".local/stack");
-const lockPath = join(ROOT, ".local/stack.lock.json");
+const dataDir = stackDir();
+const lockPath = join(dataDir, "stack.json");
 const edgePort = Number(process.env.PORT ?? 8787);
+// A fixed issuer port keeps user tokens and the CLI's sign-in valid across restarts.
+const idpPort = edgePort + 1;
 
-function running(): { pid: number; baseUrl: string } | null {
-  if (!existsSync(lockPath)) return null;
-  try {
-    const lock = JSON.parse(readFileSync(lockPath, "utf8")) as { pid: number; baseUrl: string };
-    process.kill(lock.pid, 0);
-    return lock;
-  } catch {
-    return null;
-  }
-}
-
-const other = running();
+const other = runningStack();
 if (other) {
   console.error(`The service is already running at ${other.baseUrl} (npm start, pid ${other.pid}). Stop it with Ctrl-C in its terminal.`);
   process.exit(1);
 }
-if (await portInUse(edgePort)) {
-  console.error(`Port ${edgePort} is already in use by another program; set PORT to use another port.`);
-  process.exit(1);
+for (const port of [edgePort, idpPort]) {
+  if (await portInUse(port)) {
+    console.error(`Port ${port} is already in use by another program; set PORT to use other ports (PORT and PORT+1).`);
+    process.exit(1);
+  }
 }
 
 const started = performance.now();
 console.error("Starting the decision service on loopback (first start installs the model once)...");
-const stack = await startStack({ dataDir, edgePort, log: (line) => console.error(`  ${line}`) });
-writeFileSync(lockPath, JSON.stringify({ pid: process.pid, baseUrl: stack.baseUrl }));
+const stack = await startStack({ dataDir, edgePort, idpPort, log: (line) => console.error(`  ${line}`) });
+writeFileSync(lockPath, JSON.stringify({ pid: process.pid, baseUrl: stack.baseUrl, databaseUrl: stack.databaseUrl }), { mode: 0o600 });
 
 let stopping = false;
 async function shutdown(): Promise<void> {
@@ -71,5 +66,9 @@ ${stack.pieces.map((p) => `  ${p.name.padEnd(width)}  ${p.where}`).join("\n")}
 
 First request:
   curl ${stack.baseUrl}/health
+
+First API key (signs in as the development user of the local identity provider):
+  TOKEN=$(npm run -s user-token)
+  curl -s ${stack.baseUrl}/v1/keys -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"name":"first"}'
 
 Press Ctrl-C to stop everything.`);

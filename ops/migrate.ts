@@ -1,9 +1,10 @@
 /**
- * `npm run db:migrate`: applies schema.sql to DATABASE_URL. Runs on an operator's machine or the
+ * `npm run db:migrate`: applies schema.sql to DATABASE_URL (or the running local stack's). Runs on an operator's machine or the
  * local stack launcher. Safe to repeat and to run concurrently (an advisory lock serialises runs).
  */
 import { readFileSync } from "node:fs";
 import pg from "pg";
+import { databaseUrl } from "./database-url.ts";
 
 const SCHEMA_PATH = new URL("../schema.sql", import.meta.url);
 const MIGRATION_LOCK = 7_245_001;
@@ -23,11 +24,6 @@ export async function migrate(databaseUrl: string): Promise<void> {
 }
 
 if (import.meta.main) {
-  const url = process.env.DATABASE_URL;
-  if (!url) {
-    console.error("db:migrate needs DATABASE_URL");
-    process.exit(2);
-  }
-  await migrate(url);
+  await migrate(databaseUrl());
   console.error("schema applied");
 }

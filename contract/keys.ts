@@ -1,0 +1,43 @@
+/**
+ * API keys and key management on the wire.
+ *
+ * A secret looks like `svc_<id>_<secret>`: `id` is 16 random bytes in lowercase base32 (26
+ * characters, the lookup identifier shown in listings), `secret` is 32 random bytes (256 bits) in
+ * base64url (43 characters). Only the SHA-256 digest of the whole string is stored.
+ */
+import { z } from "zod";
+
+export const KEY_NAME_MAX = 128;
+export const API_KEY_PATTERN = /^svc_([a-z2-7]{26})_([A-Za-z0-9_-]{43})$/;
+export const KEY_ID_PATTERN = /^[a-z2-7]{26}$/;
+
+export const CreateKeyRequest = z.object({
+  name: z
+    .string({ error: (issue) => (issue.input === undefined ? "name is required" : "name must be a string") })
+    .trim()
+    .min(1, "name must not be empty")
+    .max(KEY_NAME_MAX, `name must be at most ${KEY_NAME_MAX} characters`),
+});
+export type CreateKeyRequest = z.infer<typeof CreateKeyRequest>;
+
+export const KeyMetadata = z.object({
+  id: z.string(),
+  name: z.string(),
+  status: z.enum(["active", "revoked"]),
+  created_at: z.string(),
+  revoked_at: z.string().nullable(),
+});
+export type KeyMetadata = z.infer<typeof KeyMetadata>;
+
+/** The creation response: the only time the secret is ever shown. */
+export const CreatedKey = KeyMetadata.extend({ secret: z.string().regex(API_KEY_PATTERN) });
+export type CreatedKey = z.infer<typeof CreatedKey>;
+
+export const KeyList = z.object({ keys: z.array(KeyMetadata) });
+export type KeyList = z.infer<typeof KeyList>;
+
+/** Splits a presented API key into its lookup id, or null when it does not have the key's shape. */
+export function parseApiKey(token: string): { id: string } | null {
+  const match = API_KEY_PATTERN.exec(token);
+  return match?.[1] ? { id: match[1] } : null;
+}

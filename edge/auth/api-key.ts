@@ -1,0 +1,51 @@
+/**
+ * API-key authentication for models, decisions and bulk (runs in workerd). Every request looks the
+ * key up by its identifier and re-reads revocation and account status in the same query: no cache,
+ * so a revoked key or a disabled account fails on its very next request. The digest comparison is
+ * constant-time.
+ */
+import { createMiddleware } from "hono/factory";
+import { digestsEqual, bearerToken, sha256Hex } from "../../contract/crypto.ts";
+import { ServiceError } from "../../contract/errors.ts";
+import { parseApiKey } from "../../contract/keys.ts";
+import type { Account, AppEnv } from "../env.ts";
+import { sql } from "../services.ts";
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ServiceError("missing_credentials", "missing API key: send Authorization: Bearer <API key>");
+  const key = parseApiKey(token);
+  if (!key) {
+    if (JWT_SHAPE.test(token)) {
+      throw new ServiceError("wrong_credential_kind", "a user access token cannot be used here; use an API key");
+    }
+    throw new ServiceError("invalid_credentials", "malformed API key");
+  }
+  const rows = await sql(c.env)`
+    SELECT k.digest, k.revoked_at, a.id, a.status, a.requests_per_second, a.tokens_per_second,
+           a.max_active_batches, a.max_batch_storage_bytes
+      FROM api_keys k JOIN accounts a ON a.id = k.account_id
+     WHERE k.id = ${key.id}`;
+  const row = rows[0];
+  const presented = await sha256Hex(token);
+  if (!row || !digestsEqual(presented, String(row.digest))) throw new ServiceError("invalid_credentials", "invalid API key");
+  if (row.revoked_at !== null) throw new ServiceError("revoked_key", "this API key has been revoked");
+  if (row.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
+  c.set("keyId", key.id);
+  c.set("account", accountFrom(row));
+  await next();
+});
+
+function accountFrom(row: Record<string, unknown>): Account {
+  const int = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+  return {
+    id: String(row.id),
+    status: row.status === "active" ? "active" : "disabled",
+    requests_per_second: int(row.requests_per_second),
+    tokens_per_second: int(row.tokens_per_second),
+    max_active_batches: int(row.max_active_batches),
+    max_batch_storage_bytes: int(row.max_batch_storage_bytes),
+  };
+}

@@ -1,0 +1,26 @@
+/**
+ * The quota gate of an API-key route (runs in workerd, after apiKeyAuth): admits the request against
+ * the account's per-second quotas, reserving `reserve(c)` tokens, or answers 429 with
+ * `Retry-After` (seconds) and `retry-after-ms`, which the third-party clients honour.
+ */
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import { errorBody } from "../../contract/errors.ts";
+import type { AppEnv } from "../env.ts";
+import { admit } from "../quota.ts";
+import { redis } from "../services.ts";
+
+export function quota(reserve: (c: Context<AppEnv>) => number | Promise<number> = () => 0) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const account = c.get("account");
+    const admission = await admit(redis(c.env), account, await reserve(c));
+    if (!admission.admitted) {
+      const unit = admission.limit === "requests_per_second" ? "requests" : "tokens";
+      c.header("retry-after", String(Math.ceil(admission.retryAfterMs / 1000)));
+      c.header("retry-after-ms", String(admission.retryAfterMs));
+      c.header(`x-ratelimit-limit-${unit}`, String(admission.value));
+      return c.json(errorBody("rate_limited", `account limit of ${admission.value} ${unit} per second reached`), 429);
+    }
+    await next();
+  });
+}

@@ -1,0 +1,25 @@
+/**
+ * User authentication for key management (runs in workerd): an identity-provider access token,
+ * verified against the provider's JWKS. An API key is refused here, as a user token is refused on
+ * API-key routes.
+ */
+import { createMiddleware } from "hono/factory";
+import { bearerToken } from "../../contract/crypto.ts";
+import { ServiceError } from "../../contract/errors.ts";
+import { parseApiKey } from "../../contract/keys.ts";
+import type { AppEnv } from "../env.ts";
+import { verifyUserToken } from "./user-token.ts";
+
+export const userAuth = createMiddleware<AppEnv>(async (c, next) => {
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ServiceError("missing_credentials", "missing user access token: sign in and send Authorization: Bearer <token>");
+  if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "an API key cannot manage keys; use a signed-in user's access token");
+  let user;
+  try {
+    user = await verifyUserToken(token, c.env);
+  } catch {
+    throw new ServiceError("invalid_credentials", "invalid or expired user access token");
+  }
+  c.set("user", { issuer: user.issuer, subject: user.subject });
+  await next();
+});

@@ -1,0 +1,102 @@
+/**
+ * Key management with a user access token (runs in workerd):
+ *
+ *   POST /v1/keys              {name}  -> 201 key metadata + secret (shown this once)
+ *   GET  /v1/keys                      -> {keys: [metadata, ...]}, newest first
+ *   POST /v1/keys/{id}/revoke  {}      -> revoked key metadata (repeatable)
+ *
+ * The account is created with its first key. A key of another account answers 404, like a key that
+ * does not exist. Neither a listing nor an error ever contains a secret or a digest.
+ */
+import { Hono } from "hono";
+import { sha256Hex } from "../../contract/crypto.ts";
+import { ServiceError } from "../../contract/errors.ts";
+import { CreateKeyRequest, KEY_ID_PATTERN, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
+import { z } from "zod";
+import { userAuth } from "../auth/user.ts";
+import { readJson } from "../body.ts";
+import type { AppEnv } from "../env.ts";
+import { sql } from "../services.ts";
+
+export const keys = new Hono<AppEnv>();
+keys.use("/v1/keys", userAuth);
+keys.use("/v1/keys/*", userAuth);
+
+const METADATA = "id, name, created_at, revoked_at";
+
+keys.post("/v1/keys", async (c) => {
+  const { name } = await readJson(c, CreateKeyRequest, 16 * 1024);
+  const user = c.get("user");
+  const { id, secret } = newKey();
+  const rows = await sql(c.env)`
+    WITH account AS (
+      INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
+      ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
+      RETURNING id, status
+    )
+    INSERT INTO api_keys (id, account_id, name, digest)
+    SELECT ${id}, account.id, ${name}, ${await sha256Hex(secret)} FROM account WHERE account.status = 'active'
+    RETURNING id, name, created_at, revoked_at`;
+  if (!rows[0]) throw new ServiceError("forbidden", "this account is disabled; no new keys can be issued");
+  return c.json({ ...metadata(rows[0]), secret } satisfies CreatedKey, 201);
+});
+
+keys.get("/v1/keys", async (c) => {
+  const user = c.get("user");
+  const rows = await sql(c.env).query(
+    `SELECT ${METADATA} FROM api_keys
+      WHERE account_id = (SELECT id FROM accounts WHERE idp_issuer = $1 AND idp_subject = $2)
+      ORDER BY created_at DESC, id`,
+    [user.issuer, user.subject],
+  );
+  return c.json({ keys: rows.map(metadata) });
+});
+
+keys.post("/v1/keys/:id/revoke", async (c) => {
+  const id = c.req.param("id");
+  await readJson(c, z.object({}), 1024, true);
+  const user = c.get("user");
+  const rows = KEY_ID_PATTERN.test(id)
+    ? await sql(c.env).query(
+        `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+          WHERE id = $1 AND account_id = (SELECT id FROM accounts WHERE idp_issuer = $2 AND idp_subject = $3)
+          RETURNING ${METADATA}`,
+        [id, user.issuer, user.subject],
+      )
+    : [];
+  if (!rows[0]) throw new ServiceError("not_found", `no key ${id} in this account`);
+  return c.json(metadata(rows[0]));
+});
+
+const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+
+/** A new key: 16 random bytes of identifier (base32) and 32 bytes (256 bits) of secret (base64url). */
+function newKey(): { id: string; secret: string } {
+  const idBytes = crypto.getRandomValues(new Uint8Array(16));
+  let bits = 0;
+  let value = 0;
+  let id = "";
+  for (const byte of idBytes) {
+    value = (value << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      id += BASE32[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  if (bits > 0) id += BASE32[(value << (5 - bits)) & 31];
+  const secretBytes = crypto.getRandomValues(new Uint8Array(32));
+  const material = btoa(String.fromCharCode(...secretBytes)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+  return { id, secret: `svc_${id}_${material}` };
+}
+
+function metadata(row: Record<string, unknown>): KeyMetadata {
+  const iso = (v: unknown) => (v === null || v === undefined ? null : new Date(v as string).toISOString());
+  return {
+    id: String(row.id),
+    name: String(row.name),
+    status: row.revoked_at === null ? "active" : "revoked",
+    created_at: iso(row.created_at) ?? "",
+    revoked_at: iso(row.revoked_at),
+  };
+}

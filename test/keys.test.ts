@@ -1,0 +1,160 @@
+/**
+ * Key management through the real Worker: POST /v1/keys, GET /v1/keys, POST /v1/keys/{id}/revoke,
+ * with user access tokens from the real local identity provider.
+ */
+import { createHash } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
+import { CreatedKey, KEY_NAME_MAX, KeyList, KeyMetadata } from "../contract/keys.ts";
+import { call, createKey, query, remember, signIn } from "./support/api.ts";
+import { expectError, userRouteSecurity } from "./support/security.ts";
+
+let user: { login: string; token: string };
+
+beforeAll(async () => {
+  user = await signIn();
+});
+
+describe("POST /v1/keys", () => {
+  it("creates the account with its first key and shows the secret once", async () => {
+    const reply = await call("/v1/keys", { token: user.token, body: { name: "ci" } });
+    expect(reply.status).toBe(201);
+    const key = CreatedKey.parse(reply.body);
+    remember(key.secret);
+    expect(Object.keys(reply.body).sort()).toEqual(["created_at", "id", "name", "revoked_at", "secret", "status"]);
+    expect(key).toMatchObject({ name: "ci", status: "active", revoked_at: null });
+    expect(key.secret).toMatch(new RegExp(`^svc_${key.id}_[A-Za-z0-9_-]{43}$`));
+    // 256 bits of secret material: 43 base64url characters carry 258 bits, the last 2 of them padding.
+    expect(Buffer.from(key.secret.slice(-43), "base64url")).toHaveLength(32);
+
+    const accounts = await query("SELECT a.* FROM accounts a JOIN api_keys k ON k.account_id = a.id WHERE k.id = $1", [key.id]);
+    expect(accounts).toHaveLength(1);
+    expect(accounts[0]).toMatchObject({ idp_subject: user.login, status: "active", requests_per_second: null, tokens_per_second: null });
+  });
+
+  it("stores only the SHA-256 digest of the secret", async () => {
+    const key = await createKey(user.token, "digest check");
+    const rows = await query("SELECT * FROM api_keys WHERE id = $1", [key.id]);
+    expect(rows[0]?.digest).toBe(createHash("sha256").update(key.secret).digest("hex"));
+    expect(JSON.stringify(rows[0])).not.toContain(key.secret.slice(-43));
+  });
+
+  it("gives every key a distinct identifier and secret, many per account", async () => {
+    const made = await Promise.all([1, 2, 3, 4, 5].map((n) => createKey(user.token, `many ${n}`)));
+    expect(new Set(made.map((k) => k.id)).size).toBe(5);
+    expect(new Set(made.map((k) => k.secret)).size).toBe(5);
+    const accounts = await query("SELECT DISTINCT account_id FROM api_keys WHERE id = ANY($1)", [made.map((k) => k.id)]);
+    expect(accounts).toHaveLength(1);
+  });
+
+  it("trims the name and accepts names up to the limit", async () => {
+    expect((await createKey(user.token, "  spaced  ")).name).toBe("spaced");
+    expect((await createKey(user.token, "x".repeat(KEY_NAME_MAX))).name).toHaveLength(KEY_NAME_MAX);
+  });
+
+  it.each([
+    ["a missing name", {}, /name is required/],
+    ["a name of the wrong type", { name: 42 }, /name must be a string/],
+    ["an empty name", { name: "   " }, /name must not be empty/],
+    ["a name that is too long", { name: "x".repeat(KEY_NAME_MAX + 1) }, new RegExp(`at most ${KEY_NAME_MAX}`)],
+    ["a body that is not an object", ["ci"], /expected object/i],
+  ])("refuses %s with 422 and a clear message", async (_, body, message) => {
+    const reply = await call<{ error: { message: string } }>("/v1/keys", { token: user.token, body });
+    expectError(reply, 422, "invalid_request");
+    expect(reply.body.error.message).toMatch(message);
+  });
+
+  it("refuses a body that is not JSON", async () => {
+    expectError(await call("/v1/keys", { token: user.token, rawBody: "{name: ci" }), 422, "invalid_request");
+  });
+
+  it("issues no key to a disabled account", async () => {
+    const other = await signIn();
+    const first = await createKey(other.token);
+    await query("UPDATE accounts SET status = 'disabled' WHERE id = (SELECT account_id FROM api_keys WHERE id = $1)", [first.id]);
+    expectError(await call("/v1/keys", { token: other.token, body: { name: "more" } }), 403, "forbidden");
+  });
+
+  userRouteSecurity({ method: "POST", path: "/v1/keys", body: { name: "x" } });
+});
+
+describe("GET /v1/keys", () => {
+  it("lists the account's keys newest first, without secrets or digests", async () => {
+    const lister = await signIn();
+    const first = await createKey(lister.token, "first");
+    const second = await createKey(lister.token, "second");
+    const reply = await call("/v1/keys", { token: lister.token });
+    expect(reply.status).toBe(200);
+    const list = KeyList.parse(reply.body);
+    expect(list.keys.map((k) => k.id)).toEqual([second.id, first.id]);
+    for (const key of list.keys) expect(Object.keys(key).sort()).toEqual(["created_at", "id", "name", "revoked_at", "status"]);
+    const text = JSON.stringify(reply.body);
+    for (const key of [first, second]) {
+      expect(text).not.toContain(key.secret);
+      expect(text).not.toContain(createHash("sha256").update(key.secret).digest("hex"));
+    }
+  });
+
+  it("is empty for a user who has no account yet", async () => {
+    const fresh = await signIn();
+    const reply = await call("/v1/keys", { token: fresh.token });
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual({ keys: [] });
+  });
+
+  it("never shows another account's keys", async () => {
+    const a = await signIn();
+    const b = await signIn();
+    const keyOfA = await createKey(a.token, "a's");
+    await createKey(b.token, "b's");
+    const list = KeyList.parse((await call("/v1/keys", { token: b.token })).body);
+    expect(list.keys.map((k) => k.id)).not.toContain(keyOfA.id);
+    expect(list.keys).toHaveLength(1);
+  });
+
+  userRouteSecurity({ method: "GET", path: "/v1/keys" });
+});
+
+describe("POST /v1/keys/{id}/revoke", () => {
+  it("revokes a key, shows it as revoked, and is repeatable", async () => {
+    const key = await createKey(user.token, "revoke me");
+    const reply = await call(`/v1/keys/${key.id}/revoke`, { token: user.token, body: {} });
+    expect(reply.status).toBe(200);
+    const revoked = KeyMetadata.parse(reply.body);
+    expect(revoked).toMatchObject({ id: key.id, status: "revoked" });
+    expect(revoked.revoked_at).not.toBeNull();
+    expect(JSON.stringify(reply.body)).not.toContain(key.secret);
+
+    const again = await call(`/v1/keys/${key.id}/revoke`, { token: user.token, method: "POST" });
+    expect(again.status).toBe(200);
+    expect(KeyMetadata.parse(again.body).revoked_at).toBe(revoked.revoked_at);
+
+    const listed = KeyList.parse((await call("/v1/keys", { token: user.token })).body).keys.find((k) => k.id === key.id);
+    expect(listed?.status).toBe("revoked");
+  });
+
+  it("answers 404 for another account's key, and leaves it active", async () => {
+    const owner = await signIn();
+    const key = await createKey(owner.token, "not yours");
+    const intruder = await signIn();
+    await createKey(intruder.token);
+    const reply = await call<{ error: { message: string } }>(`/v1/keys/${key.id}/revoke`, { token: intruder.token, body: {} });
+    expectError(reply, 404, "not_found");
+    const unknown = await call<{ error: { message: string } }>(`/v1/keys/${"b".repeat(26)}/revoke`, { token: intruder.token, body: {} });
+    expectError(unknown, 404, "not_found");
+    expect(reply.body.error.message.replace(key.id, "ID")).toBe(unknown.body.error.message.replace("b".repeat(26), "ID"));
+    const rows = await query("SELECT revoked_at FROM api_keys WHERE id = $1", [key.id]);
+    expect(rows[0]?.revoked_at).toBeNull();
+  });
+
+  it("answers 404 for an id that is not a key id", async () => {
+    expectError(await call("/v1/keys/../../etc/revoke", { token: user.token, body: {} }), 404, "not_found");
+    expectError(await call("/v1/keys/NOT-AN-ID/revoke", { token: user.token, body: {} }), 404, "not_found");
+  });
+
+  it("refuses a body other than {}", async () => {
+    const key = await createKey(user.token);
+    expectError(await call(`/v1/keys/${key.id}/revoke`, { token: user.token, rawBody: "[" }), 422, "invalid_request");
+  });
+
+  userRouteSecurity({ method: "POST", path: `/v1/keys/${"c".repeat(26)}/revoke`, body: {} });
+});

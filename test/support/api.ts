@@ -1,0 +1,92 @@
+/**
+ * Test helpers for driving the shared stack over real HTTP (runs only in tests). Every secret a test
+ * obtains goes through `remember`, so the end-of-run log scan looks for it.
+ */
+import { appendFileSync } from "node:fs";
+import pg from "pg";
+import { inject } from "vitest";
+import { CreatedKey } from "../../contract/keys.ts";
+import { REQUEST_ID_HEADER } from "../../contract/limits.ts";
+import { getUserAccessToken } from "../../local/user-token.ts";
+
+export const stack = () => inject("stack");
+
+export function remember(secret: string): string {
+  appendFileSync(stack().ledgerPath, `${secret}\n`);
+  return secret;
+}
+
+export interface Reply<T = Record<string, unknown>> {
+  status: number;
+  body: T;
+  headers: Headers;
+  requestId: string | null;
+}
+
+export async function call<T = Record<string, unknown>>(
+  path: string,
+  opts: { method?: string; token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<Reply<T>> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  const hasBody = opts.body !== undefined || opts.rawBody !== undefined;
+  if (hasBody) headers["content-type"] = "application/json";
+  const res = await fetch(`${stack().baseUrl}${path}`, {
+    method: opts.method ?? (hasBody ? "POST" : "GET"),
+    headers,
+    body: opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
+  });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not JSON: the assertion that follows will say so */
+  }
+  return { status: res.status, body: body as T, headers: res.headers, requestId: res.headers.get(REQUEST_ID_HEADER) };
+}
+
+let logins = 0;
+
+/** A fresh user of the local identity provider, signed in with the real PKCE flow. */
+export async function signIn(login = `user-${process.pid}-${Date.now()}-${++logins}`): Promise<{ login: string; token: string }> {
+  const token = await getUserAccessToken({ issuer: stack().issuer, login });
+  return { login, token: remember(token) };
+}
+
+export async function createKey(userToken: string, name = "test key"): Promise<CreatedKey> {
+  const reply = await call("/v1/keys", { token: userToken, body: { name } });
+  if (reply.status !== 201) throw new Error(`key creation answered ${reply.status}: ${JSON.stringify(reply.body)}`);
+  const key = CreatedKey.parse(reply.body);
+  remember(key.secret);
+  return key;
+}
+
+/** A new account (a new user with one key). */
+export async function newAccount(): Promise<{ login: string; userToken: string; key: CreatedKey; accountId: string }> {
+  const { login, token } = await signIn();
+  const key = await createKey(token);
+  const rows = await query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE id = $1", [key.id]);
+  return { login, userToken: token, key, accountId: rows[0]!.account_id };
+}
+
+export async function query<T extends pg.QueryResultRow = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
+  const db = new pg.Client({ connectionString: stack().databaseUrl });
+  await db.connect();
+  try {
+    return (await db.query<T>(text, params)).rows;
+  } finally {
+    await db.end();
+  }
+}
+
+/** Runs an operator function (ops/*.ts) against the stack's database. */
+export async function withDb<T>(run: (db: pg.Client) => Promise<T>): Promise<T> {
+  const db = new pg.Client({ connectionString: stack().databaseUrl });
+  await db.connect();
+  try {
+    return await run(db);
+  } finally {
+    await db.end();
+  }
+}

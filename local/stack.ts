@@ -63,6 +63,8 @@ export interface Stack {
   secrets: { runtime: string; sidecar: string; upstash: string };
   urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string };
   children: Child[];
+  /** Stops one data service (tests use it to show what an outage does). */
+  stopService(name: "postgres" | "redis"): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -236,6 +238,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
       urls: { runtime: runtimeUrl, sidecar: sidecarUrl, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
       children,
+      stopService: (name) => (name === "postgres" ? postgres.stop() : redis.stop()),
       stop,
     };
   } catch (err) {

@@ -3,7 +3,7 @@
  * health route through the real Worker under workerd, the real sidecar under Bun, the real runtime
  * with the default model, Postgres and Redis behind the production drivers' protocols.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -11,20 +11,51 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HealthReport } from "../contract/health.ts";
 import { REQUEST_ID_HEADER, SHARED_ALIAS } from "../contract/limits.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
+import { CreatedKey } from "../contract/keys.ts";
 import { startStack, type Stack } from "../local/stack.ts";
+import { getUserAccessToken } from "../local/user-token.ts";
+import { setSettings } from "../ops/accounts.ts";
+import { scanLogs } from "./support/global-stack.ts";
 
 let stack: Stack;
 let dataDir: string;
 
+let ledger: string;
+
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "svc-stack-"));
+  chmodSync(dataDir, 0o711);
   stack = await startStack({ dataDir, log: () => {} });
+  ledger = join(dataDir, "secrets-used.txt");
+  writeFileSync(ledger, Object.values(stack.secrets).join("\n") + "\n");
 });
 
 afterAll(async () => {
   await stack?.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  try {
+    if (stack) expect(scanLogs(dataDir, ledger)).toEqual([]);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
+
+/** A new account on this stack: a user signed in at its identity provider, with one key. */
+async function keyOfNewAccount(login: string): Promise<CreatedKey> {
+  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login });
+  appendFileSync(ledger, `${token}\n`);
+  const res = await fetch(`${stack.baseUrl}/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "outage" }),
+  });
+  const key = CreatedKey.parse(await res.json());
+  appendFileSync(ledger, `${key.secret}\n`);
+  return key;
+}
+
+function listModels(key: CreatedKey): Promise<Response> {
+  return fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${key.secret}` } });
+}
 
 async function health(): Promise<{ status: number; body: HealthReport & Partial<ErrorEnvelope>; requestId: string | null }> {
   const res = await fetch(`${stack.baseUrl}/health`);
@@ -130,5 +161,36 @@ describe("local stack", () => {
     const { status, body } = await health();
     expect(status).toBe(503);
     expect(body.links.filter((link) => !link.ok).map((link) => link.name)).toEqual(["edge->sidecar"]);
+  });
+
+  it("refuses a metered account while Redis is down, and serves an unmetered one", async () => {
+    const metered = await keyOfNewAccount("metered");
+    const unmetered = await keyOfNewAccount("unmetered");
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      await setSettings(db, "metered", { requests_per_second: 100 });
+    } finally {
+      await db.end();
+    }
+    expect((await listModels(metered)).status).toBe(200);
+
+    await stack.stopService("redis");
+    const refused = await listModels(metered);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(ErrorEnvelope.parse(await refused.json()).error.code).toBe("quota_unavailable");
+    expect((await listModels(unmetered)).status).toBe(200);
+    const { body } = await health();
+    expect(body.links.find((link) => link.name === "edge->redis")).toMatchObject({ ok: false });
+  });
+
+  it("says which links are down when Postgres stops", async () => {
+    await stack.stopService("postgres");
+    const { status, body } = await health();
+    expect(status).toBe(503);
+    const down = body.links.filter((link) => !link.ok).map((link) => link.name);
+    expect(down).toContain("edge->postgres");
+    expect(body.links.find((link) => link.name === "edge->r2")).toMatchObject({ ok: true });
   });
 });

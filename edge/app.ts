@@ -32,6 +32,8 @@ export function createApp(): Hono<AppEnv> {
     }),
   );
 
+  // Unauthenticated and free of I/O: what a client can reach when nothing else answers.
+  app.get("/", (c) => c.json({ service: "decision-service", api: "/v1" }));
   app.route("/", health);
   app.route("/", keys);
   app.route("/", models);

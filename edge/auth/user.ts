@@ -8,7 +8,7 @@ import { bearerToken } from "../../contract/crypto.ts";
 import { ServiceError } from "../../contract/errors.ts";
 import { parseApiKey } from "../../contract/keys.ts";
 import type { AppEnv } from "../env.ts";
-import { verifyUserToken } from "./user-token.ts";
+import { UserTokenError, verifyUserToken } from "./user-token.ts";
 
 export const userAuth = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearerToken(c.req.header("authorization"));
@@ -17,7 +17,12 @@ export const userAuth = createMiddleware<AppEnv>(async (c, next) => {
   let user;
   try {
     user = await verifyUserToken(token, c.env);
-  } catch {
+  } catch (err) {
+    // The provider's keys being out of reach, or the settings missing, is the server's fault.
+    if (err instanceof UserTokenError && (err.reason === "unavailable" || err.reason === "not_configured")) {
+      console.error(`user token verification unavailable: ${err.reason}`);
+      throw new ServiceError("unavailable", "sign-in verification is unavailable; retry shortly");
+    }
     throw new ServiceError("invalid_credentials", "invalid or expired user access token");
   }
   c.set("user", { issuer: user.issuer, subject: user.subject });

@@ -1,0 +1,48 @@
+/**
+ * An open-loop load generator for the benchmarks: sends requests at a fixed rate whatever the
+ * latency (so slow answers cannot hide by slowing the sender) and reports latency percentiles.
+ */
+export interface LoadResult {
+  label: string;
+  sent: number;
+  statuses: Record<number, number>;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export async function fixedRate(label: string, ratePerSecond: number, seconds: number, send: () => Promise<Response>): Promise<LoadResult> {
+  const total = Math.round(ratePerSecond * seconds);
+  const interval = 1000 / ratePerSecond;
+  const latencies: number[] = [];
+  const statuses: Record<number, number> = {};
+  const started = performance.now();
+  const inflight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = started + i * interval;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(
+      (async () => {
+        const t0 = performance.now();
+        const res = await send();
+        await res.arrayBuffer();
+        latencies.push(performance.now() - t0);
+        statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+      })(),
+    );
+  }
+  await Promise.all(inflight);
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
+  return { label, sent: total, statuses, p50: at(0.5), p99: at(0.99), max: latencies.at(-1) ?? NaN };
+}
+
+export function printResults(results: LoadResult[], baseline: LoadResult): void {
+  console.log(`${"route".padEnd(44)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)} ${"max ms".padStart(8)} ${"p50 ratio".padStart(10)} ${"p99 ratio".padStart(10)}  statuses`);
+  for (const r of results) {
+    console.log(
+      `${r.label.padEnd(44)} ${r.p50.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${r.max.toFixed(2).padStart(8)} ${(r.p50 / baseline.p50).toFixed(2).padStart(10)} ${(r.p99 / baseline.p99).toFixed(2).padStart(10)}  ${JSON.stringify(r.statuses)}`,
+    );
+  }
+}

@@ -190,7 +190,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     chmodSync(envFile, 0o600);
     const edge = await start({
       name: "edge",
-      command: process.execPath.endsWith("bun") ? "node" : process.execPath,
+      // wrangler needs Node; under Bun (npm start) the `node` on PATH runs it.
+      command: process.versions.bun ? "node" : process.execPath,
       args: [
         WRANGLER, "dev",
         "--config", join(ROOT, "wrangler.toml"),

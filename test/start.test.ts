@@ -1,0 +1,101 @@
+/**
+ * `npm start`'s launcher (local/start.ts under Bun) as a user runs it: it comes up and prints where
+ * everything listens, a second start says plainly that one is running, and Ctrl-C stops every
+ * process it started.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../local/ports.ts";
+import { ROOT } from "../local/stack.ts";
+
+const BUN = join(ROOT, "node_modules/.bin/bun");
+let dataDir: string;
+let env: NodeJS.ProcessEnv;
+let launcher: ChildProcess;
+let output = "";
+
+/** Every live descendant of `pid`, from /proc. */
+function descendants(pid: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] !== "Z") parents.set(Number(entry), Number(fields[1]));
+    } catch {
+      /* the process ended while we looked */
+    }
+  }
+  const found: number[] = [];
+  const walk = (parent: number) => {
+    for (const [child, ppid] of parents) if (ppid === parent) found.push(child), walk(child);
+  };
+  walk(pid);
+  return found;
+}
+
+function alive(pid: number): boolean {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), "svc-start-"));
+  chmodSync(dataDir, 0o711);
+  const port = await freePort();
+  env = { ...process.env, SVC_STACK_DIR: dataDir, PORT: String(port) };
+  delete env.DATABASE_URL;
+  delete env.REDIS_URL;
+  launcher = spawn(BUN, [join(ROOT, "local/start.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  launcher.stdout?.on("data", (chunk) => (output += chunk));
+  launcher.stderr?.on("data", (chunk) => (output += chunk));
+  const deadline = Date.now() + 120_000;
+  while (!output.includes("Press Ctrl-C") && launcher.exitCode === null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+});
+
+afterAll(() => {
+  if (launcher.exitCode === null) launcher.kill("SIGKILL");
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe("npm start", () => {
+  it("prints the base URL, where each piece listens, and how to get a first key", async () => {
+    expect(output).toContain("Decision service is up");
+    const base = /Base URL: (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
+    expect(base).toBe(`http://127.0.0.1:${env.PORT}`);
+    for (const piece of ["edge (wrangler dev)", "sidecar (bun)", "runtime local-", "identity provider", "postgres (embedded)", "redis (private)", "neon bridge", "upstash bridge", "r2 (local)"]) {
+      expect(output).toContain(piece);
+    }
+    expect(output).toContain("npm run -s user-token");
+    expect(output).not.toMatch(/postgres:\/\/postgres:(?!\*\*\*)/);
+    const health = await fetch(`${base}/health`);
+    expect(health.status).toBe(200);
+  });
+
+  it("refuses a second start while one runs, saying so plainly", () => {
+    const second = spawnSync(BUN, [join(ROOT, "local/start.ts")], { cwd: ROOT, env, encoding: "utf8", timeout: 30_000 });
+    expect(second.status).toBe(1);
+    expect(second.stderr).toContain(`already running at http://127.0.0.1:${env.PORT}`);
+  });
+
+  it("stops every process it started on Ctrl-C", async () => {
+    const started = descendants(launcher.pid!);
+    // Postgres, Redis, the IdP, runtime, sidecar and wrangler with its workerd at least.
+    expect(started.length).toBeGreaterThanOrEqual(7);
+    const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
+    launcher.kill("SIGINT");
+    expect(await exited).toBe(0);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(started.filter(alive)).toEqual([]);
+    expect(output).toContain("Stopped.");
+  });
+});

@@ -13,16 +13,20 @@
  *        before admitting work.
  *
  *   POST /v1/tokenize   TokenizeRequest -> TokenizeResponse
- *        The runtime's own tokenizer. Special-token markers of the chat template in `text` are parsed
- *        as special tokens; no beginning-of-sequence token is added. `pieces[i]` is the text that
- *        token i decodes to, so a caller can check that a label is one token that decodes to itself.
+ *        The runtime's own tokenizer. Special-token markers in `text` are parsed as special tokens
+ *        only when `special` is true; no beginning-of-sequence token is added. `pieces[i]` is the
+ *        text that token i decodes to, so a caller can check that a label is one token that decodes
+ *        to itself.
  *
  *   POST /v1/score      ScoreRequest -> ScoreResponse
- *        One pass: the runtime prepends the model's beginning-of-sequence token (when it has one) to
- *        the tokenized `prompt`, evaluates it, and reads the next-token distribution at the answer
- *        position (right after the prompt). `logprobs[i]` is the log-probability of
- *        `label_tokens[i]` under the full-vocabulary softmax at temperature 1, so each value is
- *        finite and <= 0 and their exponentials sum to at most 1. `prompt_tokens` is the number of
+ *        One pass. The prompt is a list of segments, tokenized one after the other; only segments
+ *        marked `special` (the chat template's own markers) are parsed for special tokens, so
+ *        customer text can never open or close a turn. The runtime prepends the model's
+ *        beginning-of-sequence token (when it has one), evaluates the pass, and reads the next-token
+ *        distribution at the answer position (right after the prompt). `logprobs[i]` is the
+ *        log-probability of `label_tokens[i]` under the full-vocabulary softmax at temperature 1, so
+ *        each value is <= 0 and their exponentials sum to at most 1; a probability that underflows
+ *        the engine's float32 reads as LOGPROB_FLOOR, so every value is finite. `prompt_tokens` is the number of
  *        tokens evaluated (beginning-of-sequence token included); a pass over
  *        `identity.max_tokens_per_pass` is refused with 422 `pass_too_long` before evaluation. The
  *        response repeats the identity it was computed with, so every execution is verifiable.
@@ -50,7 +54,7 @@ export const Identity = z.object({
 });
 export type Identity = z.infer<typeof Identity>;
 
-export const TokenizeRequest = z.object({ text: z.string() });
+export const TokenizeRequest = z.object({ text: z.string(), special: z.boolean().default(false) });
 export type TokenizeRequest = z.infer<typeof TokenizeRequest>;
 
 export const TokenizeResponse = z.object({
@@ -59,8 +63,13 @@ export const TokenizeResponse = z.object({
 });
 export type TokenizeResponse = z.infer<typeof TokenizeResponse>;
 
+/** log of the smallest positive float32: what an underflowed probability reads as. */
+export const LOGPROB_FLOOR = Math.log(1.401298464324817e-45);
+
+export const Segment = z.object({ text: z.string(), special: z.boolean() });
+
 export const ScoreRequest = z.object({
-  prompt: z.string().min(1),
+  segments: z.array(Segment).min(1).refine((segments) => segments.some((s) => s.text.length > 0), "the prompt is empty"),
   label_tokens: z.array(z.number().int().nonnegative()).min(1).max(1024),
 });
 export type ScoreRequest = z.infer<typeof ScoreRequest>;

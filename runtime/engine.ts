@@ -19,7 +19,8 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { ServiceError } from "../contract/errors.ts";
-import type { TokenizeResponse } from "../contract/runtime-protocol.ts";
+import { LOGPROB_FLOOR, type TokenizeResponse } from "../contract/runtime-protocol.ts";
+import type { Segment } from "../contract/render.ts";
 
 export interface EngineOptions {
   modelPath: string;
@@ -37,8 +38,8 @@ export interface ScoreResult {
 
 /** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
 export interface ScoringEngine {
-  tokenize(text: string): TokenizeResponse;
-  score(prompt: string, labelTokens: readonly number[]): Promise<ScoreResult>;
+  tokenize(text: string, special: boolean): TokenizeResponse;
+  score(segments: readonly Segment[], labelTokens: readonly number[]): Promise<ScoreResult>;
 }
 
 export class Engine implements ScoringEngine {
@@ -71,14 +72,14 @@ export class Engine implements ScoringEngine {
     const sequence = context.getSequence();
     // One pass over the beginning-of-sequence token warms the engine up and tells the vocabulary
     // size, which node-llama-cpp does not expose otherwise.
-    const warmup = await evaluateForLogits(sequence, [model.tokens.bos ?? (0 as Token)]);
+    const warmup = await evaluateForProbabilities(sequence, [model.tokens.bos ?? (0 as Token)]);
     const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"})`;
     return new Engine(llama, model, context, sequence, options.maxTokensPerPass, warmup.size, description);
   }
 
-  /** The model's own tokens for `text`, special-token markers parsed, no beginning-of-sequence token added. */
-  tokenize(text: string): TokenizeResponse {
-    const tokens = this.model.tokenize(text, true);
+  /** The model's own tokens for `text` (special-token markers parsed only when `special`), no beginning-of-sequence token added. */
+  tokenize(text: string, special: boolean): TokenizeResponse {
+    const tokens = this.model.tokenize(text, special);
     // Decoded one token at a time, so a byte-fallback token shows as U+FFFD rather than as a merged character.
     const pieces = tokens.map((token) => this.model.detokenize([token], true));
     return { tokens, pieces };
@@ -88,9 +89,9 @@ export class Engine implements ScoringEngine {
    * One pass: log-probabilities of `labelTokens` at the position right after `prompt`, under the
    * full-vocabulary softmax. Refuses a pass longer than `maxTokensPerPass` before evaluating it.
    */
-  async score(prompt: string, labelTokens: readonly number[]): Promise<ScoreResult> {
+  async score(segments: readonly Segment[], labelTokens: readonly number[]): Promise<ScoreResult> {
     const bos = this.model.tokens.bos;
-    const tokens = [...(bos === null ? [] : [bos]), ...this.model.tokenize(prompt, true)];
+    const tokens = [...(bos === null ? [] : [bos]), ...segments.flatMap((s) => this.model.tokenize(s.text, s.special))];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
     if (tokens.length > this.maxTokensPerPass) {
       throw new ServiceError("pass_too_long", `pass has ${tokens.length} tokens; this runtime evaluates at most ${this.maxTokensPerPass}`);
@@ -105,9 +106,11 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const logits = await this.exclusive(() => evaluateForLogits(this.sequence, tokens));
-    const lse = logSumExp(logits);
-    const logprobs = labelTokens.map((token) => (logits.get(token as Token) ?? Number.NaN) - lse);
+    const probabilities = await this.exclusive(() => evaluateForProbabilities(this.sequence, tokens));
+    const logprobs = labelTokens.map((token) => {
+      const p = probabilities.get(token as Token) ?? Number.NaN;
+      return p > 0 ? Math.min(0, Math.log(p)) : p === 0 ? LOGPROB_FLOOR : Number.NaN;
+    });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
     return { promptTokens: tokens.length, logprobs };
   }
@@ -128,27 +131,18 @@ export class Engine implements ScoringEngine {
 }
 
 /**
- * Evaluates `tokens` from an empty sequence and returns the full-vocabulary logits after the last one.
+ * Evaluates `tokens` from an empty sequence and returns the full-vocabulary next-token distribution
+ * after the last one (llama.cpp's softmax over every logit at temperature 1, with no sampling filter).
  * Clearing first makes every pass independent of the one before, so equal passes give equal numbers.
  */
-async function evaluateForLogits(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
+async function evaluateForProbabilities(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   await sequence.clearHistory();
   const last = tokens.length - 1;
-  const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { logits: true } }] : token));
+  const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { probabilities: true } }] : token));
   const output = await sequence.controlledEvaluate(input);
-  const logits = output[last]?.next.logits;
-  if (!logits || logits.size === 0) throw new Error("engine returned no logits for the answer position");
-  return logits;
-}
-
-/** log Σ exp(logit) over every entry, in float64 and shifted by the maximum so that no term overflows. */
-function logSumExp(logits: ReadonlyMap<number, number>): number {
-  let max = -Infinity;
-  for (const v of logits.values()) if (v > max) max = v;
-  if (!Number.isFinite(max)) return max;
-  let sum = 0;
-  for (const v of logits.values()) sum += Math.exp(v - max);
-  return max + Math.log(sum);
+  const probabilities = output[last]?.next.probabilities;
+  if (!probabilities || probabilities.size === 0) throw new Error("engine returned no distribution for the answer position");
+  return probabilities;
 }
 
 function packageVersion(): string {

@@ -30,12 +30,12 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
 
   app.post(RUNTIME_PATHS.tokenize, async (c) => {
     const body = await parseBody(c, TokenizeRequest);
-    return c.json(engine.tokenize(body.text));
+    return c.json(engine.tokenize(body.text, body.special));
   });
 
   app.post(RUNTIME_PATHS.score, async (c) => {
     const body = await parseBody(c, ScoreRequest);
-    const result = await engine.score(body.prompt, body.label_tokens);
+    const result = await engine.score(body.segments, body.label_tokens);
     const response: ScoreResponse = {
       release_id: identity.release_id,
       fingerprint: identity.fingerprint,

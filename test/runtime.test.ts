@@ -94,7 +94,7 @@ describe("authorization", () => {
   const routes = [
     ["GET", RUNTIME_PATHS.identity, undefined],
     ["POST", RUNTIME_PATHS.tokenize, { text: "Yes" }],
-    ["POST", RUNTIME_PATHS.score, { prompt: "Yes", label_tokens: [1] }],
+    ["POST", RUNTIME_PATHS.score, { segments: [{ text: "Yes", special: true }], label_tokens: [1] }],
   ] as const;
   const presented: [string, () => Record<string, string>][] = [
     ["no Authorization header", () => ({})],
@@ -124,7 +124,7 @@ describe("authorization", () => {
 describe("tokenize", () => {
   it("returns the model's tokens and what each decodes to, chat markers parsed, no BOS added", async () => {
     const text = "<start_of_turn>user\nIs the sky blue?<end_of_turn>";
-    const { tokens, pieces } = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text }));
+    const { tokens, pieces } = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text, special: true }));
     expect(pieces).toHaveLength(tokens.length);
     expect(pieces.join("")).toBe(text);
     expect(pieces[0]).toBe("<start_of_turn>");
@@ -136,6 +136,20 @@ describe("tokenize", () => {
     for (const label of ["Yes", "No", " Yes", " No"]) {
       expect(await tokenize(label)).toEqual({ tokens: [expect.any(Number)], pieces: [label] });
     }
+  });
+
+  it("parses no special marker in text that is not marked special (customer text cannot open a turn)", async () => {
+    const marker = "<start_of_turn>";
+    const special = await tokenize(marker, true);
+    const plain = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text: marker }));
+    expect(special.tokens).toHaveLength(1);
+    expect(plain.tokens.length).toBeGreaterThan(1);
+    expect(plain.tokens).not.toContain(special.tokens[0]);
+    const [yes] = await labelTokens("Yes");
+    const asText = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { segments: [{ text: marker.repeat(3), special: false }], label_tokens: [yes!] }));
+    const plainThree = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text: marker.repeat(3) }));
+    expect(plainThree.tokens).not.toContain(special.tokens[0]);
+    expect(asText.prompt_tokens).toBe(1 + plainThree.tokens.length);
   });
 
   it("returns nothing for empty text", async () => {
@@ -196,7 +210,7 @@ describe("score", () => {
 
   it("accepts the last token id of the vocabulary and refuses the first one past it", async () => {
     await score(main, question, [GEMMA3_VOCABULARY - 1]);
-    const refused = await callRaw(main, RUNTIME_PATHS.score, { prompt: question, label_tokens: [1, GEMMA3_VOCABULARY] });
+    const refused = await callRaw(main, RUNTIME_PATHS.score, { segments: [{ text: question, special: true }], label_tokens: [1, GEMMA3_VOCABULARY] });
     expect(refused.status).toBe(422);
     expect(refused.body.error.code).toBe("invalid_request");
     expect(refused.body.error.message).toContain("label_tokens.1");
@@ -204,14 +218,14 @@ describe("score", () => {
 
   it("refuses duplicate labels, whose probabilities could add up past 1", async () => {
     const [yes] = await labelTokens("Yes");
-    const refused = await callRaw(main, RUNTIME_PATHS.score, { prompt: question, label_tokens: [yes, yes] });
+    const refused = await callRaw(main, RUNTIME_PATHS.score, { segments: [{ text: question, special: true }], label_tokens: [yes, yes] });
     expect(refused.status).toBe(422);
     expect(refused.body.error).toMatchObject({ code: "invalid_request", status: 422 });
   });
 
   it("refuses a pass over the default limit before evaluating it", async () => {
     const started = Date.now();
-    const refused = await callRaw(main, RUNTIME_PATHS.score, { prompt: markers(LIMITS.tokensPerPass), label_tokens: [1] });
+    const refused = await callRaw(main, RUNTIME_PATHS.score, { segments: [{ text: markers(LIMITS.tokensPerPass), special: true }], label_tokens: [1] });
     expect(refused.status).toBe(422);
     expect(refused.body.error.code).toBe("pass_too_long");
     expect(refused.body.error.message).toContain(`${LIMITS.tokensPerPass + 1} tokens`);
@@ -222,7 +236,7 @@ describe("score", () => {
   it("evaluates a pass of exactly max_tokens_per_pass tokens and refuses one more", async () => {
     const full = await score(altered, markers(63), await labelTokens("Yes"));
     expect(full.prompt_tokens).toBe(64);
-    const refused = await callRaw(altered, RUNTIME_PATHS.score, { prompt: markers(64), label_tokens: [1] });
+    const refused = await callRaw(altered, RUNTIME_PATHS.score, { segments: [{ text: markers(64), special: true }], label_tokens: [1] });
     expect(refused.status).toBe(422);
     expect(refused.body.error).toMatchObject({ code: "pass_too_long", status: 422 });
   });
@@ -230,12 +244,12 @@ describe("score", () => {
   describe("malformed bodies are 422 invalid_request naming the field", () => {
     const cases: [string, string, string][] = [
       ["not JSON", "{", "body is not valid JSON"],
-      ["no prompt", JSON.stringify({ label_tokens: [1] }), "prompt"],
-      ["an empty prompt", JSON.stringify({ prompt: "", label_tokens: [1] }), "prompt"],
-      ["no labels", JSON.stringify({ prompt: "x", label_tokens: [] }), "label_tokens"],
-      ["a negative label", JSON.stringify({ prompt: "x", label_tokens: [-1] }), "label_tokens.0"],
-      ["a fractional label", JSON.stringify({ prompt: "x", label_tokens: [3, 1.5] }), "label_tokens.1"],
-      ["labels as a string", JSON.stringify({ prompt: "x", label_tokens: "1" }), "label_tokens"],
+      ["no segments", JSON.stringify({ label_tokens: [1] }), "segments"],
+      ["an empty prompt", JSON.stringify({ segments: [{ text: "", special: true }], label_tokens: [1] }), "segments"],
+      ["no labels", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: [] }), "label_tokens"],
+      ["a negative label", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: [-1] }), "label_tokens.0"],
+      ["a fractional label", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: [3, 1.5] }), "label_tokens.1"],
+      ["labels as a string", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: "1" }), "label_tokens"],
     ];
     for (const [what, body, field] of cases) {
       it(`score with ${what}`, async () => {
@@ -338,7 +352,7 @@ describe("runtime app without a model (app.request)", () => {
     const res = await app.request(RUNTIME_PATHS.score, {
       method: "POST",
       headers: { authorization: "Bearer s" },
-      body: JSON.stringify({ prompt: "customer text", label_tokens: [1] }),
+      body: JSON.stringify({ segments: [{ text: "customer text", special: true }], label_tokens: [1] }),
     });
     expect(res.status).toBe(500);
     const { error } = ErrorEnvelope.parse(await res.json());
@@ -441,12 +455,12 @@ async function call(runtime: Runtime, method: "GET" | "POST", path: string, body
   return json;
 }
 
-async function tokenize(text: string): Promise<TokenizeResponse> {
-  return TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text }));
+async function tokenize(text: string, special = true): Promise<TokenizeResponse> {
+  return TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text, special }));
 }
 
 async function score(runtime: Runtime, prompt: string, label_tokens: number[]): Promise<ScoreResponse> {
-  return ScoreResponse.parse(await call(runtime, "POST", RUNTIME_PATHS.score, { prompt, label_tokens }));
+  return ScoreResponse.parse(await call(runtime, "POST", RUNTIME_PATHS.score, { segments: [{ text: prompt, special: true }], label_tokens }));
 }
 
 /** Token ids of labels that must each be a single token. */

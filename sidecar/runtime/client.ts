@@ -12,12 +12,13 @@ import {
   ScoreResponse,
   TokenizeResponse,
   type ScoreRequest,
+  type TokenizeRequest,
 } from "../../contract/runtime-protocol.ts";
 import type { RegistryEntry } from "../../contract/registry.ts";
 
 export interface RuntimeClient {
   identity(signal?: AbortSignal): Promise<Identity>;
-  tokenize(text: string, signal?: AbortSignal): Promise<TokenizeResponse>;
+  tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse>;
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse>;
 }
 
@@ -46,8 +47,8 @@ export class HttpRuntimeClient implements RuntimeClient {
     return this.call(RUNTIME_PATHS.identity, undefined, Identity, signal);
   }
 
-  tokenize(text: string, signal?: AbortSignal): Promise<TokenizeResponse> {
-    return this.call(RUNTIME_PATHS.tokenize, { text }, TokenizeResponse, signal);
+  tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    return this.call(RUNTIME_PATHS.tokenize, request, TokenizeResponse, signal);
   }
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {

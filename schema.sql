@@ -71,3 +71,19 @@ CREATE TABLE IF NOT EXISTS api_keys (
   revoked_at  timestamptz
 );
 CREATE INDEX IF NOT EXISTS api_keys_by_account ON api_keys (account_id, created_at);
+
+-- Successful input usage, one row per answered decision (real-time) or committed record (bulk).
+-- Failed or unknown work has no row: absence is not zero.
+CREATE TABLE IF NOT EXISTS usage_records (
+  id                     bigserial PRIMARY KEY,
+  account_id             uuid NOT NULL REFERENCES accounts (id),
+  key_id                 text,
+  release_id             text NOT NULL,
+  source                 text NOT NULL CHECK (source IN ('realtime', 'bulk')),
+  request_id             text,
+  input_tokens           integer NOT NULL CHECK (input_tokens >= 0),
+  output_tokens          integer NOT NULL CHECK (output_tokens >= 0),
+  billable_input_tokens  integer CHECK (billable_input_tokens >= 0),
+  created_at             timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS usage_records_by_account ON usage_records (account_id, created_at);

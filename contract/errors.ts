@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   wrong_credential_kind: 401,
   forbidden: 403,
   not_found: 404,
+  model_not_found: 404,
   method_not_allowed: 405,
   gone: 410,
   payload_too_large: 413,
@@ -27,6 +28,7 @@ export const ERROR_STATUS = {
   bad_gateway: 502,
   unavailable: 503,
   quota_unavailable: 503,
+  identity_mismatch: 503,
   timeout: 504,
   lane_full: 529,
 } as const;

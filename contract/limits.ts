@@ -34,6 +34,8 @@ export const LIMITS = {
   realtimeBeforeBulk: 4,
   /** Pending executions per lane beyond the one running. */
   pendingPerLane: 1,
+  /** A runtime pass that has not answered by then is failed (a hung runtime must not hold the GPU lane forever). */
+  runtimePassTimeoutMs: 120_000,
 } as const;
 
 /** The alias every account may use for the shared base model. */

@@ -8,6 +8,7 @@ import { cors } from "hono/cors";
 import { REQUEST_ID_HEADER } from "../contract/limits.ts";
 import { errorBody, ServiceError } from "../contract/errors.ts";
 import type { AppEnv } from "./env.ts";
+import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
@@ -37,6 +38,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", health);
   app.route("/", keys);
   app.route("/", models);
+  app.route("/", decisions);
 
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
   app.onError((err, c) => {

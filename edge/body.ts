@@ -1,6 +1,7 @@
 /**
  * Reads a JSON request body once, within the spec's bounds, and validates it with a contract schema.
- * Every failure is a ServiceError (422, or 413 for size) whose message names the offending field.
+ * Every failure is a 422 ServiceError (the size and depth bounds too: the spec keeps 413 for the
+ * image flow) whose message names the offending field.
  */
 import type { Context } from "hono";
 import type { z } from "zod";
@@ -15,10 +16,10 @@ export async function readJson<T>(
   emptyIsObject = false,
 ): Promise<T> {
   const declared = Number(c.req.header("content-length") ?? 0);
-  if (declared > maxBytes) throw new ServiceError("payload_too_large", `request body is larger than ${maxBytes} bytes`);
+  if (declared > maxBytes) throw new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
   const text = await c.req.text();
   if (new TextEncoder().encode(text).length > maxBytes) {
-    throw new ServiceError("payload_too_large", `request body is larger than ${maxBytes} bytes`);
+    throw new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
   }
   let value: unknown;
   if (emptyIsObject && text.trim() === "") return schema.parse({});

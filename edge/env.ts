@@ -1,5 +1,6 @@
 /** The edge Worker's bindings and settings, typed once and read through Hono's context. */
 import type { AccountSettings, AccountStatus } from "../contract/accounts.ts";
+import type { DecisionRequest } from "../contract/decision.ts";
 
 export interface Env {
   BUCKET: R2Bucket;
@@ -34,5 +35,14 @@ export interface User {
 
 export type AppEnv = {
   Bindings: Env;
-  Variables: { requestId: string; account: Account; keyId: string; user: User };
+  Variables: {
+    requestId: string;
+    account: Account;
+    keyId: string;
+    user: User;
+    /** Worst-case input tokens the quota gate reserves for this request (0 when unset). */
+    reservedTokens: number;
+    /** The validated decision request, once the decisions route has read it. */
+    decision: DecisionRequest;
+  };
 };

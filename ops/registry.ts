@@ -1,8 +1,19 @@
 /**
- * The model registry's writes, for operators and the local stack launcher. A release row is
- * immutable in id and fingerprint (a trigger in schema.sql enforces it); its address may move.
+ * The model registry, for operators and the local stack launcher (runs on an operator's machine
+ * against DATABASE_URL, or the running `npm start` stack when it is unset).
+ *
+ *   npm run registry -- list
+ *   npm run registry -- add <release-id> --fingerprint <sha256 hex> --url <runtime URL> --token-env <VAR>
+ *                          [--owners <uuid,uuid>] [--release-date YYYY-MM-DD] [--description <text>]
+ *   npm run registry -- alias <alias> <release-id>
+ *   npm run registry -- retire <release-id>
+ *
+ * A release is immutable in id and fingerprint (a trigger in schema.sql enforces it); its address may
+ * move. Retiring keeps the row (old batches may name it) but stops serving it.
  */
-import type pg from "pg";
+import pg from "pg";
+import { checkServiceUrl } from "../contract/urls.ts";
+import { databaseUrl } from "./database-url.ts";
 
 export interface ReleaseInput {
   id: string;
@@ -16,21 +27,94 @@ export interface ReleaseInput {
 
 /** Adds a release, or updates the address, secret variable and description of the same release. */
 export async function registerRelease(db: pg.ClientBase, release: ReleaseInput): Promise<void> {
+  checkServiceUrl(release.url, "runtime");
   await db.query(
     `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (id) DO UPDATE
        SET fingerprint = EXCLUDED.fingerprint, url = EXCLUDED.url, token_env = EXCLUDED.token_env,
-           description = EXCLUDED.description`,
+           description = EXCLUDED.description, owners = EXCLUDED.owners`,
     [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description],
   );
 }
 
-/** Points `alias` at `releaseId`, creating the alias if needed. */
+/** Points `alias` at a serving release, creating the alias if needed. */
 export async function pointAlias(db: pg.ClientBase, alias: string, releaseId: string): Promise<void> {
-  await db.query(
-    `INSERT INTO model_aliases (alias, release_id) VALUES ($1, $2)
+  const { rowCount } = await db.query(
+    `INSERT INTO model_aliases (alias, release_id)
+     SELECT $1, id FROM model_releases WHERE id = $2 AND retired_at IS NULL
      ON CONFLICT (alias) DO UPDATE SET release_id = EXCLUDED.release_id, updated_at = now()`,
     [alias, releaseId],
   );
+  if (rowCount === 0) throw new Error(`no serving release ${releaseId}`);
 }
+
+/** Stops serving a release; requests naming it (or an alias still pointing at it) get 404. */
+export async function retireRelease(db: pg.ClientBase, releaseId: string): Promise<void> {
+  const { rowCount } = await db.query("UPDATE model_releases SET retired_at = coalesce(retired_at, now()) WHERE id = $1", [releaseId]);
+  if (rowCount === 0) throw new Error(`no release ${releaseId}`);
+}
+
+export async function listReleases(db: pg.ClientBase): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    "SELECT id, fingerprint, aliases, owners, url, token_env, release_date::text AS release_date, description, retired_at FROM model_registry ORDER BY id",
+  );
+  return rows;
+}
+
+function flags(args: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i < args.length; i += 2) {
+    const flag = args[i] ?? "";
+    const value = args[i + 1];
+    if (!flag.startsWith("--") || value === undefined) throw new Error(`expected --flag value pairs, got ${flag}`);
+    map.set(flag.slice(2), value);
+  }
+  return map;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [...] | alias <alias> <release-id> | retire <release-id>";
+  const db = new pg.Client({ connectionString: databaseUrl() });
+  await db.connect();
+  try {
+    if (command === "list") {
+      console.log(JSON.stringify(await listReleases(db), null, 2));
+    } else if (command === "add" && rest[0]) {
+      const f = flags(rest.slice(1));
+      const required = (name: string) => {
+        const value = f.get(name);
+        if (!value) throw new Error(`add needs --${name}`);
+        return value;
+      };
+      await registerRelease(db, {
+        id: rest[0],
+        fingerprint: required("fingerprint"),
+        url: required("url"),
+        token_env: required("token-env"),
+        owners: f.get("owners")?.split(",") ?? null,
+        release_date: f.get("release-date") ?? new Date().toISOString().slice(0, 10),
+        description: f.get("description") ?? "",
+      });
+      console.error(`release ${rest[0]} registered`);
+    } else if (command === "alias" && rest[0] && rest[1]) {
+      await pointAlias(db, rest[0], rest[1]);
+      console.error(`${rest[0]} -> ${rest[1]}`);
+    } else if (command === "retire" && rest[0]) {
+      await retireRelease(db, rest[0]);
+      console.error(`release ${rest[0]} retired`);
+    } else {
+      console.error(usage);
+      return 2;
+    }
+    return 0;
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 2;
+  } finally {
+    await db.end();
+  }
+}
+
+if (import.meta.main) process.exit(await main(process.argv.slice(2)));

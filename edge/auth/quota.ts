@@ -1,19 +1,19 @@
 /**
  * The quota gate of an API-key route (runs in workerd, after apiKeyAuth): admits the request against
- * the account's per-second quotas, reserving `reserve(c)` tokens, or answers 429 with
+ * the account's per-second quotas, reserving the `reservedTokens` an earlier step set (none by
+ * default), or answers 429 with
  * `Retry-After` (seconds) and `retry-after-ms`, which the third-party clients honour.
  */
-import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { errorBody } from "../../contract/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { admit } from "../quota.ts";
 import { redis } from "../services.ts";
 
-export function quota(reserve: (c: Context<AppEnv>) => number | Promise<number> = () => 0) {
+export function quota() {
   return createMiddleware<AppEnv>(async (c, next) => {
     const account = c.get("account");
-    const admission = await admit(redis(c.env), account, await reserve(c));
+    const admission = await admit(redis(c.env), account, c.get("reservedTokens") ?? 0);
     if (!admission.admitted) {
       const unit = admission.limit === "requests_per_second" ? "requests" : "tokens";
       c.header("retry-after", String(Math.ceil(admission.retryAfterMs / 1000)));

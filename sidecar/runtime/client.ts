@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { ErrorEnvelope } from "../../contract/errors.ts";
+import { LIMITS } from "../../contract/limits.ts";
 import { checkServiceUrl } from "../../contract/urls.ts";
 import {
   Identity,
@@ -39,6 +40,8 @@ export class HttpRuntimeClient implements RuntimeClient {
   constructor(
     url: string,
     private readonly secret: string,
+    /** Every call fails after this long: a hung runtime must not hold the GPU lane forever. */
+    private readonly timeoutMs: number = LIMITS.runtimePassTimeoutMs,
   ) {
     this.base = checkServiceUrl(url, "runtime");
   }
@@ -63,10 +66,11 @@ export class HttpRuntimeClient implements RuntimeClient {
         headers: { authorization: `Bearer ${this.secret}`, "content-type": "application/json" },
         body: body === undefined ? undefined : JSON.stringify(body),
         redirect: "error",
-        signal,
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.timeoutMs)]) : AbortSignal.timeout(this.timeoutMs),
       });
     } catch (err) {
-      throw new RuntimeError(`runtime unreachable: ${err instanceof Error ? err.message : String(err)}`, 0, "unreachable");
+      const reason = err instanceof Error && err.name === "TimeoutError" ? `no answer within ${this.timeoutMs} ms` : err instanceof Error ? err.message : String(err);
+      throw new RuntimeError(`runtime unreachable: ${reason}`, 0, "unreachable");
     }
     const json: unknown = await res.json().catch(() => undefined);
     if (!res.ok) {
@@ -81,13 +85,13 @@ export class HttpRuntimeClient implements RuntimeClient {
 }
 
 /** The client for a registry entry, with the secret read from the variable its `token_env` names. */
-export function runtimeClientFor(entry: RegistryEntry, env: Record<string, string | undefined>): RuntimeClient {
+export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">, env: Record<string, string | undefined>): RuntimeClient {
   const secret = env[entry.token_env];
   if (!secret) throw new RuntimeError(`runtime secret variable ${entry.token_env} is not set on this sidecar`, 0, "no_secret");
   return new HttpRuntimeClient(entry.url, secret);
 }
 
 /** Whether a runtime's reported identity is the one the registry names. */
-export function identityMatches(entry: RegistryEntry, identity: Identity): boolean {
+export function identityMatches(entry: Pick<RegistryEntry, "id" | "fingerprint">, identity: Identity): boolean {
   return identity.release_id === entry.id && identity.fingerprint === entry.fingerprint;
 }

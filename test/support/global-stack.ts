@@ -19,6 +19,10 @@ export interface StackInfo {
   upstashUrl: string;
   secrets: Stack["secrets"];
   releaseId: string;
+  runtimeUrl: string;
+  /** `127.0.0.1:<port>` of the stack's Neon bridge, for extra sidecars a test starts. */
+  neonBridge: string;
+  logDir: string;
   ledgerPath: string;
 }
 
@@ -45,6 +49,9 @@ export async function setup(project: TestProject): Promise<() => Promise<void>> 
     upstashUrl: stack.urls.upstash,
     secrets: stack.secrets,
     releaseId: stack.release.release_id,
+    runtimeUrl: stack.urls.runtime,
+    neonBridge: stack.urls.neonBridge.replace("http://", ""),
+    logDir: join(dataDir, "logs"),
     ledgerPath,
   });
   return teardown;

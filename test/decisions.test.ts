@@ -1,0 +1,219 @@
+/**
+ * POST /v1/systemone end to end: the real Worker, sidecar and runtime with the default model.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { DecisionResponse } from "../contract/decision.ts";
+import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
+import { setSettings } from "../ops/accounts.ts";
+import { pointAlias, registerRelease, retireRelease } from "../ops/registry.ts";
+import { call, newAccount, query, stack, withDb } from "./support/api.ts";
+import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
+
+let account: Awaited<ReturnType<typeof newAccount>>;
+
+beforeAll(async () => {
+  account = await newAccount();
+});
+
+const decide = (body: unknown, token = account.key.secret) => call<Record<string, unknown>>("/v1/systemone", { token, body });
+
+const ticket = {
+  state: { ticket: "The invoice was charged twice this month.", customer: "ACME" },
+  questions: {
+    urgent: { type: "noul", instructions: "Does the customer report a problem with money?" },
+    topic: { type: "choice", instructions: "What is the ticket about?", criteria: { billing: "payments and invoices", bug: null, praise: "compliments" } },
+    severity: { type: "score", instructions: "How severe is it?", criteria: ["none", { label: "some", examples: ["slow page"] }, "severe"] },
+  },
+};
+
+describe("POST /v1/systemone", () => {
+  it("answers noul, choice and score questions with the release actually used, and records the usage", async () => {
+    const reply = await decide({ model: SHARED_ALIAS, ...ticket });
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    const response = DecisionResponse.parse(reply.body);
+    expect(response.model).toBe(stack().releaseId);
+    expect(Object.keys(response.answers)).toEqual(["urgent", "topic", "severity"]);
+
+    const { urgent, topic, severity } = response.answers;
+    expect(urgent?.type).toBe("noul");
+    if (topic?.type !== "choice" || severity?.type !== "score") throw new Error("wrong answer types");
+    expect(Object.keys(topic.probabilities)).toEqual(["billing", "bug", "praise"]);
+    expect(topic.choice).toBe(Object.entries(topic.probabilities).sort((a, b) => b[1] - a[1])[0]![0]);
+    expect(Object.values(topic.probabilities).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    expect(severity.legend).toEqual({ "0": "none", "1": { label: "some", examples: ["slow page"] }, "2": "severe" });
+    expect(Object.keys(severity.probabilities)).toEqual(["0", "1", "2"]);
+    expect(severity.score).toBeGreaterThanOrEqual(0);
+    expect(severity.score).toBeLessThanOrEqual(2);
+
+    expect(Number.isInteger(response.usage.input_tokens)).toBe(true);
+    expect(response.usage.output_tokens).toBe(3);
+    expect(response.usage).not.toHaveProperty("billable_input_tokens");
+    const usage = await query("SELECT * FROM usage_records WHERE request_id = $1", [reply.requestId]);
+    expect(usage).toHaveLength(1);
+    expect(usage[0]).toMatchObject({
+      account_id: account.accountId,
+      key_id: account.key.id,
+      release_id: stack().releaseId,
+      source: "realtime",
+      input_tokens: response.usage.input_tokens,
+      output_tokens: 3,
+      billable_input_tokens: null,
+    });
+  });
+
+  it("gives the same numbers for the same input, by alias or by release id", async () => {
+    const byAlias = DecisionResponse.parse((await decide({ model: SHARED_ALIAS, ...ticket })).body);
+    const byId = DecisionResponse.parse((await decide({ model: stack().releaseId, ...ticket })).body);
+    expect(byId).toEqual(byAlias);
+  });
+
+  it("uses the shared alias when no model is named, and accepts text and array states, null instructions and noul criteria", async () => {
+    const reply = await decide({
+      state: ["first event", { second: true }],
+      questions: { ok: { type: "noul", instructions: null, criteria: { true: "all events succeeded", false: null } } },
+    });
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    expect(DecisionResponse.parse(reply.body).model).toBe(stack().releaseId);
+    const text = await decide({ state: "plain text state", questions: { q: { type: "noul", instructions: { ask: "is it text?" } } } });
+    expect(text.status).toBe(200);
+  });
+
+  it("reads a 255-option choice in several passes without truncating any option", async () => {
+    const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option-${i}`, i % 3 === 0 ? null : `description ${i}`]));
+    const reply = await decide({ state: "pick a number", questions: { big: { type: "choice", criteria } } });
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    const answer = DecisionResponse.parse(reply.body).answers.big;
+    if (answer?.type !== "choice") throw new Error("not a choice");
+    expect(Object.keys(answer.probabilities)).toEqual(Object.keys(criteria));
+    expect(Object.values(answer.probabilities).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    // Ten chunk passes of at most 26 options, and at most one final pass.
+    expect([10, 11]).toContain(DecisionResponse.parse(reply.body).usage.output_tokens);
+  });
+
+  describe("models", () => {
+    it("answers byte-identical 404s for an unknown model and one the account may not use", async () => {
+      const other = await newAccount();
+      const privateId = `private-${other.accountId}`;
+      await withDb((db) =>
+        registerRelease(db, { id: privateId, fingerprint: "b".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: [other.accountId] }),
+      );
+      const forbidden = await fetch(`${stack().baseUrl}/v1/systemone`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${account.key.secret}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: privateId, ...ticket }),
+      });
+      const unknown = await fetch(`${stack().baseUrl}/v1/systemone`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${account.key.secret}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: `no-such-${other.accountId}`, ...ticket }),
+      });
+      expect([forbidden.status, unknown.status]).toEqual([404, 404]);
+      const [a, b] = [Buffer.from(await forbidden.arrayBuffer()), Buffer.from(await unknown.arrayBuffer())];
+      expect(a.equals(b)).toBe(true);
+      expect(JSON.parse(a.toString()).error.code).toBe("model_not_found");
+      expect(forbidden.headers.get("content-type")).toBe(unknown.headers.get("content-type"));
+    });
+
+    it("stops serving a retired release and an alias that points at it", async () => {
+      const id = `retiring-${account.accountId}`;
+      await withDb(async (db) => {
+        await registerRelease(db, { id, fingerprint: "c".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: null });
+        await pointAlias(db, `alias-${id}`, id);
+        await retireRelease(db, id);
+      });
+      for (const model of [id, `alias-${id}`]) expectError(await decide({ model, ...ticket }), 404, "model_not_found");
+    });
+
+    it("refuses to answer from a runtime whose identity is not the registry's (503, no answer, no usage)", async () => {
+      const id = `impostor-${account.accountId}`;
+      await withDb((db) =>
+        registerRelease(db, { id, fingerprint: "d".repeat(64), url: stack().runtimeUrl, token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: null }),
+      );
+      const reply = await decide({ model: id, ...ticket });
+      expectError(reply, 503, "identity_mismatch");
+      expect(reply.body).not.toHaveProperty("answers");
+      expect(await query("SELECT 1 FROM usage_records WHERE request_id = $1", [reply.requestId])).toHaveLength(0);
+    });
+  });
+
+  describe("validation", () => {
+    const noul = { type: "noul", instructions: "ok?" };
+    const options = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`o${i}`, null]));
+    const cases: Array<[string, unknown, RegExp]> = [
+      ["no state", { questions: { q: noul } }, /state/],
+      ["a number as state", { state: 7, questions: { q: noul } }, /state must be a JSON object, an array or text/],
+      ["no questions", { state: "s" }, /questions/],
+      ["an empty questions object", { state: "s", questions: {} }, /questions must hold at least one question/],
+      ["an unknown question type", { state: "s", questions: { q7: { type: "rank" } } }, /questions\.q7\.type/],
+      ["a choice with one option", { state: "s", questions: { q2: { type: "choice", criteria: options(1) } } }, /questions\.q2\.criteria: a choice needs at least 2 options/],
+      ["a choice with 256 options", { state: "s", questions: { q2: { type: "choice", criteria: options(256) } } }, /questions\.q2\.criteria: a choice has at most 255 options/],
+      ["a choice without criteria", { state: "s", questions: { q2: { type: "choice" } } }, /questions\.q2\.criteria/],
+      ["a score with one level", { state: "s", questions: { s1: { type: "score", criteria: ["only"] } } }, /questions\.s1\.criteria: a score needs at least 2 levels/],
+      ["a score with 11 levels", { state: "s", questions: { s1: { type: "score", criteria: Array(11).fill("l") } } }, /questions\.s1\.criteria: a score has at most 10 levels/],
+      ["a score level that is null", { state: "s", questions: { s1: { type: "score", criteria: ["a", null] } } }, /questions\.s1\.criteria\.1/],
+      ["an unknown field in a question", { state: "s", questions: { q: { ...noul, critera: {} } } }, /questions\.q/],
+      ["noul criteria beyond true and false", { state: "s", questions: { q: { ...noul, criteria: { maybe: "x" } } } }, /questions\.q\.criteria/],
+      ["images while the image vertical is off", { state: "s", questions: { q: noul }, images: [{ asset_id: "a" }] }, /images: image decisions are not enabled/],
+      ["a model that is not a string", { model: 5, state: "s", questions: { q: noul } }, /model/],
+    ];
+    it.each(cases)("refuses %s with 422 naming the field", async (_, body, message) => {
+      const reply = await decide(body);
+      expectError(reply, 422, "invalid_request");
+      expect((reply.body as { error: { message: string } }).error.message).toMatch(message);
+    });
+
+    it("refuses a body over 1 MiB and JSON nested deeper than 32 levels", async () => {
+      const big = await call("/v1/systemone", { token: account.key.secret, rawBody: JSON.stringify({ state: "x".repeat(LIMITS.decisionBodyBytes), questions: { q: noul } }) });
+      expectError(big, 422, "invalid_request");
+      let deep: unknown = "leaf";
+      for (let i = 0; i < LIMITS.jsonDepth; i++) deep = { d: deep };
+      const tooDeep = await decide({ state: deep, questions: { q: noul } });
+      expectError(tooDeep, 422, "invalid_request");
+      expect((tooDeep.body as { error: { message: string } }).error.message).toMatch(/deeper than 32/);
+    });
+
+    it("refuses a request whose passes cannot fit, before any pass runs", async () => {
+      const before = await query<{ n: string }>("SELECT count(*) AS n FROM usage_records WHERE account_id = $1", [account.accountId]);
+      // One pass over 4,096 tokens: the sidecar counts it exactly and refuses it by name.
+      const longPass = await decide({ state: "word ".repeat(5000), questions: { long: noul } });
+      expectError(longPass, 422, "invalid_request");
+      expect((longPass.body as { error: { message: string } }).error.message).toMatch(/questions\.long/);
+      // More than 65,536 reserved tokens in all: the edge refuses it from the byte bound.
+      const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`q${i}`, noul]));
+      const tooMuch = await decide({ state: "y".repeat(2000), questions: many });
+      expectError(tooMuch, 422, "invalid_request");
+      expect((tooMuch.body as { error: { message: string } }).error.message).toMatch(/at most 65536/);
+      const after = await query<{ n: string }>("SELECT count(*) AS n FROM usage_records WHERE account_id = $1", [account.accountId]);
+      expect(after[0]!.n).toBe(before[0]!.n);
+    });
+  });
+
+  describe("quotas", () => {
+    it("throttles every time a request whose reservation exceeds the token quota", async () => {
+      const small = await newAccount();
+      await withDb((db) => setSettings(db, small.accountId, { tokens_per_second: 100 }));
+      for (let i = 0; i < 3; i++) {
+        const reply = await decide(ticket, small.key.secret);
+        expectError(reply, 429, "rate_limited");
+        expect(reply.headers.get("retry-after")).toBe("1");
+        await new Promise((r) => setTimeout(r, Number(reply.headers.get("retry-after-ms"))));
+      }
+    });
+  });
+
+  apiKeyRouteSecurity({ method: "POST", path: "/v1/systemone", body: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } } });
+});
+
+describe("bodies are not persisted", () => {
+  it("leaves no trace of a decision's state in any table", async () => {
+    const marker = `marker-${crypto.randomUUID()}`;
+    const reply = await decide({ state: { note: marker }, questions: { q: { type: "noul", instructions: `contains ${marker}?` } } });
+    expect(reply.status).toBe(200);
+    const tables = await query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'");
+    expect(tables.length).toBeGreaterThanOrEqual(5);
+    for (const { table_name } of tables) {
+      const hits = await query(`SELECT 1 FROM "${table_name}" t WHERE to_jsonb(t)::text LIKE $1`, [`%${marker}%`]);
+      expect(hits, table_name).toHaveLength(0);
+    }
+  });
+});

@@ -3,18 +3,35 @@
  * sidecar secret; nothing here is reachable with a customer credential.
  */
 import { Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Pool } from "@neondatabase/serverless";
 import { bearerToken, secretsEqual } from "../contract/crypto.ts";
-import { errorBody } from "../contract/errors.ts";
+import { errorBody, ServiceError } from "../contract/errors.ts";
 import { checkLink, type LinkStatus } from "../contract/health.ts";
 import { RegistryEntry, SELECT_SERVING_RELEASES } from "../contract/registry.ts";
-import { identityMatches, runtimeClientFor } from "./runtime/client.ts";
+import { SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../contract/sidecar-protocol.ts";
+import { executeDecision, IdentityMismatchError } from "./decide/execute.ts";
+import { LabelError } from "./decide/labels.ts";
+import type { Lanes } from "./lanes.ts";
+import { identityMatches, runtimeClientFor, RuntimeError, type RuntimeClient } from "./runtime/client.ts";
+import { recordUsage } from "./usage.ts";
 
 export interface SidecarDeps {
   pool: Pool;
   secret: string;
   /** Where runtime secrets are read from (the variable a registry entry's `token_env` names). */
   env: Record<string, string | undefined>;
+  lanes: Lanes;
+}
+
+/** The identity check before a request is admitted to a lane; every pass is checked again. */
+async function verifiedClient(release: ResolvedRelease, env: SidecarDeps["env"]): Promise<RuntimeClient> {
+  const client = runtimeClientFor(release, env);
+  const identity = await client.identity(AbortSignal.timeout(5000));
+  if (!identityMatches({ id: release.id, fingerprint: release.fingerprint }, identity)) {
+    throw new IdentityMismatchError(release, identity);
+  }
+  return client;
 }
 
 export function createSidecarApp(deps: SidecarDeps): Hono {
@@ -28,11 +45,42 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     await next();
   });
 
-  app.get("/internal/health", async (c) => c.json({ links: await healthLinks(deps) }));
+  app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
+
+  app.post(SIDECAR_PATHS.decide, async (c) => {
+    const parsed = SidecarDecideRequest.safeParse(await c.req.json().catch(() => undefined));
+    if (!parsed.success) throw new ServiceError("invalid_request", "malformed decide call from the edge");
+    const call = parsed.data;
+    const client = await verifiedClient(call.release, deps.env);
+    const result = await deps.lanes.run("realtime", () => executeDecision(client, call.release, call.request));
+    await recordUsage(deps.pool, {
+      accountId: call.account_id,
+      keyId: call.key_id,
+      releaseId: call.release.id,
+      source: "realtime",
+      requestId: call.request_id,
+      usage: result.usage,
+    });
+    return c.json({ answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
+  });
 
   app.notFound((c) => c.json(errorBody("not_found", "no such sidecar route"), 404));
   app.onError((err, c) => {
-    console.error("sidecar error:", err.message);
+    if (err instanceof ServiceError) return c.json(err.toBody(), err.status as ContentfulStatusCode);
+    // Operator log lines name the release and what differed, never request content.
+    if (err instanceof IdentityMismatchError) {
+      console.error(`sidecar: refusing release ${err.release.id}: ${err.message}`);
+      return c.json(errorBody("identity_mismatch", "the model runtime does not serve the registered release; no answer was produced"), 503);
+    }
+    if (err instanceof LabelError) {
+      console.error(`sidecar: release cannot be used with this rendering: ${err.message}`);
+      return c.json(errorBody("unavailable", "the model cannot answer this question type"), 503);
+    }
+    if (err instanceof RuntimeError) {
+      console.error(`sidecar: runtime call failed (${err.code}, status ${err.status})`);
+      return c.json(errorBody("unavailable", "the model runtime is unavailable; retry shortly"), 503);
+    }
+    console.error(`sidecar error: ${err.name}`);
     return c.json(errorBody("internal_error", "sidecar internal error"), 500);
   });
   return app;

@@ -8,6 +8,7 @@
 import { Pool } from "@neondatabase/serverless";
 import { useNeonLocalBridge } from "../contract/neon-local.ts";
 import { createSidecarApp } from "./app.ts";
+import { Lanes } from "./lanes.ts";
 
 function required(name: string): string {
   const value = process.env[name];
@@ -27,7 +28,7 @@ const pool = new Pool({ connectionString: databaseUrl, max: 4 });
 // An idle connection dropped by the server must not crash the process.
 pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", err.message));
 
-const app = createSidecarApp({ pool, secret, env: process.env });
+const app = createSidecarApp({ pool, secret, env: process.env, lanes: new Lanes() });
 const server = Bun.serve({ hostname: process.env.SIDECAR_HOST ?? "127.0.0.1", port, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 

@@ -1,0 +1,105 @@
+/**
+ * `npm run bench:decisions`: real-time decision latency through edge and sidecar against the same
+ * passes called directly on the runtime (the baseline), measured in one run on an isolated stack with
+ * the default model; then the passes and time of a 255-option choice, and the sidecar's resident
+ * memory. Requests go one at a time: the GPU lane is serial, so concurrency would only measure queueing.
+ * Settings: RUNS (per path, default 30).
+ */
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DecisionResponse } from "../contract/decision.ts";
+import { CreatedKey } from "../contract/keys.ts";
+import { asText, planQuestion } from "../contract/render.ts";
+import { RUNTIME_PATHS, TokenizeResponse } from "../contract/runtime-protocol.ts";
+import { startStack } from "../local/stack.ts";
+import { getUserAccessToken } from "../local/user-token.ts";
+
+const runs = Number(process.env.RUNS ?? 30);
+const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
+chmodSync(dataDir, 0o711);
+const stack = await startStack({ dataDir, log: () => {} });
+
+function percentiles(samples: number[]): { p50: number; p99: number } {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+async function timed(n: number, run: () => Promise<void>): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await run();
+    samples.push(performance.now() - t0);
+  }
+  return samples;
+}
+
+try {
+  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench" });
+  const keyRes = await fetch(`${stack.baseUrl}/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "bench" }),
+  });
+  const key = CreatedKey.parse(await keyRes.json()).secret;
+
+  const request = {
+    model: "svc-shared",
+    state: { ticket: "The invoice was charged twice this month.", customer: "ACME" },
+    questions: { urgent: { type: "noul" as const, instructions: "Does the customer report a problem with money?" } },
+  };
+  const decide = async (body: unknown) => {
+    const res = await fetch(`${stack.baseUrl}/v1/systemone`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (res.status !== 200) throw new Error(`decision answered ${res.status}: ${await res.text()}`);
+    return DecisionResponse.parse(await res.json());
+  };
+
+  // The same pass, rendered as the sidecar renders it, sent straight to the runtime.
+  const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}`, "content-type": "application/json" };
+  const [pass] = planQuestion(asText(request.state), request.questions.urgent).passes;
+  const labelTokens = await Promise.all(
+    pass!.labels.map(async (label) => {
+      const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ text: label }) });
+      return TokenizeResponse.parse(await res.json()).tokens[0]!;
+    }),
+  );
+  const direct = async () => {
+    const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, {
+      method: "POST",
+      headers: runtimeHeaders,
+      body: JSON.stringify({ segments: pass!.segments, label_tokens: labelTokens }),
+    });
+    if (res.status !== 200) throw new Error(`runtime answered ${res.status}`);
+    await res.arrayBuffer();
+  };
+
+  await decide(request);
+  await direct();
+  const endToEnd = percentiles(await timed(runs, async () => void (await decide(request))));
+  const baseline = percentiles(await timed(runs, direct));
+
+  const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option-${i}`, i % 3 === 0 ? null : `description ${i}`]));
+  const t0 = performance.now();
+  const big = await decide({ model: "svc-shared", state: "Pick the option that best fits a billing question.", questions: { big: { type: "choice", criteria } } });
+  const bigMs = performance.now() - t0;
+
+  const sidecarPid = stack.children.find((child) => child.name === "sidecar")!.proc.pid!;
+  const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${sidecarPid}/status`, "utf8"))?.[1];
+
+  console.log(`one noul question, ${runs} sequential runs per path, loopback, CPU runtime, ${new Date().toISOString()}`);
+  console.log(`${"path".padEnd(40)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)}`);
+  console.log(`${"runtime /v1/score directly (baseline)".padEnd(40)} ${baseline.p50.toFixed(1).padStart(9)} ${baseline.p99.toFixed(1).padStart(9)}`);
+  console.log(`${"edge + sidecar + runtime".padEnd(40)} ${endToEnd.p50.toFixed(1).padStart(9)} ${endToEnd.p99.toFixed(1).padStart(9)}`);
+  console.log(`${"ratio".padEnd(40)} ${(endToEnd.p50 / baseline.p50).toFixed(2).padStart(9)} ${(endToEnd.p99 / baseline.p99).toFixed(2).padStart(9)}`);
+  console.log(`255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);
+  console.log(`sidecar resident memory after the runs: ${rss ? (Number(rss) / 1024).toFixed(1) : "?"} MiB`);
+} finally {
+  await stack.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+}

@@ -1,0 +1,89 @@
+/**
+ * Admission of one decision before any GPU work (runs in the sidecar, under Bun on the GPU host):
+ * every planned pass must fit LIMITS.tokensPerPass and all of them together
+ * LIMITS.reservedInputTokensPerRequest, or the request is refused with 422 naming the question.
+ *
+ * A pass's UTF-8 byte count plus one bounds its tokens from above (contract/render.ts), so only a
+ * pass whose bound is over the limit is tokenized on the runtime and counted exactly. The adaptive
+ * final pass of a chunked choice is not known before the chunks are read; it is admitted on its
+ * byte bound alone (the spec: long descriptions can be refused though the real pass would fit).
+ */
+import type { DecisionRequest, Question } from "../../contract/decision.ts";
+import { ServiceError } from "../../contract/errors.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import { asText, passTokenBound, planQuestion, type Pass, type QuestionPlan } from "../../contract/render.ts";
+import type { RuntimeClient } from "../runtime/client.ts";
+
+export interface AdmittedQuestion {
+  id: string;
+  question: Question;
+  plan: QuestionPlan;
+}
+
+export interface Admission {
+  stateText: string;
+  /** In request order. */
+  questions: AdmittedQuestion[];
+  /** Exact or bounded size of every pass, the final passes' bounds included. */
+  reservedTokens: number;
+}
+
+/** Plans every question and checks the token limits; throws ServiceError("invalid_request") on a violation. */
+export async function admit(
+  client: RuntimeClient,
+  request: Pick<DecisionRequest, "state" | "questions">,
+  signal?: AbortSignal,
+): Promise<Admission> {
+  const stateText = asText(request.state);
+  const questions: AdmittedQuestion[] = [];
+  let reservedTokens = 0;
+  for (const [id, question] of Object.entries(request.questions)) {
+    const plan = planQuestion(stateText, question);
+    for (const pass of plan.passes) {
+      const tokens = await passTokens(client, pass, signal);
+      if (tokens > LIMITS.tokensPerPass) {
+        throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${LIMITS.tokensPerPass} per pass`);
+      }
+      reservedTokens += tokens;
+    }
+    if (plan.finalPassBound !== null) {
+      if (plan.finalPassBound > LIMITS.tokensPerPass) {
+        throw refusal(
+          id,
+          `the final pass of this choice may need up to ${plan.finalPassBound} tokens (bounded by its UTF-8 bytes); ` +
+            `at most ${LIMITS.tokensPerPass} per pass: shorten the option descriptions`,
+        );
+      }
+      reservedTokens += plan.finalPassBound;
+    }
+    // Checked per question, so a request far over the limit costs no further tokenization.
+    if (reservedTokens > LIMITS.reservedInputTokensPerRequest) {
+      throw new ServiceError(
+        "invalid_request",
+        `questions: this request needs more than ${LIMITS.reservedInputTokensPerRequest} input tokens ` +
+          `(${reservedTokens} up to questions.${id}); at most ${LIMITS.reservedInputTokensPerRequest} per request`,
+      );
+    }
+    questions.push({ id, question, plan });
+  }
+  return { stateText, questions, reservedTokens };
+}
+
+/**
+ * The pass's tokens: its byte bound when that is within the limit, otherwise the exact count from
+ * the runtime's tokenizer, segment by segment as the runtime evaluates it, plus the
+ * beginning-of-sequence token.
+ */
+async function passTokens(client: RuntimeClient, pass: Pass, signal?: AbortSignal): Promise<number> {
+  const bound = passTokenBound(pass);
+  if (bound <= LIMITS.tokensPerPass) return bound;
+  let tokens = 1;
+  for (const segment of pass.segments) {
+    tokens += (await client.tokenize({ text: segment.text, special: segment.special }, signal)).tokens.length;
+  }
+  return tokens;
+}
+
+function refusal(questionId: string, problem: string): ServiceError {
+  return new ServiceError("invalid_request", `questions.${questionId}: ${problem}`);
+}

@@ -1,0 +1,383 @@
+/**
+ * The sidecar's execution of decisions (sidecar/decide/) against the real runtime process serving the
+ * real default model (Gemma 3 270M), started under Bun as test/runtime.test.ts does. Calls are
+ * watched through `CountingRuntime`, which forwards every call to that runtime unchanged.
+ *
+ * Fakes stand only for faults the real runtime cannot show on demand, and say so in their names:
+ * `WrongFingerprintRuntime` (a runtime that answers as another release), `MultiTokenLabelRuntime`
+ * and `SharedTokenLabelRuntime` (a model whose tokenizer breaks the labels).
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { Answer, DecisionRequest, type ChoiceAnswer, type ScoreAnswer } from "../contract/decision.ts";
+import { ServiceError } from "../contract/errors.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { CHOICE_LABELS, NOUL_LABELS, OPTIONS_PER_PASS, SCORE_LABELS, passTokenBound, planQuestion, asText } from "../contract/render.ts";
+import type { Identity, ScoreRequest, ScoreResponse, TokenizeRequest, TokenizeResponse } from "../contract/runtime-protocol.ts";
+import { ensureModel } from "../local/model.ts";
+import { freePort } from "../local/ports.ts";
+import { start, type Child } from "../local/process.ts";
+import { executeDecision, IdentityMismatchError, type Release } from "../sidecar/decide/execute.ts";
+import { LabelError, labelCache, resolveLabels } from "../sidecar/decide/labels.ts";
+import { chunkProbabilities, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
+import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const BUN = join(ROOT, "node_modules", ".bin", "bun");
+
+let workDir: string;
+let runtime: Child;
+let real: HttpRuntimeClient;
+let release: Release;
+
+beforeAll(async () => {
+  workDir = await mkdtemp(join(tmpdir(), "decide-test-"));
+  const model = await ensureModel();
+  const secret = randomBytes(32).toString("hex");
+  const port = await freePort();
+  const logPath = join(workDir, "runtime.log");
+  let ready: { release_id: string; fingerprint: string } | undefined;
+  runtime = await start({
+    name: "runtime",
+    command: BUN,
+    args: ["runtime/main.ts"],
+    cwd: ROOT,
+    // Every variable set, so that a developer's own RUNTIME_* settings cannot leak into the test.
+    env: {
+      RUNTIME_MODEL_PATH: model.path,
+      RUNTIME_ADAPTER_PATH: "",
+      RUNTIME_RELEASE_ID: "",
+      RUNTIME_SECRET: secret,
+      RUNTIME_HOST: "127.0.0.1",
+      RUNTIME_PORT: String(port),
+      RUNTIME_MAX_TOKENS_PER_PASS: "",
+      RUNTIME_THREADS: "2",
+      RUNTIME_GPU: "false",
+    },
+    logPath,
+    ready: async () => {
+      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));
+      if (line) ready = JSON.parse(line.slice("RUNTIME READY ".length)) as typeof ready;
+      return ready !== undefined;
+    },
+    timeoutMs: 60_000,
+  });
+  real = new HttpRuntimeClient(`http://127.0.0.1:${port}`, secret);
+  release = { id: ready!.release_id, fingerprint: ready!.fingerprint };
+});
+
+afterAll(async () => {
+  await runtime?.stop();
+  if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+beforeEach(() => labelCache.clear());
+
+/** Forwards every call to the real runtime and records it; optionally runs a hook after each score. */
+class CountingRuntime implements RuntimeClient {
+  readonly tokenized: TokenizeRequest[] = [];
+  readonly scored: { request: ScoreRequest; response: ScoreResponse }[] = [];
+
+  constructor(
+    private readonly inner: RuntimeClient,
+    private readonly afterScore: (count: number) => void = () => undefined,
+  ) {}
+
+  identity(signal?: AbortSignal): Promise<Identity> {
+    return this.inner.identity(signal);
+  }
+
+  tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    this.tokenized.push(request);
+    return this.inner.tokenize(request, signal);
+  }
+
+  async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
+    const response = await this.inner.score(request, signal);
+    this.scored.push({ request, response });
+    this.afterScore(this.scored.length);
+    return response;
+  }
+}
+
+const sum = (values: readonly number[]) => values.reduce((a, b) => a + b, 0);
+
+const STATE = { ticket: "I was charged twice for my March invoice and I want the second charge refunded.", customer: { plan: "pro" } };
+const MIXED = {
+  state: STATE,
+  questions: {
+    refund: { type: "noul", instructions: "Does the customer ask for a refund?" },
+    kind: { type: "choice", instructions: "What is the ticket about?", criteria: { billing: "money, invoices, charges", bug: "a defect in the product", other: null } },
+    severity: { type: "score", criteria: ["none", "low", { level: "medium", respond_within_hours: 24 }, "high", "critical"] },
+  },
+} as const;
+const mixed = () => DecisionRequest.pick({ state: true, questions: true }).parse(MIXED);
+
+/** A choice of n options with short names, so that its chunk passes stay cheap on a CPU. */
+function manyOptions(n: number): Record<string, string | null> {
+  return Object.fromEntries(Array.from({ length: n }, (_, i) => [`c${i}`, i % 5 === 0 ? `tickets of kind ${i}` : null]));
+}
+
+async function refusal(run: Promise<unknown>): Promise<ServiceError> {
+  const err = await run.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ServiceError);
+  const refused = err as ServiceError;
+  expect(refused.status).toBe(422);
+  expect(refused.code).toBe("invalid_request");
+  return refused;
+}
+
+describe("labels", () => {
+  it("resolve to single tokens of Gemma that decode to themselves, distinct within each set", async () => {
+    const labels = await resolveLabels(real);
+    for (const set of [NOUL_LABELS, SCORE_LABELS, CHOICE_LABELS]) {
+      const tokens = set.map((label) => labels.get(label));
+      for (const [i, label] of set.entries()) {
+        expect(await real.tokenize({ text: label, special: false })).toEqual({ tokens: [tokens[i]], pieces: [label] });
+      }
+      expect(new Set(tokens).size).toBe(set.length);
+    }
+  });
+
+  it("are tokenized once per fingerprint, and cached only after a pass proved the fingerprint", async () => {
+    const counting = new CountingRuntime(real);
+    const request = { state: "The sky is blue.", questions: { q: { type: "noul" as const } } };
+    await executeDecision(counting, release, request);
+    const labelCount = NOUL_LABELS.length + SCORE_LABELS.length + CHOICE_LABELS.length;
+    expect(counting.tokenized).toHaveLength(labelCount);
+    expect(labelCache.has(release.fingerprint)).toBe(true);
+    await executeDecision(counting, release, request);
+    expect(counting.tokenized).toHaveLength(labelCount);
+  });
+
+  it("refuse a model whose label is several tokens (LabelError, no pass run)", async () => {
+    const counting = new CountingRuntime(new MultiTokenLabelRuntime(real, "Yes"));
+    const err = await executeDecision(counting, release, mixed()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LabelError);
+    expect(err).toMatchObject({ status: 503, message: expect.stringContaining('"Yes"') });
+    expect(counting.scored).toHaveLength(0);
+  });
+
+  it("refuse a model on which two labels share a token", async () => {
+    await expect(resolveLabels(new SharedTokenLabelRuntime(real, "B", "A"))).rejects.toThrow(/choice labels "A" and "B" share token/);
+  });
+});
+
+describe("a decision", () => {
+  it("answers a noul, a 3-option choice and a 5-level score in request order, with usage", async () => {
+    const counting = new CountingRuntime(real);
+    const result = await executeDecision(counting, release, mixed());
+
+    expect(Object.keys(result.answers)).toEqual(["refund", "kind", "severity"]);
+    for (const answer of Object.values(result.answers)) expect(Answer.parse(answer)).toEqual(answer);
+    const { refund, kind, severity } = result.answers as { refund: Answer; kind: ChoiceAnswer; severity: ScoreAnswer };
+    expect(Object.keys(refund)).toEqual(["type", "noul"]);
+    expect(Object.keys(kind.probabilities)).toEqual(["billing", "bug", "other"]);
+    expect(sum(Object.values(kind.probabilities))).toBeCloseTo(1, 12);
+    expect(kind.probabilities[kind.choice]).toBe(Math.max(...Object.values(kind.probabilities)));
+    expect(severity.legend).toEqual({ "0": "none", "1": "low", "2": { level: "medium", respond_within_hours: 24 }, "3": "high", "4": "critical" });
+    expect(Object.keys(severity.probabilities)).toEqual(["0", "1", "2", "3", "4"]);
+    expect(sum(Object.values(severity.probabilities))).toBeCloseTo(1, 12);
+    expect(severity.score).toBeGreaterThanOrEqual(0);
+    expect(severity.score).toBeLessThanOrEqual(4);
+
+    // One pass per question, in request order: Yes/No, then three letters, then five digits.
+    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([2, 3, 5]);
+    expect(result.passes).toBe(3);
+    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 3 });
+    expect("billable_input_tokens" in result.usage).toBe(false);
+  });
+
+  it("gives identical numbers for the same request", async () => {
+    const first = await executeDecision(real, release, mixed());
+    const second = await executeDecision(real, release, mixed());
+    expect(second).toEqual(first);
+  });
+
+  it("stops between passes once the signal is aborted, and runs nothing when it already is", async () => {
+    const controller = new AbortController();
+    const counting = new CountingRuntime(real, () => controller.abort());
+    await expect(executeDecision(counting, release, mixed(), controller.signal)).rejects.toMatchObject({ name: "AbortError" });
+    expect(counting.scored).toHaveLength(1);
+
+    const idle = new CountingRuntime(real);
+    await expect(executeDecision(idle, release, mixed(), AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+    expect(idle.scored).toHaveLength(0);
+  });
+});
+
+describe("a 255-option choice", () => {
+  it("runs ceil(255/26) = 10 chunk passes and at most one final pass, and answers every option", async () => {
+    const counting = new CountingRuntime(real);
+    const criteria = manyOptions(LIMITS.choiceOptions.max);
+    const names = Object.keys(criteria);
+    const started = performance.now();
+    const result = await executeDecision(counting, release, { state: STATE, questions: { topic: { type: "choice", criteria } } });
+    const seconds = (performance.now() - started) / 1000;
+    console.info(`255-option choice: ${result.passes} passes, ${result.usage.input_tokens} input tokens, ${seconds.toFixed(2)} s`);
+
+    const chunks = counting.scored.slice(0, 10);
+    expect(chunks.map((s) => s.request.label_tokens.length)).toEqual([26, 26, 26, 26, 26, 26, 26, 26, 26, 21]);
+    expect(counting.scored.length).toBeLessThanOrEqual(11);
+    expect(result.passes).toBe(counting.scored.length);
+    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: result.passes });
+
+    const answer = Answer.parse(result.answers.topic) as ChoiceAnswer;
+    expect(Object.keys(answer.probabilities)).toEqual(names);
+    expect(sum(Object.values(answer.probabilities))).toBeCloseTo(1, 9);
+
+    // The answer is the readout's merge of exactly these passes: a final pass over the finalists
+    // (when there are several), whose mass it shares out; everyone else keeps p_chunk.
+    const pChunk = chunkProbabilities(chunks.map((s) => s.response.logprobs));
+    const finalists = selectFinalists(names, pChunk);
+    expect(finalists.length).toBeLessThanOrEqual(OPTIONS_PER_PASS);
+    const final = finalists.length > 1 ? counting.scored[10]! : null;
+    expect(counting.scored).toHaveLength(final ? 11 : 10);
+    expect(final?.request.label_tokens.length ?? 1).toBe(finalists.length);
+    const pFinal = mergeChunks(names, pChunk, finalists, final?.response.logprobs ?? null);
+    expect(Object.values(answer.probabilities)).toEqual(pFinal);
+    names.forEach((name, i) => {
+      if (!finalists.includes(name)) expect(answer.probabilities[name]).toBeCloseTo(pChunk[i]!, 12);
+    });
+  });
+});
+
+describe("admission", () => {
+  it("refuses a pass over 4,096 tokens (counted exactly) with 422 naming the question, before any pass", async () => {
+    const counting = new CountingRuntime(real);
+    const state = "lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(600);
+    const question = { type: "noul" as const, instructions: "Is it Latin?" };
+    const refused = await refusal(executeDecision(counting, release, { state, questions: { q7: question } }));
+
+    const [pass] = planQuestion(state, question).passes;
+    let exact = 1;
+    for (const s of pass!.segments) exact += (await real.tokenize({ text: s.text, special: s.special })).tokens.length;
+    expect(exact).toBeGreaterThan(LIMITS.tokensPerPass);
+    expect(refused.message).toBe(`questions.q7: a pass of this question needs ${exact} tokens; at most ${LIMITS.tokensPerPass} per pass`);
+    expect(counting.scored).toHaveLength(0);
+  });
+
+  it("refuses a later question's long pass before the first question runs", async () => {
+    const counting = new CountingRuntime(real);
+    const questions = {
+      q1: { type: "noul" as const, instructions: "Is the sky blue?" },
+      q7: { type: "score" as const, instructions: "How often does the word amet occur? ".repeat(1000), criteria: ["never", "often"] },
+    };
+    const refused = await refusal(executeDecision(counting, release, { state: "Lorem ipsum.", questions }));
+    expect(refused.message).toMatch(/^questions\.q7: a pass of this question needs \d+ tokens; at most 4096 per pass$/);
+    expect(counting.scored).toHaveLength(0);
+  });
+
+  it("admits a pass whose byte bound is over the limit when its exact count is not", async () => {
+    const counting = new CountingRuntime(real);
+    // Gemma reads a long run of spaces as few tokens: about 4,200 bytes, under 200 tokens.
+    const state = `Ticket:${" ".repeat(4200)}refund please`;
+    const question = { type: "noul" as const, instructions: "Does the ticket ask for a refund?" };
+    expect(passTokenBound(planQuestion(asText(state), question).passes[0]!)).toBeGreaterThan(LIMITS.tokensPerPass);
+    const result = await executeDecision(counting, release, { state, questions: { q: question } });
+    expect(Answer.parse(result.answers.q).type).toBe("noul");
+    expect(counting.tokenized.length).toBeGreaterThan(0);
+    expect(result.usage.input_tokens).toBeLessThan(LIMITS.tokensPerPass);
+  });
+
+  it("refuses a chunked choice whose final pass's byte bound is over the limit, though every chunk fits", async () => {
+    const counting = new CountingRuntime(real);
+    // Two chunks of 26, each with 13 long descriptions: each chunk fits, the 26 longest together do not.
+    const long = "a description that goes on and on about this option in great detail, ".repeat(3);
+    const criteria = Object.fromEntries(Array.from({ length: 52 }, (_, i) => [`o${i}`, i % 26 < 13 ? long : null]));
+    const question = { type: "choice" as const, criteria };
+    const plan = planQuestion("A ticket.", question);
+    expect(plan.passes.map(passTokenBound).every((bound) => bound <= LIMITS.tokensPerPass)).toBe(true);
+    expect(plan.finalPassBound).toBeGreaterThan(LIMITS.tokensPerPass);
+
+    const refused = await refusal(executeDecision(counting, release, { state: "A ticket.", questions: { big: question } }));
+    expect(refused.message).toContain(`questions.big: the final pass of this choice may need up to ${plan.finalPassBound} tokens`);
+    expect(counting.scored).toHaveLength(0);
+  });
+
+  it("refuses a request over 65,536 reserved input tokens, naming questions", async () => {
+    const counting = new CountingRuntime(real);
+    // Each pass is about 3,500 bytes, within the per-pass bound; twenty of them are not within the request's.
+    const state = "The customer wrote a long message. ".repeat(100);
+    const questions = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`q${i}`, { type: "noul" as const, instructions: `Is point ${i} raised?` }]));
+    const refused = await refusal(executeDecision(counting, release, { state, questions }));
+    expect(refused.message).toMatch(/^questions: this request needs more than 65536 input tokens \(\d+ up to questions\.q\d+\); at most 65536 per request$/);
+    expect(counting.scored).toHaveLength(0);
+    expect(counting.tokenized).toHaveLength(0);
+  });
+});
+
+describe("runtime identity", () => {
+  it("fails the decision with IdentityMismatchError when a pass comes back from another fingerprint", async () => {
+    const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 1));
+    const err = await executeDecision(wrong, release, mixed()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdentityMismatchError);
+    expect(err).toMatchObject({ status: 503, release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
+    expect(wrong.scored).toHaveLength(1);
+    // Labels read from a runtime that turned out to be another release are not kept.
+    expect(labelCache.has(release.fingerprint)).toBe(false);
+  });
+
+  it("checks every pass, not only the first", async () => {
+    const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 2));
+    await expect(executeDecision(wrong, release, mixed())).rejects.toBeInstanceOf(IdentityMismatchError);
+    expect(wrong.scored).toHaveLength(2);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+
+/** Fake: a runtime that answers score passes from pass `from` on as another fingerprint (a swapped GPU host). */
+class WrongFingerprintRuntime implements RuntimeClient {
+  private passes = 0;
+  constructor(
+    private readonly inner: RuntimeClient,
+    private readonly from: number,
+  ) {}
+  identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  tokenize = (request: TokenizeRequest, signal?: AbortSignal) => this.inner.tokenize(request, signal);
+  async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
+    const response = await this.inner.score(request, signal);
+    this.passes += 1;
+    return this.passes >= this.from ? { ...response, fingerprint: "0".repeat(64) } : response;
+  }
+}
+
+/** Fake: a model whose tokenizer splits `label` into two tokens. */
+class MultiTokenLabelRuntime implements RuntimeClient {
+  constructor(
+    private readonly inner: RuntimeClient,
+    private readonly label: string,
+  ) {}
+  identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    if (request.text !== this.label) return this.inner.tokenize(request, signal);
+    const [head, tail] = [request.text.slice(0, 1), request.text.slice(1)];
+    const [a, b] = await Promise.all([this.inner.tokenize({ ...request, text: head }, signal), this.inner.tokenize({ ...request, text: tail }, signal)]);
+    return { tokens: [...a.tokens, ...b.tokens], pieces: [...a.pieces, ...b.pieces] };
+  }
+}
+
+/** Fake: a model on which `label` is the very token of `sameAs`. */
+class SharedTokenLabelRuntime implements RuntimeClient {
+  constructor(
+    private readonly inner: RuntimeClient,
+    private readonly label: string,
+    private readonly sameAs: string,
+  ) {}
+  identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    if (request.text !== this.label) return this.inner.tokenize(request, signal);
+    const { tokens } = await this.inner.tokenize({ ...request, text: this.sameAs }, signal);
+    return { tokens, pieces: [this.label] };
+  }
+}

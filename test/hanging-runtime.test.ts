@@ -1,0 +1,144 @@
+/**
+ * A runtime that hangs, the one fault the real runtime cannot show on demand. `HangingRuntime`
+ * answers identity itself, forwards tokenize to the real runtime, and never answers a pass. Against
+ * it, a real sidecar process keeps one execution running, one waiting, answers 529 at once to a
+ * third, and 504 to the waiting one after the full 30 s, without ever opening a second slot.
+ */
+import { createServer, type Server } from "node:http";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ErrorEnvelope } from "../contract/errors.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { RUNTIME_PATHS, RENDERING_VERSION } from "../contract/runtime-protocol.ts";
+import { SIDECAR_PATHS, type SidecarDecideRequest } from "../contract/sidecar-protocol.ts";
+import { freePort } from "../local/ports.ts";
+import { start, type Child } from "../local/process.ts";
+import { ROOT } from "../local/stack.ts";
+import { remember, stack } from "./support/api.ts";
+
+const FINGERPRINT = "e".repeat(64);
+
+class HangingRuntime {
+  scoreCalls = 0;
+  inFlight = 0;
+  maxInFlight = 0;
+  private server: Server | undefined;
+  url = "";
+
+  async start(realRuntime: string, realSecret: string): Promise<void> {
+    this.server = createServer(async (req, res) => {
+      if (req.url === RUNTIME_PATHS.identity) {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ release_id: "hanging", fingerprint: FINGERPRINT, rendering_version: RENDERING_VERSION, modalities: ["text"], max_tokens_per_pass: 4096, engine: "HangingRuntime" }));
+      } else if (req.url === RUNTIME_PATHS.tokenize) {
+        const chunks: Buffer[] = [];
+        for await (const chunk of req) chunks.push(chunk as Buffer);
+        const real = await fetch(`${realRuntime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: { authorization: `Bearer ${realSecret}`, "content-type": "application/json" }, body: Buffer.concat(chunks) });
+        res.setHeader("content-type", "application/json");
+        res.end(await real.text());
+      } else {
+        this.scoreCalls++;
+        this.inFlight++;
+        this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+        req.on("close", () => this.inFlight--);
+        // Never answers.
+      }
+    });
+    const port = await freePort();
+    await new Promise<void>((resolve) => this.server!.listen(port, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
+
+const runtime = new HangingRuntime();
+let sidecar: Child;
+let sidecarUrl: string;
+const sidecarSecret = randomBytes(32).toString("base64url");
+
+beforeAll(async () => {
+  remember(sidecarSecret);
+  await runtime.start(stack().runtimeUrl, stack().secrets.runtime);
+  const port = await freePort();
+  sidecarUrl = `http://127.0.0.1:${port}`;
+  sidecar = await start({
+    name: "sidecar",
+    command: join(ROOT, "node_modules/.bin/bun"),
+    args: [join(ROOT, "sidecar/main.ts")],
+    env: {
+      SIDECAR_SECRET: sidecarSecret,
+      SIDECAR_PORT: String(port),
+      DATABASE_URL: stack().databaseUrl,
+      NEON_LOCAL_BRIDGE: stack().neonBridge,
+      SVC_RUNTIME_SECRET: "any",
+    },
+    logPath: join(stack().logDir, "sidecar-hanging.log"),
+    ready: async () => (await fetch(`${sidecarUrl}${SIDECAR_PATHS.health}`)).status === 401,
+  });
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await runtime.stop();
+});
+
+function decide(): Promise<Response> {
+  const call: SidecarDecideRequest = {
+    release: { id: "hanging", fingerprint: FINGERPRINT, url: runtime.url, token_env: "SVC_RUNTIME_SECRET" },
+    request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } },
+    account_id: crypto.randomUUID(),
+    key_id: "k",
+    request_id: "r",
+  };
+  return fetch(`${sidecarUrl}${SIDECAR_PATHS.decide}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${sidecarSecret}`, "content-type": "application/json" },
+    body: JSON.stringify(call),
+  });
+}
+
+async function until(condition: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("a runtime that hangs", () => {
+  it(
+    "holds one execution, refuses a third request at once with 529, times the waiting one out at 30 s with 504, never running two",
+    async () => {
+      const running = decide();
+      await until(() => runtime.scoreCalls === 1);
+
+      const waitingSince = Date.now();
+      const waiting = decide();
+      await new Promise((r) => setTimeout(r, 200));
+
+      const t0 = Date.now();
+      const full = await decide();
+      expect(Date.now() - t0).toBeLessThan(1000);
+      expect(full.status).toBe(529);
+      expect(ErrorEnvelope.parse(await full.json()).error.code).toBe("lane_full");
+
+      const timedOut = await waiting;
+      const waited = Date.now() - waitingSince;
+      expect(timedOut.status).toBe(504);
+      expect(ErrorEnvelope.parse(await timedOut.json()).error.code).toBe("timeout");
+      expect(waited).toBeGreaterThanOrEqual(LIMITS.laneWaitMs - 50);
+      expect(waited).toBeLessThan(LIMITS.laneWaitMs + 5000);
+
+      // The timeout opened no second slot: the hung pass is still the only one the runtime saw.
+      expect(runtime.scoreCalls).toBe(1);
+      expect(runtime.maxInFlight).toBe(1);
+      void running.catch(() => {});
+    },
+    LIMITS.laneWaitMs + 30_000,
+  );
+});

@@ -6,7 +6,9 @@ import { DecisionResponse } from "../contract/decision.ts";
 import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { pointAlias, registerRelease, retireRelease } from "../ops/registry.ts";
-import { call, newAccount, query, stack, withDb } from "./support/api.ts";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { call, newAccount, query, remember, stack, withDb } from "./support/api.ts";
 import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
 let account: Awaited<ReturnType<typeof newAccount>>;
@@ -133,6 +135,8 @@ describe("POST /v1/systemone", () => {
       expectError(reply, 503, "identity_mismatch");
       expect(reply.body).not.toHaveProperty("answers");
       expect(await query("SELECT 1 FROM usage_records WHERE request_id = $1", [reply.requestId])).toHaveLength(0);
+      const log = readFileSync(join(stack().logDir, "sidecar.log"), "utf8");
+      expect(log).toContain(`refusing release ${id}`);
     });
   });
 
@@ -206,7 +210,8 @@ describe("POST /v1/systemone", () => {
 
 describe("bodies are not persisted", () => {
   it("leaves no trace of a decision's state in any table", async () => {
-    const marker = `marker-${crypto.randomUUID()}`;
+    // The end-of-run log scan looks for it too.
+    const marker = remember(`marker-${crypto.randomUUID()}`);
     const reply = await decide({ state: { note: marker }, questions: { q: { type: "noul", instructions: `contains ${marker}?` } } });
     expect(reply.status).toBe(200);
     const tables = await query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'");

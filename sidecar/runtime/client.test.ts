@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { HttpRuntimeClient, identityMatches, runtimeClientFor } from "./client.ts";
+
+describe("runtime client transport policy", () => {
+  it("refuses a remote plaintext runtime URL, and accepts https and loopback http", () => {
+    expect(() => new HttpRuntimeClient("http://gpu-7.internal:8080", "s")).toThrow(/plaintext http:\/\/ to a remote host/);
+    expect(() => new HttpRuntimeClient("https://gpu-7.internal:8443", "s")).not.toThrow();
+    expect(() => new HttpRuntimeClient("http://127.0.0.1:9000", "s")).not.toThrow();
+  });
+
+  it("reads the secret from the variable the registry entry names, and refuses when it is unset", () => {
+    expect(() => runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, {})).toThrow(/GPU_SECRET is not set/);
+    expect(runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, { GPU_SECRET: "x" })).toBeInstanceOf(HttpRuntimeClient);
+  });
+});
+
+describe("identityMatches", () => {
+  const identity = { release_id: "r1", fingerprint: "a".repeat(64), rendering_version: "v", modalities: ["text" as const], max_tokens_per_pass: 4096, engine: "e" };
+  it("needs both the release id and the fingerprint to match", () => {
+    expect(identityMatches({ id: "r1", fingerprint: "a".repeat(64) }, identity)).toBe(true);
+    expect(identityMatches({ id: "r2", fingerprint: "a".repeat(64) }, identity)).toBe(false);
+    expect(identityMatches({ id: "r1", fingerprint: "b".repeat(64) }, identity)).toBe(false);
+  });
+});

@@ -12,6 +12,7 @@ import { RegistryEntry, SELECT_SERVING_RELEASES } from "../contract/registry.ts"
 import { SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../contract/sidecar-protocol.ts";
 import { executeDecision, IdentityMismatchError } from "./decide/execute.ts";
 import { LabelError } from "./decide/labels.ts";
+import type { Identity } from "../contract/runtime-protocol.ts";
 import type { Lanes } from "./lanes.ts";
 import { identityMatches, runtimeClientFor, RuntimeError, type RuntimeClient } from "./runtime/client.ts";
 import { recordUsage } from "./usage.ts";
@@ -25,13 +26,13 @@ export interface SidecarDeps {
 }
 
 /** The identity check before a request is admitted to a lane; every pass is checked again. */
-async function verifiedClient(release: ResolvedRelease, env: SidecarDeps["env"]): Promise<RuntimeClient> {
+async function verifiedClient(release: ResolvedRelease, env: SidecarDeps["env"]): Promise<{ client: RuntimeClient; identity: Identity }> {
   const client = runtimeClientFor(release, env);
   const identity = await client.identity(AbortSignal.timeout(5000));
   if (!identityMatches({ id: release.id, fingerprint: release.fingerprint }, identity)) {
     throw new IdentityMismatchError(release, identity);
   }
-  return client;
+  return { client, identity };
 }
 
 export function createSidecarApp(deps: SidecarDeps): Hono {
@@ -51,8 +52,9 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     const parsed = SidecarDecideRequest.safeParse(await c.req.json().catch(() => undefined));
     if (!parsed.success) throw new ServiceError("invalid_request", "malformed decide call from the edge");
     const call = parsed.data;
-    const client = await verifiedClient(call.release, deps.env);
-    const result = await deps.lanes.run("realtime", () => executeDecision(client, call.release, call.request));
+    const { client, identity } = await verifiedClient(call.release, deps.env);
+    const release = { ...call.release, maxTokensPerPass: identity.max_tokens_per_pass };
+    const result = await deps.lanes.run("realtime", () => executeDecision(client, release, call.request));
     await recordUsage(deps.pool, {
       accountId: call.account_id,
       keyId: call.key_id,

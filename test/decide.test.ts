@@ -264,6 +264,15 @@ describe("admission", () => {
     expect(counting.scored).toHaveLength(0);
   });
 
+  it("holds passes to the runtime's published per-pass limit when it is below the spec's", async () => {
+    const counting = new CountingRuntime(real);
+    const question = { type: "noul" as const, instructions: "Is it short?" };
+    const state = "a short state that still renders to well over one hundred and twenty-eight bytes of prompt";
+    const refused = await refusal(executeDecision(counting, { ...release, maxTokensPerPass: 16 }, { state, questions: { small: question } }));
+    expect(refused.message).toMatch(/^questions\.small: a pass of this question needs \d+ tokens; at most 16 per pass$/);
+    expect(counting.scored).toHaveLength(0);
+  });
+
   it("refuses a later question's long pass before the first question runs", async () => {
     const counting = new CountingRuntime(real);
     const questions = {

@@ -1,6 +1,7 @@
 /**
  * Admission of one decision before any GPU work (runs in the sidecar, under Bun on the GPU host):
- * every planned pass must fit LIMITS.tokensPerPass and all of them together
+ * every planned pass must fit the per-pass limit (LIMITS.tokensPerPass, or less where the runtime
+ * publishes a smaller `max_tokens_per_pass`) and all of them together
  * LIMITS.reservedInputTokensPerRequest, or the request is refused with 422 naming the question.
  *
  * A pass's UTF-8 byte count plus one bounds its tokens from above (contract/render.ts), so only a
@@ -33,6 +34,7 @@ export async function admit(
   client: RuntimeClient,
   request: Pick<DecisionRequest, "state" | "questions">,
   signal?: AbortSignal,
+  tokensPerPass: number = LIMITS.tokensPerPass,
 ): Promise<Admission> {
   const stateText = asText(request.state);
   const questions: AdmittedQuestion[] = [];
@@ -40,18 +42,18 @@ export async function admit(
   for (const [id, question] of Object.entries(request.questions)) {
     const plan = planQuestion(stateText, question);
     for (const pass of plan.passes) {
-      const tokens = await passTokens(client, pass, signal);
-      if (tokens > LIMITS.tokensPerPass) {
-        throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${LIMITS.tokensPerPass} per pass`);
+      const tokens = await passTokens(client, pass, tokensPerPass, signal);
+      if (tokens > tokensPerPass) {
+        throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${tokensPerPass} per pass`);
       }
       reservedTokens += tokens;
     }
     if (plan.finalPassBound !== null) {
-      if (plan.finalPassBound > LIMITS.tokensPerPass) {
+      if (plan.finalPassBound > tokensPerPass) {
         throw refusal(
           id,
           `the final pass of this choice may need up to ${plan.finalPassBound} tokens (bounded by its UTF-8 bytes); ` +
-            `at most ${LIMITS.tokensPerPass} per pass: shorten the option descriptions`,
+            `at most ${tokensPerPass} per pass: shorten the option descriptions`,
         );
       }
       reservedTokens += plan.finalPassBound;
@@ -74,9 +76,9 @@ export async function admit(
  * the runtime's tokenizer, segment by segment as the runtime evaluates it, plus the
  * beginning-of-sequence token.
  */
-async function passTokens(client: RuntimeClient, pass: Pass, signal?: AbortSignal): Promise<number> {
+async function passTokens(client: RuntimeClient, pass: Pass, limit: number, signal?: AbortSignal): Promise<number> {
   const bound = passTokenBound(pass);
-  if (bound <= LIMITS.tokensPerPass) return bound;
+  if (bound <= limit) return bound;
   let tokens = 1;
   for (const segment of pass.segments) {
     tokens += (await client.tokenize({ text: segment.text, special: segment.special }, signal)).tokens.length;

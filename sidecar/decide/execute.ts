@@ -9,6 +9,7 @@
  * failed pass fails the decision, and the caller decides what the customer sees.
  */
 import type { Answer, ChoiceQuestion, DecisionRequest, Usage } from "../../contract/decision.ts";
+import { LIMITS } from "../../contract/limits.ts";
 import { renderChoice, type Pass } from "../../contract/render.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type AdmittedQuestion } from "./admission.ts";
@@ -20,6 +21,8 @@ export interface Release {
   fingerprint: string;
   /** Calibration temperature of the release's readout; 1 (the raw distribution) when absent. */
   temperature?: number;
+  /** The runtime's published per-pass limit, when it is below the spec's. */
+  maxTokensPerPass?: number;
 }
 
 export interface Execution {
@@ -58,7 +61,7 @@ export async function executeDecision(
   signal?: AbortSignal,
 ): Promise<Execution> {
   signal?.throwIfAborted();
-  const admission = await admit(client, request, signal);
+  const admission = await admit(client, request, signal, Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass));
   const cached = labelCache.get(release.fingerprint);
   const runner = new PassRunner(client, release, cached ?? (await resolveLabels(client, signal)), signal);
   const answers: [string, Answer][] = [];

@@ -18,6 +18,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Redis, ReplyError, type ChainableCommander } from "ioredis";
+import { readBody, sendJson } from "./http.ts";
 
 export interface UpstashBridge {
   /** UPSTASH_REDIS_REST_URL */
@@ -209,14 +210,3 @@ function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}

@@ -12,7 +12,7 @@
  * apply to every key of the account on its next request.
  */
 import pg from "pg";
-import { databaseUrl } from "./database-url.ts";
+import { runOperatorCommand } from "./database-url.ts";
 import { QUOTA_SETTINGS, type AccountStatus, type QuotaSetting } from "../contract/accounts.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -68,27 +68,18 @@ function single(rows: Record<string, unknown>[], account: string): Record<string
   return rows[0]!;
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(db: pg.Client, argv: string[]): Promise<number> {
   const [command, account, ...rest] = argv;
   if (!command || !account || !["show", "set", "disable", "enable"].includes(command)) {
     console.error("usage: npm run account -- show|set|disable|enable <account id or subject> [--requests-per-second N|none ...]");
     return 2;
   }
-  const db = new pg.Client({ connectionString: databaseUrl() });
-  await db.connect();
-  try {
-    const result =
-      command === "show" ? await showAccount(db, account)
-      : command === "set" ? await setSettings(db, account, parseSettings(rest))
-      : await setStatus(db, account, command === "disable" ? "disabled" : "active");
-    console.log(JSON.stringify(result, null, 2));
-    return 0;
-  } catch (err) {
-    console.error(err instanceof Error ? err.message : String(err));
-    return 2;
-  } finally {
-    await db.end();
-  }
+  const result =
+    command === "show" ? await showAccount(db, account)
+    : command === "set" ? await setSettings(db, account, parseSettings(rest))
+    : await setStatus(db, account, command === "disable" ? "disabled" : "active");
+  console.log(JSON.stringify(result, null, 2));
+  return 0;
 }
 
-if (import.meta.main) process.exit(await main(process.argv.slice(2)));
+if (import.meta.main) await runOperatorCommand((db) => main(db, process.argv.slice(2)));

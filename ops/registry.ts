@@ -13,7 +13,7 @@
  */
 import pg from "pg";
 import { checkServiceUrl } from "../contract/urls.ts";
-import { databaseUrl } from "./database-url.ts";
+import { runOperatorCommand } from "./database-url.ts";
 
 export interface ReleaseInput {
   id: string;
@@ -73,48 +73,39 @@ function flags(args: string[]): Map<string, string> {
   return map;
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(db: pg.Client, argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [...] | alias <alias> <release-id> | retire <release-id>";
-  const db = new pg.Client({ connectionString: databaseUrl() });
-  await db.connect();
-  try {
-    if (command === "list") {
-      console.log(JSON.stringify(await listReleases(db), null, 2));
-    } else if (command === "add" && rest[0]) {
-      const f = flags(rest.slice(1));
-      const required = (name: string) => {
-        const value = f.get(name);
-        if (!value) throw new Error(`add needs --${name}`);
-        return value;
-      };
-      await registerRelease(db, {
-        id: rest[0],
-        fingerprint: required("fingerprint"),
-        url: required("url"),
-        token_env: required("token-env"),
-        owners: f.get("owners")?.split(",") ?? null,
-        release_date: f.get("release-date") ?? new Date().toISOString().slice(0, 10),
-        description: f.get("description") ?? "",
-      });
-      console.error(`release ${rest[0]} registered`);
-    } else if (command === "alias" && rest[0] && rest[1]) {
-      await pointAlias(db, rest[0], rest[1]);
-      console.error(`${rest[0]} -> ${rest[1]}`);
-    } else if (command === "retire" && rest[0]) {
-      await retireRelease(db, rest[0]);
-      console.error(`release ${rest[0]} retired`);
-    } else {
-      console.error(usage);
-      return 2;
-    }
-    return 0;
-  } catch (err) {
-    console.error(err instanceof Error ? err.message : String(err));
+  if (command === "list") {
+    console.log(JSON.stringify(await listReleases(db), null, 2));
+  } else if (command === "add" && rest[0]) {
+    const f = flags(rest.slice(1));
+    const required = (name: string) => {
+      const value = f.get(name);
+      if (!value) throw new Error(`add needs --${name}`);
+      return value;
+    };
+    await registerRelease(db, {
+      id: rest[0],
+      fingerprint: required("fingerprint"),
+      url: required("url"),
+      token_env: required("token-env"),
+      owners: f.get("owners")?.split(",") ?? null,
+      release_date: f.get("release-date") ?? new Date().toISOString().slice(0, 10),
+      description: f.get("description") ?? "",
+    });
+    console.error(`release ${rest[0]} registered`);
+  } else if (command === "alias" && rest[0] && rest[1]) {
+    await pointAlias(db, rest[0], rest[1]);
+    console.error(`${rest[0]} -> ${rest[1]}`);
+  } else if (command === "retire" && rest[0]) {
+    await retireRelease(db, rest[0]);
+    console.error(`release ${rest[0]} retired`);
+  } else {
+    console.error(usage);
     return 2;
-  } finally {
-    await db.end();
   }
+  return 0;
 }
 
-if (import.meta.main) process.exit(await main(process.argv.slice(2)));
+if (import.meta.main) await runOperatorCommand((db) => main(db, process.argv.slice(2)));

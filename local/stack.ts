@@ -91,21 +91,19 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const model = await ensureModel();
     log(`model      ${model.path}`);
 
-    const [postgres, redis, idp] = await Promise.all([
+    const [postgres, redis, idp] = await startAll(stoppers, [
       startPostgres({ dataDir: join(dataDir, "postgres") }),
       startRedis({ dataDir: join(dataDir, "redis") }),
       startIdp({ dataDir: join(dataDir, "idp"), port: opts.idpPort }),
-    ]);
-    stoppers.push(postgres.stop, redis.stop, idp.stop);
+    ] as const);
     children.push(idp.child);
     await migrate(postgres.url);
 
     const upstashToken = secret();
-    const [neonBridge, upstash] = await Promise.all([
+    const [neonBridge, upstash] = await startAll(stoppers, [
       startNeonBridge({ databaseUrl: postgres.url }),
       startUpstashBridge({ redisUrl: redis.url, token: upstashToken }),
-    ]);
-    stoppers.push(neonBridge.stop, upstash.stop);
+    ] as const);
     const neonLocal = `127.0.0.1:${neonBridge.port}`;
 
     const runtimeSecret = secret();
@@ -246,6 +244,21 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await stop();
     throw err;
   }
+}
+
+/**
+ * Starts services in parallel and registers every one that started with `stoppers`, even when
+ * another failed, so that a failed start leaves nothing running.
+ */
+async function startAll<T extends readonly Promise<{ stop(): Promise<void> }>[]>(
+  stoppers: Array<() => Promise<void>>,
+  starting: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const results = await Promise.allSettled(starting);
+  for (const result of results) if (result.status === "fulfilled") stoppers.push(result.value.stop);
+  const failed = results.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
 
 /** A connection URL without its password, for printing. */

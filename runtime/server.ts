@@ -4,23 +4,21 @@
  *
  * Nothing here logs a request body or a header: prompts are customer data and the secret is a secret.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { bearerToken, secretsEqual } from "../contract/crypto.ts";
 import { ServiceError, errorBody } from "../contract/errors.ts";
 import { RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse } from "../contract/runtime-protocol.ts";
 import type { ScoringEngine } from "./engine.ts";
 
 export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secret: string): Hono {
   if (secret === "") throw new Error("the runtime secret must not be empty");
-  const expected = digest(secret);
   const app = new Hono();
 
   app.use("*", async (c, next) => {
-    const presented = /^Bearer (.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
-    // Digests have equal length whatever was presented, so the comparison time says nothing about the secret.
-    if (presented === undefined || !timingSafeEqual(digest(presented), expected)) {
+    const presented = bearerToken(c.req.header("authorization"));
+    if (presented === null || !(await secretsEqual(presented, secret))) {
       return c.json(errorBody("unauthorized", "missing or wrong runtime secret"), 401);
     }
     await next();
@@ -70,8 +68,4 @@ async function parseBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.
     throw new ServiceError("invalid_request", problems.join("; "));
   }
   return parsed.data;
-}
-
-function digest(value: string): Buffer {
-  return createHash("sha256").update(value, "utf8").digest();
 }

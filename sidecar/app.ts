@@ -54,7 +54,9 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     const call = parsed.data;
     const { client, identity } = await verifiedClient(call.release, deps.env);
     const release = { ...call.release, maxTokensPerPass: identity.max_tokens_per_pass };
-    const result = await deps.lanes.run("realtime", () => executeDecision(client, release, call.request));
+    // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
+    const signal = c.req.raw.signal;
+    const result = await deps.lanes.run("realtime", () => executeDecision(client, release, call.request, signal), signal);
     await recordUsage(deps.pool, {
       accountId: call.account_id,
       keyId: call.key_id,

@@ -48,7 +48,7 @@ class ControlledWork {
 
   constructor(readonly lanes: Lanes) {}
 
-  submit(lane: LaneName, options: { throwSync?: unknown } = {}): Job {
+  submit(lane: LaneName, options: { throwSync?: unknown; signal?: AbortSignal } = {}): Job {
     const job = new Job(`${lane === "realtime" ? "R" : "B"}${this.counts[lane]++}`, lane);
     const work = (): Promise<unknown> => {
       job.calls++;
@@ -63,7 +63,7 @@ class ControlledWork {
       return job.done.finally(() => this.active--);
     };
     const record = (outcome: Outcome): Outcome => (job.outcome = outcome);
-    job.settled = this.lanes.run(lane, work).then(
+    job.settled = this.lanes.run(lane, work, options.signal).then(
       (value) => record({ ok: true, value }),
       (error: unknown) => record({ ok: false, error }),
     );
@@ -309,6 +309,50 @@ describe("Lanes: a wait of 30 s answers 504 and opens no second slot", () => {
     const waiter = work.submit("bulk");
     await vi.advanceTimersByTimeAsync(50);
     expect(errorOf(waiter)).toMatchObject({ code: "timeout", waitedMs: 50 });
+  });
+});
+
+describe("Lanes: a caller that gives up", () => {
+  it("leaves the queue at once when its signal aborts, freeing the pending slot for a retry", async () => {
+    const work = new ControlledWork(new Lanes());
+    const r0 = work.submit("realtime");
+    const abandon = new AbortController();
+    const r1 = work.submit("realtime", { signal: abandon.signal });
+    expect(work.lanes.snapshot().waiting.realtime).toBe(1);
+    abandon.abort(new Error("client disconnected"));
+    await r1.settled;
+    expect((errorOf(r1) as Error).message).toBe("client disconnected");
+    expect(work.lanes.snapshot().waiting.realtime).toBe(0);
+
+    const retry = work.submit("realtime");
+    r0.finish();
+    await flush();
+    expect(work.starts).toEqual(["R0", "R2"]);
+    expect(r1.calls).toBe(0);
+    retry.finish();
+    expect((await retry.settled).ok).toBe(true);
+  });
+
+  it("never starts work whose signal has already aborted, even with the GPU free", async () => {
+    const work = new ControlledWork(new Lanes());
+    const job = work.submit("bulk", { signal: AbortSignal.abort(new Error("gone")) });
+    await job.settled;
+    expect(job.calls).toBe(0);
+    expect(work.lanes.snapshot()).toEqual({ running: null, waiting: { realtime: 0, bulk: 0 } });
+  });
+
+  it("ignores an abort once the work has started: the execution keeps its slot", async () => {
+    const work = new ControlledWork(new Lanes());
+    const r0 = work.submit("realtime");
+    const late = new AbortController();
+    const r1 = work.submit("realtime", { signal: late.signal });
+    r0.finish();
+    await flush();
+    late.abort();
+    await flush();
+    expect(work.lanes.snapshot().running).toBe("realtime");
+    r1.finish();
+    expect((await r1.settled).ok).toBe(true);
   });
 });
 

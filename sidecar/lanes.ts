@@ -10,7 +10,9 @@
  *   execution;
  * - when both lanes wait, real-time goes first, except that a waiting bulk execution goes once
  *   `realtimeBeforeBulk` (4) real-time executions have started since it began waiting;
- * - a failed execution is handed to its caller unchanged and never retried here.
+ * - a failed execution is handed to its caller unchanged and never retried here;
+ * - a waiting execution whose caller gives up (its `signal` aborts, e.g. the client disconnected)
+ *   leaves its lane at once, so an abandoned request does not hold the pending slot against a retry.
  *
  *     const lanes = new Lanes();
  *     const scores = await lanes.run("realtime", () => runtime.score(request, signal));
@@ -64,6 +66,8 @@ interface Waiter {
   realtimeStarts: number;
   readonly timer: ReturnType<typeof setTimeout>;
   readonly start: () => void;
+  /** Detaches the caller's abort listener once the entry leaves the queue. */
+  readonly release: () => void;
 }
 
 export class Lanes {
@@ -89,11 +93,13 @@ export class Lanes {
   /**
    * Runs `work` on the GPU when its turn comes and settles with its outcome, unchanged.
    * Rejects with `LaneFullError` (529) at once when the lane is full, and with
-   * `LaneWaitTimeoutError` (504) when the turn does not come within the wait; `work` is then never called.
+   * `LaneWaitTimeoutError` (504) when the turn does not come within the wait, and with the signal's
+   * reason when `signal` aborts while waiting; `work` is then never called.
    *
    *     await lanes.run("bulk", () => runtime.score(request));
    */
-  run<T>(lane: LaneName, work: () => Promise<T>): Promise<T> {
+  run<T>(lane: LaneName, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     // Nothing waits while the slot is free: every settlement starts the next waiter in the same tick.
     if (this.running === null) return this.start(lane, work);
 
@@ -101,18 +107,26 @@ export class Lanes {
     if (queue.length >= this.pendingPerLane) return Promise.reject(new LaneFullError(lane, queue.length));
 
     return new Promise<T>((resolve, reject) => {
+      // Leaving the queue is all a timeout or an abort does: the running execution keeps the slot until it settles.
+      const leave = (reason: unknown) => {
+        queue.splice(queue.indexOf(waiter), 1);
+        waiter.release();
+        reject(reason);
+      };
+      const onAbort = () => {
+        clearTimeout(waiter.timer);
+        leave(signal?.reason);
+      };
       const waiter: Waiter = {
         enqueued: Date.now(),
         realtimeStarts: 0,
-        // Leaving the queue is all a timeout does: the running execution keeps the slot until it settles.
-        timer: setTimeout(() => {
-          queue.splice(queue.indexOf(waiter), 1);
-          reject(new LaneWaitTimeoutError(lane, Date.now() - waiter.enqueued));
-        }, this.waitMs),
+        timer: setTimeout(() => leave(new LaneWaitTimeoutError(lane, Date.now() - waiter.enqueued)), this.waitMs),
         start: () => {
           this.start(lane, work).then(resolve, reject);
         },
+        release: () => signal?.removeEventListener("abort", onAbort),
       };
+      signal?.addEventListener("abort", onAbort, { once: true });
       queue.push(waiter);
     });
   }
@@ -147,6 +161,7 @@ export class Lanes {
     const waiter = this.waiting[lane].shift();
     if (waiter === undefined) return;
     clearTimeout(waiter.timer);
+    waiter.release();
     waiter.start();
   }
 

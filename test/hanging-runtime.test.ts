@@ -87,7 +87,7 @@ afterAll(async () => {
   await runtime.stop();
 });
 
-function decide(): Promise<Response> {
+function decide(signal?: AbortSignal): Promise<Response> {
   const call: SidecarDecideRequest = {
     release: { id: "hanging", fingerprint: FINGERPRINT, url: runtime.url, token_env: "SVC_RUNTIME_SECRET" },
     request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } },
@@ -99,6 +99,7 @@ function decide(): Promise<Response> {
     method: "POST",
     headers: { authorization: `Bearer ${sidecarSecret}`, "content-type": "application/json" },
     body: JSON.stringify(call),
+    signal,
   });
 }
 
@@ -141,4 +142,26 @@ describe("a runtime that hangs", () => {
     },
     LIMITS.laneWaitMs + 30_000,
   );
+
+  it("frees the pending slot as soon as a waiting caller disconnects, so its retry is not refused", async () => {
+    // The hung execution of the test above still holds the GPU.
+    expect(runtime.inFlight).toBe(1);
+    const abandoned = new AbortController();
+    const first = decide(abandoned.signal).catch(() => "aborted");
+    await new Promise((r) => setTimeout(r, 300));
+    const whileWaiting = await decide();
+    expect(whileWaiting.status).toBe(529);
+    abandoned.abort();
+    expect(await first).toBe("aborted");
+    await new Promise((r) => setTimeout(r, 300));
+
+    const retryControl = new AbortController();
+    const retry = decide(retryControl.signal).then((res) => res.status, () => "aborted");
+    await new Promise((r) => setTimeout(r, 1000));
+    // The retry is waiting, not refused: a third request now finds the lane full again.
+    expect((await decide()).status).toBe(529);
+    retryControl.abort();
+    expect(await retry).toBe("aborted");
+    expect(runtime.scoreCalls).toBe(1);
+  });
 });

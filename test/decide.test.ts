@@ -8,10 +8,9 @@
  * and `SharedTokenLabelRuntime` (a model whose tokenizer breaks the labels).
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Answer, DecisionRequest, type ChoiceAnswer, type ScoreAnswer } from "../contract/decision.ts";
 import { ServiceError } from "../contract/errors.ts";
@@ -19,15 +18,13 @@ import { LIMITS } from "../contract/limits.ts";
 import { CHOICE_LABELS, NOUL_LABELS, OPTIONS_PER_PASS, SCORE_LABELS, passTokenBound, planQuestion, asText } from "../contract/render.ts";
 import type { Identity, ScoreRequest, ScoreResponse, TokenizeRequest, TokenizeResponse } from "../contract/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
-import { freePort } from "../local/ports.ts";
-import { start, type Child } from "../local/process.ts";
+import type { Child } from "../local/process.ts";
 import { executeDecision, IdentityMismatchError, type Release } from "../sidecar/decide/execute.ts";
 import { LabelError, labelCache, resolveLabels } from "../sidecar/decide/labels.ts";
 import { chunkProbabilities, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
 import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
+import { startRuntime } from "./support/runtime.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BUN = join(ROOT, "node_modules", ".bin", "bun");
 
 let workDir: string;
 let runtime: Child;
@@ -38,36 +35,10 @@ beforeAll(async () => {
   workDir = await mkdtemp(join(tmpdir(), "decide-test-"));
   const model = await ensureModel();
   const secret = randomBytes(32).toString("hex");
-  const port = await freePort();
-  const logPath = join(workDir, "runtime.log");
-  let ready: { release_id: string; fingerprint: string } | undefined;
-  runtime = await start({
-    name: "runtime",
-    command: BUN,
-    args: ["runtime/main.ts"],
-    cwd: ROOT,
-    // Every variable set, so that a developer's own RUNTIME_* settings cannot leak into the test.
-    env: {
-      RUNTIME_MODEL_PATH: model.path,
-      RUNTIME_ADAPTER_PATH: "",
-      RUNTIME_RELEASE_ID: "",
-      RUNTIME_SECRET: secret,
-      RUNTIME_HOST: "127.0.0.1",
-      RUNTIME_PORT: String(port),
-      RUNTIME_MAX_TOKENS_PER_PASS: "",
-      RUNTIME_THREADS: "2",
-      RUNTIME_GPU: "false",
-    },
-    logPath,
-    ready: async () => {
-      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));
-      if (line) ready = JSON.parse(line.slice("RUNTIME READY ".length)) as typeof ready;
-      return ready !== undefined;
-    },
-    timeoutMs: 60_000,
-  });
-  real = new HttpRuntimeClient(`http://127.0.0.1:${port}`, secret);
-  release = { id: ready!.release_id, fingerprint: ready!.fingerprint };
+  const started = await startRuntime({ name: "runtime", modelPath: model.path, secret, logDir: workDir });
+  runtime = started.child;
+  real = new HttpRuntimeClient(started.url, secret);
+  release = { id: started.ready.release_id, fingerprint: started.ready.fingerprint };
 });
 
 afterAll(async () => {

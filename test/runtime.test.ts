@@ -16,24 +16,19 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../contract/runtime-protocol.ts";
-import { ensureModel, sha256File, type ModelFile } from "../local/model.ts";
-import { freePort } from "../local/ports.ts";
-import { start, type Child } from "../local/process.ts";
-import { cachedSha256 } from "../runtime/digest.ts";
+import { ensureModel, type ModelFile } from "../local/model.ts";
+import { start } from "../local/process.ts";
+import { cachedSha256, sha256File } from "../runtime/digest.ts";
 import type { ScoringEngine } from "../runtime/engine.ts";
 import { defaultReleaseId, fingerprintOf } from "../runtime/fingerprint.ts";
 import { createRuntimeApp } from "../runtime/server.ts";
+import { runtimeEnv, startRuntime, type TestRuntime } from "./support/runtime.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BUN = join(ROOT, "node_modules", ".bin", "bun");
 const GEMMA3_VOCABULARY = 262_144;
 
-interface Runtime {
-  url: string;
-  child: Child;
-  /** What the READY line announced. */
-  ready: { port: number; release_id: string; fingerprint: string };
-}
+type Runtime = TestRuntime;
 
 let workDir: string;
 let model: ModelFile;
@@ -50,8 +45,8 @@ beforeAll(async () => {
   alteredPath = join(workDir, "gemma-3-270m-q4_k_m.gguf");
   await copyWithRenamedModel(model.path, alteredPath);
   [main, altered] = await Promise.all([
-    startRuntime("runtime", model.path),
-    startRuntime("runtime-altered", alteredPath, { RUNTIME_MAX_TOKENS_PER_PASS: "64" }),
+    startRuntime({ name: "runtime", modelPath: model.path, secret, logDir: workDir }),
+    startRuntime({ name: "runtime-altered", modelPath: alteredPath, secret, logDir: workDir, env: { RUNTIME_MAX_TOKENS_PER_PASS: "64" } }),
   ]);
 });
 
@@ -277,7 +272,7 @@ describe("process", () => {
       command: BUN,
       args: ["runtime/main.ts"],
       cwd: ROOT,
-      env: { ...runtimeEnv(model.path), RUNTIME_SECRET: "", RUNTIME_PORT: "0" },
+      env: { ...runtimeEnv(model.path, secret), RUNTIME_SECRET: "", RUNTIME_PORT: "0" },
       logPath,
       ready: async () => false,
       timeoutMs: 10_000,
@@ -378,42 +373,6 @@ describe("runtime app without a model (app.request)", () => {
 });
 
 // ---------------------------------------------------------------------------------------------------
-
-function runtimeEnv(modelPath: string): Record<string, string> {
-  // Every variable set, so that a developer's own RUNTIME_* settings cannot leak into the test.
-  return {
-    RUNTIME_MODEL_PATH: modelPath,
-    RUNTIME_ADAPTER_PATH: "",
-    RUNTIME_RELEASE_ID: "",
-    RUNTIME_SECRET: secret,
-    RUNTIME_HOST: "127.0.0.1",
-    RUNTIME_MAX_TOKENS_PER_PASS: "",
-    RUNTIME_THREADS: "2",
-    RUNTIME_GPU: "false",
-  };
-}
-
-async function startRuntime(name: string, modelPath: string, env: Record<string, string> = {}): Promise<Runtime> {
-  const port = await freePort();
-  const logPath = join(workDir, `${name}.log`);
-  let ready: Runtime["ready"] | undefined;
-  const child = await start({
-    name,
-    command: BUN,
-    args: ["runtime/main.ts"],
-    cwd: ROOT,
-    env: { ...runtimeEnv(modelPath), RUNTIME_PORT: String(port), ...env },
-    logPath,
-    // Ready means the READY line, which the runtime prints once it is listening.
-    ready: async () => {
-      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));
-      if (line) ready = JSON.parse(line.slice("RUNTIME READY ".length)) as Runtime["ready"];
-      return ready !== undefined;
-    },
-    timeoutMs: 60_000,
-  });
-  return { url: `http://127.0.0.1:${port}`, child, ready: ready! };
-}
 
 /**
  * Copies a GGUF, changing one character of its `general.name` metadata value in place: the copy is a

@@ -16,6 +16,10 @@ CREATE TABLE IF NOT EXISTS model_releases (
   retired_at   timestamptz
 );
 
+-- The sidecar that serves a release: the edge forwards the release's decisions to this address, and
+-- the sidecar whose SIDECAR_URL it is calls the runtime. Null: registered but not served yet.
+ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS sidecar_url text;
+
 CREATE TABLE IF NOT EXISTS model_aliases (
   alias       text PRIMARY KEY CHECK (alias ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
   release_id  text NOT NULL REFERENCES model_releases (id),
@@ -41,7 +45,7 @@ CREATE TRIGGER model_release_immutable BEFORE UPDATE ON model_releases
 CREATE OR REPLACE VIEW model_registry AS
   SELECT r.id, r.fingerprint,
          coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
-         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at
+         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url
     FROM model_releases r
     LEFT JOIN model_aliases a ON a.release_id = r.id
    GROUP BY r.id;

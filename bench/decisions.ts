@@ -10,8 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { CreatedKey } from "../contract/keys.ts";
-import { asText, planQuestion } from "../contract/render.ts";
-import { RUNTIME_PATHS, TokenizeResponse } from "../contract/runtime-protocol.ts";
+import { asText, planQuestion } from "../sidecar/decide/render.ts";
+import { RUNTIME_PATHS, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
 

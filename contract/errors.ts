@@ -47,18 +47,3 @@ export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
 export function errorBody(code: ErrorCode, message: string): ErrorEnvelope {
   return { error: { code, message, status: ERROR_STATUS[code] } };
 }
-
-/** An error that crosses a tier boundary as an envelope; thrown inside a tier, rendered at its edge. */
-export class ServiceError extends Error {
-  readonly status: number;
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.status = ERROR_STATUS[code];
-  }
-  toBody(): ErrorEnvelope {
-    return errorBody(this.code, this.message);
-  }
-}

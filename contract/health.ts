@@ -16,47 +16,8 @@ export const LinkStatus = z.object({
 });
 export type LinkStatus = z.infer<typeof LinkStatus>;
 
-export const SidecarHealth = z.object({ links: z.array(LinkStatus) });
-
 export const HealthReport = z.object({
   status: z.enum(["ok", "down"]),
   links: z.array(LinkStatus),
 });
 export type HealthReport = z.infer<typeof HealthReport>;
-
-/** Budget for any single link check; a slower link is reported as down. */
-export const LINK_TIMEOUT_MS = 3000;
-
-/** Runs one link check with a deadline, turning any failure into a reported status. */
-export async function checkLink(
-  name: string,
-  probe: () => Promise<string | void>,
-  timeoutMs = LINK_TIMEOUT_MS,
-): Promise<LinkStatus> {
-  const started = performance.now();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    const detail = await Promise.race([
-      probe(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      }),
-    ]);
-    const status: LinkStatus = { name, ok: true, latency_ms: elapsed(started) };
-    if (detail) status.detail = detail;
-    return status;
-  } catch (err) {
-    return { name, ok: false, latency_ms: elapsed(started), error: describe(err) };
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
-  }
-}
-
-function elapsed(started: number): number {
-  return Math.round((performance.now() - started) * 10) / 10;
-}
-
-function describe(err: unknown): string {
-  if (err instanceof Error) return err.message.slice(0, 300);
-  return String(err).slice(0, 300);
-}

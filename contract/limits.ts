@@ -12,6 +12,8 @@ export const LIMITS = {
   /** Input tokens reserved across one request, all passes together. */
   reservedInputTokensPerRequest: 65_536,
   choiceOptions: { min: 2, max: 255 },
+  /** Options one model pass offers; a larger choice is read in chunks plus one final pass over the leaders. */
+  choiceOptionsPerPass: 26,
   scoreLevels: { min: 2, max: 10 },
   bulkFileBytes: 25 * 1024 * 1024,
   bulkFileRecords: 10_000,

@@ -6,12 +6,13 @@
 import { Hono } from "hono";
 import { cors } from "hono/cors";
 import { REQUEST_ID_HEADER } from "../contract/limits.ts";
-import { errorBody, ServiceError } from "../contract/errors.ts";
+import { errorRenderer, notFound } from "../server-shared/http.ts";
 import type { AppEnv } from "./env.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
+import { services } from "./services.ts";
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -25,7 +26,10 @@ export function createApp(): Hono<AppEnv> {
 
   app.use(
     cors({
-      origin: (origin, c) => (c.env.ALLOWED_ORIGIN && origin === c.env.ALLOWED_ORIGIN ? origin : null),
+      origin: (origin, c) => {
+        const allowed = services(c.env).settings.ALLOWED_ORIGIN;
+        return allowed && origin === allowed ? origin : null;
+      },
       allowMethods: ["GET", "POST", "OPTIONS"],
       allowHeaders: ["authorization", "content-type", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
       exposeHeaders: [REQUEST_ID_HEADER, "retry-after", "retry-after-ms"],
@@ -40,15 +44,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", models);
   app.route("/", decisions);
 
-  app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
-  app.onError((err, c) => {
-    if (err instanceof ServiceError) {
-      if (err.status === 503) c.header("retry-after", "1");
-      return c.json(err.toBody(), err.status as 400);
-    }
-    // The message may quote customer input; log the request id and the error class only.
-    console.error(`request ${c.get("requestId")} failed: ${err.name}`);
-    return c.json(errorBody("internal_error", "internal error"), 500);
-  });
+  app.notFound(notFound);
+  app.onError(errorRenderer("edge"));
   return app;
 }

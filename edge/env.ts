@@ -1,24 +1,11 @@
-/** The edge Worker's bindings and settings, typed once and read through Hono's context. */
-import type { AccountSettings, AccountStatus } from "../contract/accounts.ts";
+/** The edge Worker's bindings and request variables, typed once and read through Hono's context. */
+import type { AccountSettings, AccountStatus } from "../server-shared/accounts.ts";
 import type { DecisionRequest } from "../contract/decision.ts";
 
+/** What workerd binds: R2 and the raw settings (parsed once in edge/settings.ts). */
 export interface Env {
   BUCKET: R2Bucket;
-  /** Postgres connection string (Neon in production). */
-  DATABASE_URL: string;
-  /** `127.0.0.1:<port>` of the local Neon bridge; unset in production. */
-  NEON_LOCAL_BRIDGE?: string;
-  UPSTASH_REDIS_REST_URL: string;
-  UPSTASH_REDIS_REST_TOKEN: string;
-  /** Base URL of the sidecar on the GPU host, and the secret shared with it. */
-  SIDECAR_URL: string;
-  SIDECAR_SECRET: string;
-  /** The identity provider whose user access tokens manage keys. */
-  OIDC_ISSUER: string;
-  OIDC_AUDIENCE: string;
-  OIDC_JWKS_URL: string;
-  /** The one browser origin allowed to call the API (CORS); unset allows none. */
-  ALLOWED_ORIGIN?: string;
+  [setting: string]: unknown;
 }
 
 /** The account behind an authenticated API key, read fresh on every request. */

@@ -1,14 +1,20 @@
 /**
  * Model resolution (runs in workerd): an alias or a release id the account may use, among serving
- * releases. Unknown and forbidden names both resolve to null, so the caller answers one identical 404.
+ * releases, and the sidecar that serves it. Unknown and forbidden names both resolve to null, so the
+ * caller answers one identical 404.
  */
-import type { ResolvedRelease } from "../contract/sidecar-protocol.ts";
-import type { Env } from "./env.ts";
-import { sql } from "./services.ts";
+import type { NeonQueryFunction } from "@neondatabase/serverless";
+import type { ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
 
-export async function resolveModel(env: Env, name: string, accountId: string): Promise<ResolvedRelease | null> {
-  const rows = await sql(env)`
-    SELECT r.id, r.fingerprint, r.url, r.token_env
+export interface Resolution {
+  release: ResolvedRelease;
+  /** Where the release's decisions go; null when the registry assigns it to no sidecar yet. */
+  sidecarUrl: string | null;
+}
+
+export async function resolveModel(sql: NeonQueryFunction<false, false>, name: string, accountId: string): Promise<Resolution | null> {
+  const rows = await sql`
+    SELECT r.id, r.fingerprint, r.sidecar_url
       FROM model_releases r
      WHERE r.retired_at IS NULL
        AND (r.owners IS NULL OR ${accountId}::uuid = ANY (r.owners))
@@ -17,5 +23,8 @@ export async function resolveModel(env: Env, name: string, accountId: string): P
      LIMIT 1`;
   const row = rows[0];
   if (!row) return null;
-  return { id: String(row.id), fingerprint: String(row.fingerprint), url: String(row.url), token_env: String(row.token_env) };
+  return {
+    release: { id: String(row.id), fingerprint: String(row.fingerprint) },
+    sidecarUrl: row.sidecar_url === null ? null : String(row.sidecar_url),
+  };
 }

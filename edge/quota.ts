@@ -10,8 +10,8 @@
  *   unmetered.
  */
 import type { Redis } from "@upstash/redis";
-import { ServiceError } from "../contract/errors.ts";
-import type { AccountSettings } from "../contract/accounts.ts";
+import { ServiceError } from "../server-shared/errors.ts";
+import type { AccountSettings } from "../server-shared/accounts.ts";
 
 /**
  * KEYS[1]: request count of this second, KEYS[2]: tokens reserved in this second.

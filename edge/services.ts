@@ -1,33 +1,62 @@
 /**
- * Clients for the edge's backing services, built from the Worker's bindings. The drivers are the
- * production ones; the local stack only points them at loopback bridges.
+ * The edge's settings and backing-service clients, built once per isolate from the Worker's bindings
+ * (workerd hands every request of an isolate the same `env`). The drivers are the production ones;
+ * the local stack only points them at loopback bridges.
+ *
+ *     const { sql, redis, settings } = services(c.env);
  */
 import { neon, type NeonQueryFunction } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis/cloudflare";
-import { useNeonLocalBridge } from "../contract/neon-local.ts";
 import { checkServiceUrl } from "../contract/urls.ts";
+import { ServiceError } from "../server-shared/errors.ts";
+import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
+import { parseSettings, SettingsError } from "../server-shared/settings.ts";
 import type { Env } from "./env.ts";
+import { EdgeSettings } from "./settings.ts";
 
-export function sql(env: Env): NeonQueryFunction<false, false> {
-  useNeonLocalBridge(env.NEON_LOCAL_BRIDGE);
-  return neon(env.DATABASE_URL);
+export interface Services {
+  settings: EdgeSettings;
+  sql: NeonQueryFunction<false, false>;
+  redis: Redis;
 }
 
-export function redis(env: Env): Redis {
-  checkServiceUrl(env.UPSTASH_REDIS_REST_URL, "UPSTASH_REDIS_REST_URL");
-  return new Redis({
-    url: env.UPSTASH_REDIS_REST_URL,
-    token: env.UPSTASH_REDIS_REST_TOKEN,
-    // Quota decisions must not be retried behind the caller's back.
-    retry: false,
-    enableTelemetry: false,
-  });
+const built = new WeakMap<Env, Services>();
+
+export function services(env: Env): Services {
+  let services = built.get(env);
+  if (!services) {
+    services = build(env);
+    built.set(env, services);
+  }
+  return services;
 }
 
-/** A call to the sidecar with the shared secret; the URL policy refuses remote plaintext. */
-export function sidecarFetch(env: Env, path: string, init: RequestInit = {}): Promise<Response> {
-  const base = checkServiceUrl(env.SIDECAR_URL, "SIDECAR_URL");
+function build(env: Env): Services {
+  let settings: EdgeSettings;
+  try {
+    settings = parseSettings("edge", EdgeSettings, env as unknown as Record<string, unknown>);
+  } catch (err) {
+    if (!(err instanceof SettingsError)) throw err;
+    throw new ServiceError("unavailable", "the service is misconfigured; retry later", err.message);
+  }
+  useNeonLocalBridge(settings.NEON_LOCAL_BRIDGE);
+  return {
+    settings,
+    sql: neon(settings.DATABASE_URL),
+    redis: new Redis({
+      url: settings.UPSTASH_REDIS_REST_URL,
+      token: settings.UPSTASH_REDIS_REST_TOKEN,
+      // Quota decisions must not be retried behind the caller's back.
+      retry: false,
+      enableTelemetry: false,
+    }),
+  };
+}
+
+/** A call to the sidecar at `sidecarUrl` with the shared secret; the URL policy refuses remote plaintext. */
+export function sidecarFetch(settings: EdgeSettings, sidecarUrl: string, path: string, init: RequestInit = {}): Promise<Response> {
+  const base = checkServiceUrl(sidecarUrl, "sidecar");
   const headers = new Headers(init.headers);
-  headers.set("authorization", `Bearer ${env.SIDECAR_SECRET}`);
+  headers.set("authorization", `Bearer ${settings.SIDECAR_SECRET}`);
   return fetch(new URL(path, base), { ...init, headers, redirect: "manual" });
 }

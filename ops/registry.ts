@@ -4,16 +4,19 @@
  *
  *   npm run registry -- list
  *   npm run registry -- add <release-id> --fingerprint <sha256 hex> --url <runtime URL> --token-env <VAR>
- *                          [--owners <uuid,uuid>] [--release-date YYYY-MM-DD] [--description <text>]
+ *                          [--sidecar-url <sidecar URL>] [--owners <uuid,uuid>] [--release-date YYYY-MM-DD]
+ *                          [--description <text>]
  *   npm run registry -- alias <alias> <release-id>
  *   npm run registry -- retire <release-id>
  *
- * A release is immutable in id and fingerprint (a trigger in schema.sql enforces it); its address may
- * move. Retiring keeps the row (old batches may name it) but stops serving it.
+ * A release is immutable in id and fingerprint (a trigger in schema.sql enforces it); its addresses may
+ * move. `--url` is the runtime's address (only the sidecar calls it); `--sidecar-url` is the sidecar
+ * that serves the release (the edge forwards its decisions there, and that sidecar's SIDECAR_URL must
+ * be the same string); a release without one is registered but not served. Retiring keeps the row (old batches may name it) but stops serving it.
  */
 import pg from "pg";
 import { checkServiceUrl } from "../contract/urls.ts";
-import { runOperatorCommand } from "./database-url.ts";
+import { runOperatorCommand } from "./command.ts";
 
 export interface ReleaseInput {
   id: string;
@@ -23,18 +26,21 @@ export interface ReleaseInput {
   release_date: string;
   description: string;
   owners: string[] | null;
+  /** The sidecar that serves the release; null: not served yet. */
+  sidecar_url: string | null;
 }
 
-/** Adds a release, or updates the address, secret variable and description of the same release. */
+/** Adds a release, or updates the addresses, secret variable and description of the same release. */
 export async function registerRelease(db: pg.ClientBase, release: ReleaseInput): Promise<void> {
   checkServiceUrl(release.url, "runtime");
+  if (release.sidecar_url !== null) checkServiceUrl(release.sidecar_url, "sidecar");
   await db.query(
-    `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
+    `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (id) DO UPDATE
        SET fingerprint = EXCLUDED.fingerprint, url = EXCLUDED.url, token_env = EXCLUDED.token_env,
-           description = EXCLUDED.description, owners = EXCLUDED.owners`,
-    [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description],
+           description = EXCLUDED.description, owners = EXCLUDED.owners, sidecar_url = EXCLUDED.sidecar_url`,
+    [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description, release.sidecar_url],
   );
 }
 
@@ -57,7 +63,7 @@ export async function retireRelease(db: pg.ClientBase, releaseId: string): Promi
 
 export async function listReleases(db: pg.ClientBase): Promise<Record<string, unknown>[]> {
   const { rows } = await db.query(
-    "SELECT id, fingerprint, aliases, owners, url, token_env, release_date::text AS release_date, description, retired_at FROM model_registry ORDER BY id",
+    "SELECT id, fingerprint, aliases, owners, url, token_env, release_date::text AS release_date, description, retired_at, sidecar_url FROM model_registry ORDER BY id",
   );
   return rows;
 }
@@ -75,7 +81,7 @@ function flags(args: string[]): Map<string, string> {
 
 async function main(db: pg.Client, argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [...] | alias <alias> <release-id> | retire <release-id>";
+  const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [--sidecar-url S ...] | alias <alias> <release-id> | retire <release-id>";
   if (command === "list") {
     console.log(JSON.stringify(await listReleases(db), null, 2));
   } else if (command === "add" && rest[0]) {
@@ -91,6 +97,7 @@ async function main(db: pg.Client, argv: string[]): Promise<number> {
       url: required("url"),
       token_env: required("token-env"),
       owners: f.get("owners")?.split(",") ?? null,
+      sidecar_url: f.get("sidecar-url") ?? null,
       release_date: f.get("release-date") ?? new Date().toISOString().slice(0, 10),
       description: f.get("description") ?? "",
     });

@@ -18,9 +18,9 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import { ServiceError } from "../contract/errors.ts";
-import { LOGPROB_FLOOR, type TokenizeResponse } from "../contract/runtime-protocol.ts";
-import type { Segment } from "../contract/render.ts";
+import { ServiceError } from "../server-shared/errors.ts";
+import { LOGPROB_FLOOR, type TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import type { Segment } from "../server-shared/runtime-protocol.ts";
 
 export interface EngineOptions {
   modelPath: string;

@@ -17,65 +17,46 @@
  *
  *     RUNTIME READY {"port":8090,"release_id":"local-…","fingerprint":"…"}
  */
+import { z } from "zod";
 import { LIMITS } from "../contract/limits.ts";
-import { Identity, RENDERING_VERSION } from "../contract/runtime-protocol.ts";
-import { cachedSha256 } from "./digest.ts";
+import { integer, optional, parseSettings, required } from "../server-shared/settings.ts";
+import { Identity, RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
+import { cachedSha256 } from "../server-shared/digest.ts";
 import { Engine, type EngineOptions } from "./engine.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
 import { createRuntimeApp } from "./server.ts";
 
-interface RuntimeConfig {
-  engine: EngineOptions;
-  releaseId: string | undefined;
-  secret: string;
-  host: string;
-  port: number;
-}
-
-function configFromEnv(env: Record<string, string | undefined>): RuntimeConfig {
-  const required = (name: string): string => {
-    const value = env[name];
-    if (!value) throw new Error(`${name} is required`);
-    return value;
-  };
-  const integer = (name: string, fallback: number | undefined, min: number, max: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === "") {
-      if (fallback === undefined) throw new Error(`${name} is required`);
-      return fallback;
-    }
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer from ${min} to ${max}`);
-    return value;
-  };
-  const gpu = env.RUNTIME_GPU ?? "false";
-  if (!["false", "auto", "cuda", "vulkan", "metal"].includes(gpu)) {
-    throw new Error('RUNTIME_GPU must be "false", "auto", "cuda", "vulkan" or "metal"');
-  }
-  return {
-    engine: {
-      modelPath: required("RUNTIME_MODEL_PATH"),
-      adapterPath: env.RUNTIME_ADAPTER_PATH || null,
-      maxTokensPerPass: integer("RUNTIME_MAX_TOKENS_PER_PASS", LIMITS.tokensPerPass, 2, 1 << 20),
-      threads: integer("RUNTIME_THREADS", 2, 1, 1024),
-      gpu: gpu === "false" ? false : (gpu as EngineOptions["gpu"]),
-    },
-    releaseId: env.RUNTIME_RELEASE_ID || undefined,
-    secret: required("RUNTIME_SECRET"),
-    host: env.RUNTIME_HOST || "127.0.0.1",
-    port: integer("RUNTIME_PORT", undefined, 0, 65535),
-  };
-}
+const RuntimeSettings = z.object({
+  RUNTIME_MODEL_PATH: required(),
+  RUNTIME_ADAPTER_PATH: optional(),
+  RUNTIME_RELEASE_ID: optional(),
+  RUNTIME_SECRET: required(),
+  RUNTIME_HOST: optional().transform((host) => host ?? "127.0.0.1"),
+  RUNTIME_PORT: integer(0, 65535),
+  RUNTIME_MAX_TOKENS_PER_PASS: integer(2, 1 << 20, LIMITS.tokensPerPass),
+  RUNTIME_THREADS: integer(1, 1024, 2),
+  RUNTIME_GPU: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z.enum(["false", "auto", "cuda", "vulkan", "metal"], { error: 'must be "false", "auto", "cuda", "vulkan" or "metal"' }).default("false"),
+  ),
+});
 
 async function main(): Promise<void> {
-  let config: RuntimeConfig;
+  let settings: z.infer<typeof RuntimeSettings>;
   try {
-    config = configFromEnv(process.env);
+    settings = parseSettings("runtime", RuntimeSettings, process.env);
   } catch (err) {
-    console.error(`runtime: ${(err as Error).message}; refusing to start`);
+    console.error(`${(err as Error).message}; refusing to start`);
     process.exit(2);
   }
-  const { modelPath, adapterPath } = config.engine;
+  const engineOptions: EngineOptions = {
+    modelPath: settings.RUNTIME_MODEL_PATH,
+    adapterPath: settings.RUNTIME_ADAPTER_PATH ?? null,
+    maxTokensPerPass: settings.RUNTIME_MAX_TOKENS_PER_PASS,
+    threads: settings.RUNTIME_THREADS,
+    gpu: settings.RUNTIME_GPU === "false" ? false : settings.RUNTIME_GPU,
+  };
+  const { modelPath, adapterPath } = engineOptions;
 
   const fingerprint = fingerprintOf({
     weightsSha256: await cachedSha256(modelPath),
@@ -84,19 +65,19 @@ async function main(): Promise<void> {
   });
 
   const started = performance.now();
-  const engine = await Engine.load(config.engine);
+  const engine = await Engine.load(engineOptions);
   console.error(`runtime: loaded ${modelPath}${adapterPath ? ` with adapter ${adapterPath}` : ""} in ${Math.round(performance.now() - started)} ms`);
 
   const identity = Identity.parse({
-    release_id: config.releaseId ?? defaultReleaseId(modelPath, fingerprint),
+    release_id: settings.RUNTIME_RELEASE_ID ?? defaultReleaseId(modelPath, fingerprint),
     fingerprint,
     rendering_version: RENDERING_VERSION,
     modalities: ["text"],
     max_tokens_per_pass: engine.maxTokensPerPass,
     engine: engine.description,
   });
-  const app = createRuntimeApp(engine, identity, config.secret);
-  const server = Bun.serve({ hostname: config.host, port: config.port, fetch: app.fetch });
+  const app = createRuntimeApp(engine, identity, settings.RUNTIME_SECRET);
+  const server = Bun.serve({ hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch });
 
   const shutdown = async () => {
     await server.stop(true);

@@ -1,39 +1,34 @@
 /**
  * The runtime's HTTP face (runs in the runtime process on the GPU host): the three calls of
- * contract/runtime-protocol.ts behind a bearer secret, with the gateway's error envelope.
+ * server-shared/runtime-protocol.ts behind a bearer secret, with the gateway's error envelope.
  *
  * Nothing here logs a request body or a header: prompts are customer data and the secret is a secret.
  */
-import { Hono, type Context } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { z } from "zod";
-import { bearerToken, secretsEqual } from "../contract/crypto.ts";
-import { ServiceError, errorBody } from "../contract/errors.ts";
-import { RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse } from "../contract/runtime-protocol.ts";
+import { Hono } from "hono";
+import { readJson } from "../server-shared/body.ts";
+import { ServiceError } from "../server-shared/errors.ts";
+import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts";
+import { RUNTIME_BODY, RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse } from "../server-shared/runtime-protocol.ts";
 import type { ScoringEngine } from "./engine.ts";
 
 export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secret: string): Hono {
-  if (secret === "") throw new Error("the runtime secret must not be empty");
   const app = new Hono();
-
-  app.use("*", async (c, next) => {
-    const presented = bearerToken(c.req.header("authorization"));
-    if (presented === null || !(await secretsEqual(presented, secret))) {
-      return c.json(errorBody("unauthorized", "missing or wrong runtime secret"), 401);
-    }
-    await next();
-  });
+  app.use("*", sharedSecret(secret, "runtime"));
 
   app.get(RUNTIME_PATHS.identity, (c) => c.json(identity));
 
   app.post(RUNTIME_PATHS.tokenize, async (c) => {
-    const body = await parseBody(c, TokenizeRequest);
+    const body = await readJson(c, TokenizeRequest, RUNTIME_BODY);
     return c.json(engine.tokenize(body.text, body.special));
   });
 
   app.post(RUNTIME_PATHS.score, async (c) => {
-    const body = await parseBody(c, ScoreRequest);
-    const result = await engine.score(body.segments, body.label_tokens);
+    const body = await readJson(c, ScoreRequest, RUNTIME_BODY);
+    const result = await engine.score(body.segments, body.label_tokens).catch((err: unknown) => {
+      if (err instanceof ServiceError) throw err;
+      // An engine failure's message names no prompt content; operators need it.
+      throw new ServiceError("internal_error", "the engine failed to evaluate the request", `engine failed: ${err instanceof Error ? err.message : String(err)}`);
+    });
     const response: ScoreResponse = {
       release_id: identity.release_id,
       fingerprint: identity.fingerprint,
@@ -43,29 +38,7 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
     return c.json(response);
   });
 
-  app.notFound((c) => c.json(errorBody("not_found", `no route ${c.req.method} ${c.req.path}`), 404));
-
-  app.onError((err, c) => {
-    if (err instanceof ServiceError) return c.json(err.toBody(), err.status as ContentfulStatusCode);
-    // The message of an engine failure names no prompt content; the stack stays out of the log.
-    console.error(`runtime: ${c.req.method} ${c.req.path} failed: ${err.message}`);
-    return c.json(errorBody("internal_error", "the engine failed to evaluate the request"), 500);
-  });
-
+  app.notFound(notFound);
+  app.onError(errorRenderer("runtime"));
   return app;
-}
-
-async function parseBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.infer<T>> {
-  let raw: unknown;
-  try {
-    raw = await c.req.json();
-  } catch {
-    throw new ServiceError("invalid_request", "body is not valid JSON");
-  }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "body"}: ${issue.message}`);
-    throw new ServiceError("invalid_request", problems.join("; "));
-  }
-  return parsed.data;
 }

@@ -1,58 +1,63 @@
 /**
  * The sidecar's HTTP surface (runs under Bun on the GPU host). Only the edge calls it, with the shared
- * sidecar secret; nothing here is reachable with a customer credential.
+ * sidecar secret; nothing here is reachable with a customer credential. The protocol is
+ * server-shared/sidecar-protocol.ts.
  */
 import { Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Pool } from "@neondatabase/serverless";
-import { bearerToken, secretsEqual } from "../contract/crypto.ts";
-import { errorBody, ServiceError } from "../contract/errors.ts";
-import { checkLink, type LinkStatus } from "../contract/health.ts";
-import { RegistryEntry, SELECT_SERVING_RELEASES } from "../contract/registry.ts";
-import { SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../contract/sidecar-protocol.ts";
+import type { LinkStatus } from "../contract/health.ts";
+import { readJson } from "../server-shared/body.ts";
+import { ServiceError } from "../server-shared/errors.ts";
+import { checkLink } from "../server-shared/health.ts";
+import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts";
+import type { RegistryEntry } from "../server-shared/registry.ts";
+import type { Identity } from "../server-shared/runtime-protocol.ts";
+import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
 import { executeDecision, IdentityMismatchError } from "./decide/execute.ts";
-import { LabelError } from "./decide/labels.ts";
-import type { Identity } from "../contract/runtime-protocol.ts";
 import type { Lanes } from "./lanes.ts";
-import { identityMatches, runtimeClientFor, RuntimeError, type RuntimeClient } from "./runtime/client.ts";
+import { identityMatches, runtimeClientFor, type RuntimeClient } from "./runtime/client.ts";
+import { servedRelease, servedReleases } from "./runtime/registry.ts";
 import { recordUsage } from "./usage.ts";
 
 export interface SidecarDeps {
   pool: Pool;
   secret: string;
+  /** This sidecar's address as the registry's `sidecar_url` names it: it serves those releases only. */
+  selfUrl: string;
   /** Where runtime secrets are read from (the variable a registry entry's `token_env` names). */
   env: Record<string, string | undefined>;
   lanes: Lanes;
 }
 
-/** The identity check before a request is admitted to a lane; every pass is checked again. */
-async function verifiedClient(release: ResolvedRelease, env: SidecarDeps["env"]): Promise<{ client: RuntimeClient; identity: Identity }> {
-  const client = runtimeClientFor(release, env);
-  const identity = await client.identity(AbortSignal.timeout(5000));
-  if (!identityMatches({ id: release.id, fingerprint: release.fingerprint }, identity)) {
-    throw new IdentityMismatchError(release, identity);
+/**
+ * The runtime of a release the edge resolved, looked up in the registry by this sidecar and checked
+ * before the request is admitted to a lane (every pass is checked again).
+ */
+async function verifiedRuntime(deps: SidecarDeps, release: ResolvedRelease): Promise<{ client: RuntimeClient; identity: Identity }> {
+  const entry = await servedRelease(deps.pool, deps.selfUrl, release.id);
+  if (!entry) {
+    throw new ServiceError(
+      "unavailable",
+      "the model service cannot serve this model right now; retry shortly",
+      `release ${release.id} is not served by this sidecar (${deps.selfUrl}): the registry names another sidecar, or none`,
+    );
   }
+  if (entry.fingerprint !== release.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: entry.fingerprint });
+  const client = runtimeClientFor(entry, deps.env);
+  const identity = await client.identity(AbortSignal.timeout(5000));
+  if (!identityMatches(entry, identity)) throw new IdentityMismatchError(release, identity);
   return { client, identity };
 }
 
 export function createSidecarApp(deps: SidecarDeps): Hono {
   const app = new Hono();
-
-  app.use("/internal/*", async (c, next) => {
-    const token = bearerToken(c.req.header("authorization"));
-    if (!token || !(await secretsEqual(token, deps.secret))) {
-      return c.json(errorBody("unauthorized", "sidecar secret missing or wrong"), 401);
-    }
-    await next();
-  });
+  app.use("/internal/*", sharedSecret(deps.secret, "sidecar"));
 
   app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
 
   app.post(SIDECAR_PATHS.decide, async (c) => {
-    const parsed = SidecarDecideRequest.safeParse(await c.req.json().catch(() => undefined));
-    if (!parsed.success) throw new ServiceError("invalid_request", "malformed decide call from the edge");
-    const call = parsed.data;
-    const { client, identity } = await verifiedClient(call.release, deps.env);
+    const call = await readJson(c, SidecarDecideRequest, SIDECAR_BODY);
+    const { client, identity } = await verifiedRuntime(deps, call.release);
     const release = { ...call.release, maxTokensPerPass: identity.max_tokens_per_pass };
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
@@ -68,39 +73,21 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     return c.json({ answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
   });
 
-  app.notFound((c) => c.json(errorBody("not_found", "no such sidecar route"), 404));
-  app.onError((err, c) => {
-    if (err instanceof ServiceError) return c.json(err.toBody(), err.status as ContentfulStatusCode);
-    // Operator log lines name the release and what differed, never request content.
-    if (err instanceof IdentityMismatchError) {
-      console.error(`sidecar: refusing release ${err.release.id}: ${err.message}`);
-      return c.json(errorBody("identity_mismatch", "the model runtime does not serve the registered release; no answer was produced"), 503);
-    }
-    if (err instanceof LabelError) {
-      console.error(`sidecar: release cannot be used with this rendering: ${err.message}`);
-      return c.json(errorBody("unavailable", "the model cannot answer this question type"), 503);
-    }
-    if (err instanceof RuntimeError) {
-      console.error(`sidecar: runtime call failed (${err.code}, status ${err.status})`);
-      return c.json(errorBody("unavailable", "the model runtime is unavailable; retry shortly"), 503);
-    }
-    console.error(`sidecar error: ${err.name}`);
-    return c.json(errorBody("internal_error", "sidecar internal error"), 500);
-  });
+  app.notFound(notFound);
+  app.onError(errorRenderer("sidecar"));
   return app;
 }
 
-/** sidecar->postgres, then sidecar->runtime identity for every serving release. */
+/** sidecar->postgres, then sidecar->runtime identity for every release this sidecar serves. */
 async function healthLinks(deps: SidecarDeps): Promise<LinkStatus[]> {
   let entries: RegistryEntry[] = [];
   const postgres = await checkLink("sidecar->postgres", async () => {
-    const { rows } = await deps.pool.query(SELECT_SERVING_RELEASES);
-    entries = rows.map((row) => RegistryEntry.parse(row));
-    return `${entries.length} serving release(s)`;
+    entries = await servedReleases(deps.pool, deps.selfUrl);
+    return `${entries.length} release(s) served here`;
   });
   if (!postgres.ok) return [postgres, { name: "sidecar->runtime", ok: false, latency_ms: 0, error: "registry unreadable" }];
   if (entries.length === 0) {
-    return [postgres, { name: "sidecar->runtime", ok: false, latency_ms: 0, error: "no serving release in the registry" }];
+    return [postgres, { name: "sidecar->runtime", ok: false, latency_ms: 0, error: "no serving release in the registry names this sidecar" }];
   }
   const runtimes = await Promise.all(
     entries.map((entry) =>

@@ -17,7 +17,7 @@
  *     const lanes = new Lanes();
  *     const scores = await lanes.run("realtime", () => runtime.score(request, signal));
  */
-import { ServiceError } from "../contract/errors.ts";
+import { ServiceError } from "../server-shared/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 
 export type LaneName = "realtime" | "bulk";

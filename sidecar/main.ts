@@ -1,35 +1,28 @@
 /**
- * Sidecar entry point: `bun sidecar/main.ts`, one process per GPU host.
- *
- * Settings (environment): SIDECAR_SECRET (shared with the edge), DATABASE_URL, SIDECAR_PORT,
- * SIDECAR_HOST (default 127.0.0.1), NEON_LOCAL_BRIDGE (local stack only), and each runtime secret
- * under the name its registry entry's `token_env` gives.
+ * Sidecar entry point: `bun sidecar/main.ts`, one process per GPU host. Settings: sidecar/settings.ts.
  */
 import { Pool } from "@neondatabase/serverless";
-import { useNeonLocalBridge } from "../contract/neon-local.ts";
+import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
+import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
+import { SidecarSettings } from "./settings.ts";
 
-function required(name: string): string {
-  const value = process.env[name];
-  if (!value) {
-    console.error(`sidecar: ${name} is required`);
-    process.exit(2);
-  }
-  return value;
+let settings: SidecarSettings;
+try {
+  settings = parseSettings("sidecar", SidecarSettings, process.env);
+} catch (err) {
+  console.error(`${(err as Error).message}; refusing to start`);
+  process.exit(2);
 }
+useNeonLocalBridge(settings.NEON_LOCAL_BRIDGE);
 
-const secret = required("SIDECAR_SECRET");
-const databaseUrl = required("DATABASE_URL");
-const port = Number(required("SIDECAR_PORT"));
-useNeonLocalBridge(process.env.NEON_LOCAL_BRIDGE);
-
-const pool = new Pool({ connectionString: databaseUrl, max: 4 });
+const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 // An idle connection dropped by the server must not crash the process.
 pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", err.message));
 
-const app = createSidecarApp({ pool, secret, env: process.env, lanes: new Lanes() });
-const server = Bun.serve({ hostname: process.env.SIDECAR_HOST ?? "127.0.0.1", port, fetch: app.fetch });
+const app = createSidecarApp({ pool, secret: settings.SIDECAR_SECRET, selfUrl: settings.SIDECAR_URL, env: process.env, lanes: new Lanes() });
+const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
 async function shutdown(): Promise<void> {

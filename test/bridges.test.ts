@@ -12,7 +12,7 @@ import { neon, NeonDbError, Pool } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis";
 import ws from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useNeonLocalBridge } from "../contract/neon-local.ts";
+import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
 import { startNeonBridge, type NeonBridge } from "../local/neon-bridge.ts";
 import { clusterDir, startPostgres, type LocalPostgres } from "../local/postgres.ts";
 import { startRedis, type LocalRedis } from "../local/redis.ts";

@@ -97,7 +97,7 @@ describe("POST /v1/systemone", () => {
       const other = await newAccount();
       const privateId = `private-${other.accountId}`;
       await withDb((db) =>
-        registerRelease(db, { id: privateId, fingerprint: "b".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: [other.accountId] }),
+        registerRelease(db, { id: privateId, fingerprint: "b".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: [other.accountId], sidecar_url: null }),
       );
       const forbidden = await fetch(`${stack().baseUrl}/v1/systemone`, {
         method: "POST",
@@ -119,7 +119,7 @@ describe("POST /v1/systemone", () => {
     it("stops serving a retired release and an alias that points at it", async () => {
       const id = `retiring-${account.accountId}`;
       await withDb(async (db) => {
-        await registerRelease(db, { id, fingerprint: "c".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: null });
+        await registerRelease(db, { id, fingerprint: "c".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: null, sidecar_url: null });
         await pointAlias(db, `alias-${id}`, id);
         await retireRelease(db, id);
       });
@@ -129,7 +129,16 @@ describe("POST /v1/systemone", () => {
     it("refuses to answer from a runtime whose identity is not the registry's (503, no answer, no usage)", async () => {
       const id = `impostor-${account.accountId}`;
       await withDb((db) =>
-        registerRelease(db, { id, fingerprint: "d".repeat(64), url: stack().runtimeUrl, token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: null }),
+        registerRelease(db, {
+          id,
+          fingerprint: "d".repeat(64),
+          url: stack().runtimeUrl,
+          token_env: "SVC_RUNTIME_SECRET",
+          release_date: "2026-11-01",
+          description: "",
+          owners: null,
+          sidecar_url: stack().sidecarUrl,
+        }),
       );
       const reply = await decide({ model: id, ...ticket });
       expectError(reply, 503, "identity_mismatch");

@@ -6,16 +6,16 @@
  */
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { RUNTIME_PATHS, RENDERING_VERSION } from "../contract/runtime-protocol.ts";
-import { SIDECAR_PATHS, type SidecarDecideRequest } from "../contract/sidecar-protocol.ts";
+import { RUNTIME_PATHS, RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
+import { SIDECAR_PATHS, type SidecarDecideRequest } from "../server-shared/sidecar-protocol.ts";
 import { freePort } from "../local/ports.ts";
-import { start, type Child } from "../local/process.ts";
-import { ROOT } from "../local/stack.ts";
-import { remember, stack } from "./support/api.ts";
+import type { Child } from "../local/process.ts";
+import { sidecarAddress, startSidecar } from "../local/tiers.ts";
+import { registerRelease, retireRelease } from "../ops/registry.ts";
+import { remember, stack, withDb } from "./support/api.ts";
 
 const FINGERPRINT = "e".repeat(64);
 
@@ -64,32 +64,41 @@ const sidecarSecret = randomBytes(32).toString("base64url");
 beforeAll(async () => {
   remember(sidecarSecret);
   await runtime.start(stack().runtimeUrl, stack().secrets.runtime);
-  const port = await freePort();
-  sidecarUrl = `http://127.0.0.1:${port}`;
-  sidecar = await start({
-    name: "sidecar",
-    command: join(ROOT, "node_modules/.bin/bun"),
-    args: [join(ROOT, "sidecar/main.ts")],
-    env: {
-      SIDECAR_SECRET: sidecarSecret,
-      SIDECAR_PORT: String(port),
-      DATABASE_URL: stack().databaseUrl,
-      NEON_LOCAL_BRIDGE: stack().neonBridge,
-      SVC_RUNTIME_SECRET: "any",
-    },
-    logPath: join(stack().logDir, "sidecar-hanging.log"),
-    ready: async () => (await fetch(`${sidecarUrl}${SIDECAR_PATHS.health}`)).status === 401,
+  const address = await sidecarAddress();
+  sidecarUrl = address.url;
+  // The registry says this sidecar serves the "hanging" release, at the hanging runtime's address.
+  await withDb((db) =>
+    registerRelease(db, {
+      id: "hanging",
+      fingerprint: FINGERPRINT,
+      url: runtime.url,
+      token_env: "HANGING_RUNTIME_SECRET",
+      release_date: "2026-11-01",
+      description: "HangingRuntime",
+      owners: [crypto.randomUUID()],
+      sidecar_url: sidecarUrl,
+    }),
+  );
+  sidecar = await startSidecar({
+    name: "sidecar-hanging",
+    address,
+    secret: sidecarSecret,
+    databaseUrl: stack().databaseUrl,
+    neonBridge: stack().neonBridge,
+    runtimeSecrets: { HANGING_RUNTIME_SECRET: "any" },
+    logDir: stack().logDir,
   });
 });
 
 afterAll(async () => {
   await sidecar?.stop();
   await runtime.stop();
+  await withDb((db) => retireRelease(db, "hanging"));
 });
 
 function decide(signal?: AbortSignal): Promise<Response> {
   const call: SidecarDecideRequest = {
-    release: { id: "hanging", fingerprint: FINGERPRINT, url: runtime.url, token_env: "SVC_RUNTIME_SECRET" },
+    release: { id: "hanging", fingerprint: FINGERPRINT },
     request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } },
     account_id: crypto.randomUUID(),
     key_id: "k",

@@ -2,7 +2,7 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ROOT } from "../local/stack.ts";
+import { ROOT } from "../local/tiers.ts";
 import { call, newAccount, query, stack } from "./support/api.ts";
 import { expectError } from "./support/security.ts";
 

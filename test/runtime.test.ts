@@ -15,20 +15,20 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../contract/runtime-protocol.ts";
+import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel, type ModelFile } from "../local/model.ts";
 import { start } from "../local/process.ts";
-import { cachedSha256, sha256File } from "../runtime/digest.ts";
+import { cachedSha256, sha256File } from "../server-shared/digest.ts";
 import type { ScoringEngine } from "../runtime/engine.ts";
 import { defaultReleaseId, fingerprintOf } from "../runtime/fingerprint.ts";
 import { createRuntimeApp } from "../runtime/server.ts";
-import { runtimeEnv, startRuntime, type TestRuntime } from "./support/runtime.ts";
+import { runtimeEnv, startRuntime, type StartedRuntime } from "../local/tiers.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BUN = join(ROOT, "node_modules", ".bin", "bun");
 const GEMMA3_VOCABULARY = 262_144;
 
-type Runtime = TestRuntime;
+type Runtime = StartedRuntime;
 
 let workDir: string;
 let model: ModelFile;

@@ -114,10 +114,10 @@ describe("local stack", () => {
     const db = new pg.Client({ connectionString: stack.databaseUrl });
     await db.connect();
     try {
-      // A second release pointing at the same runtime: the runtime serves another identity.
+      // A second release of the same sidecar, pointing at the same runtime: the runtime serves another identity.
       await db.query(
-        `INSERT INTO model_releases (id, fingerprint, url, token_env, release_date) VALUES ('impostor', $1, $2, 'SVC_RUNTIME_SECRET', '2026-01-01')`,
-        ["0".repeat(64), stack.urls.runtime],
+        `INSERT INTO model_releases (id, fingerprint, url, token_env, release_date, sidecar_url) VALUES ('impostor', $1, $2, 'SVC_RUNTIME_SECRET', '2026-01-01', $3)`,
+        ["0".repeat(64), stack.urls.runtime, stack.urls.sidecar],
       );
       const { status, body } = await health();
       expect(status).toBe(503);

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../local/ports.ts";
-import { ROOT } from "../local/stack.ts";
+import { ROOT } from "../local/tiers.ts";
 
 const BUN = join(ROOT, "node_modules/.bin/bun");
 let dataDir: string;

@@ -5,11 +5,11 @@
  * constant-time.
  */
 import { createMiddleware } from "hono/factory";
-import { digestsEqual, bearerToken, sha256Hex } from "../../contract/crypto.ts";
-import { ServiceError } from "../../contract/errors.ts";
+import { digestsEqual, bearerToken, sha256Hex } from "../../server-shared/crypto.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import { parseApiKey } from "../../contract/keys.ts";
 import type { Account, AppEnv } from "../env.ts";
-import { sql } from "../services.ts";
+import { services } from "../services.ts";
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
@@ -23,7 +23,7 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
     }
     throw new ServiceError("invalid_credentials", "malformed API key");
   }
-  const rows = await sql(c.env)`
+  const rows = await services(c.env).sql`
     SELECT k.digest, k.revoked_at, a.id, a.status, a.requests_per_second, a.tokens_per_second,
            a.max_active_batches, a.max_batch_storage_bytes
       FROM api_keys k JOIN accounts a ON a.id = k.account_id

@@ -8,12 +8,12 @@ import { createMiddleware } from "hono/factory";
 import { errorBody } from "../../contract/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { admit } from "../quota.ts";
-import { redis } from "../services.ts";
+import { services } from "../services.ts";
 
 export function quota() {
   return createMiddleware<AppEnv>(async (c, next) => {
     const account = c.get("account");
-    const admission = await admit(redis(c.env), account, c.get("reservedTokens") ?? 0);
+    const admission = await admit(services(c.env).redis, account, c.get("reservedTokens") ?? 0);
     if (!admission.admitted) {
       const unit = admission.limit === "requests_per_second" ? "requests" : "tokens";
       c.header("retry-after", String(Math.ceil(admission.retryAfterMs / 1000)));

@@ -4,10 +4,11 @@
  * API-key routes.
  */
 import { createMiddleware } from "hono/factory";
-import { bearerToken } from "../../contract/crypto.ts";
-import { ServiceError } from "../../contract/errors.ts";
+import { bearerToken } from "../../server-shared/crypto.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import { parseApiKey } from "../../contract/keys.ts";
 import type { AppEnv } from "../env.ts";
+import { services } from "../services.ts";
 import { UserTokenError, verifyUserToken } from "./user-token.ts";
 
 export const userAuth = createMiddleware<AppEnv>(async (c, next) => {
@@ -16,7 +17,7 @@ export const userAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "an API key cannot manage keys; use a signed-in user's access token");
   let user;
   try {
-    user = await verifyUserToken(token, c.env);
+    user = await verifyUserToken(token, services(c.env).settings);
   } catch (err) {
     // The provider's keys being out of reach, or the settings missing, is the server's fault.
     if (err instanceof UserTokenError && (err.reason === "unavailable" || err.reason === "not_configured")) {

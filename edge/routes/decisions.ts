@@ -1,20 +1,21 @@
 /**
- * POST /v1/systemone with an API key (runs in workerd): validate once with the contract, budget the
- * worst-case input tokens, admit them against the account's quotas, resolve the model, and forward
- * to the sidecar. Neither the request nor the response body is logged or persisted here.
+ * POST /v1/systemone with an API key (runs in workerd): validate once with the contract, bound the
+ * worst-case input tokens (contract/budget.ts, no template needed), admit them against the account's
+ * quotas, resolve the model, and forward to the sidecar that serves it. Neither the request nor the
+ * response body is logged or persisted here.
  */
 import { Hono } from "hono";
+import { budgetViolation, requestTokenBound } from "../../contract/budget.ts";
 import { DecisionRequest, type DecisionResponse } from "../../contract/decision.ts";
-import { ErrorEnvelope, ServiceError } from "../../contract/errors.ts";
-import { LIMITS } from "../../contract/limits.ts";
-import { budgetOf } from "../../contract/render.ts";
-import { SIDECAR_PATHS, SidecarDecideResponse, type SidecarDecideRequest } from "../../contract/sidecar-protocol.ts";
+import { ErrorEnvelope } from "../../contract/errors.ts";
+import { readJson } from "../../server-shared/body.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import { SIDECAR_PATHS, SidecarDecideResponse, type SidecarDecideRequest } from "../../server-shared/sidecar-protocol.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
-import { readJson } from "../body.ts";
 import type { AppEnv } from "../env.ts";
 import { resolveModel } from "../models.ts";
-import { sidecarFetch } from "../services.ts";
+import { services, sidecarFetch } from "../services.ts";
 
 export const decisions = new Hono<AppEnv>();
 
@@ -22,34 +23,27 @@ decisions.post(
   "/v1/systemone",
   apiKeyAuth,
   async (c, next) => {
-    const request = await readJson(c, DecisionRequest, LIMITS.decisionBodyBytes);
+    const request = await readJson(c, DecisionRequest);
     if (request.images !== undefined) {
       throw new ServiceError("invalid_request", "images: image decisions are not enabled on this service");
     }
-    const budget = budgetOf(request);
-    if (budget.finalPassTooLong) {
-      const { questionId, bound } = budget.finalPassTooLong;
-      throw new ServiceError(
-        "invalid_request",
-        `questions.${questionId}.criteria: the final pass over this choice's leading options may need ${bound} tokens; at most ${LIMITS.tokensPerPass} per pass (shorten the option descriptions)`,
-      );
-    }
-    if (budget.reservedTokens > LIMITS.reservedInputTokensPerRequest) {
-      throw new ServiceError(
-        "invalid_request",
-        `questions: this request may need ${budget.reservedTokens} input tokens; at most ${LIMITS.reservedInputTokensPerRequest} per request (fewer questions or a shorter state)`,
-      );
-    }
+    const violation = budgetViolation(request);
+    if (violation) throw new ServiceError("invalid_request", violation);
     c.set("decision", request);
-    c.set("reservedTokens", budget.reservedTokens);
+    c.set("reservedTokens", requestTokenBound(request));
     await next();
   },
   quota(),
   async (c) => {
+    const { sql, settings } = services(c.env);
     const request = c.get("decision");
     const account = c.get("account");
-    const release = await resolveModel(c.env, request.model, account.id);
-    if (!release) throw new ServiceError("model_not_found", "no model of that name is available to this account");
+    const resolved = await resolveModel(sql, request.model, account.id);
+    if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
+    const { release, sidecarUrl } = resolved;
+    if (!sidecarUrl) {
+      throw new ServiceError("unavailable", "this model is not being served right now; retry later", `release ${release.id} has no sidecar_url in the registry`);
+    }
 
     const call: SidecarDecideRequest = {
       release,
@@ -60,13 +54,13 @@ decisions.post(
     };
     let res: Response;
     try {
-      res = await sidecarFetch(c.env, SIDECAR_PATHS.decide, {
+      res = await sidecarFetch(settings, sidecarUrl, SIDECAR_PATHS.decide, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(call),
       });
     } catch {
-      throw new ServiceError("unavailable", "the model service is unreachable; retry shortly");
+      throw new ServiceError("unavailable", "the model service is unreachable; retry shortly", `sidecar of release ${release.id} unreachable`);
     }
     const json: unknown = await res.json().catch(() => undefined);
     if (!res.ok) {

@@ -9,14 +9,14 @@
  * does not exist. Neither a listing nor an error ever contains a secret or a digest.
  */
 import { Hono } from "hono";
-import { sha256Hex } from "../../contract/crypto.ts";
-import { ServiceError } from "../../contract/errors.ts";
+import { sha256Hex } from "../../server-shared/crypto.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import { CreateKeyRequest, KEY_ID_PATTERN, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
 import { z } from "zod";
 import { userAuth } from "../auth/user.ts";
-import { readJson } from "../body.ts";
+import { readJson } from "../../server-shared/body.ts";
 import type { AppEnv } from "../env.ts";
-import { sql } from "../services.ts";
+import { services } from "../services.ts";
 
 export const keys = new Hono<AppEnv>();
 keys.use("/v1/keys", userAuth);
@@ -25,10 +25,10 @@ keys.use("/v1/keys/*", userAuth);
 const METADATA = "id, name, created_at, revoked_at";
 
 keys.post("/v1/keys", async (c) => {
-  const { name } = await readJson(c, CreateKeyRequest, 16 * 1024);
+  const { name } = await readJson(c, CreateKeyRequest, { maxBytes: 16 * 1024 });
   const user = c.get("user");
   const { id, secret } = newKey();
-  const rows = await sql(c.env)`
+  const rows = await services(c.env).sql`
     WITH account AS (
       INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
       ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
@@ -43,7 +43,7 @@ keys.post("/v1/keys", async (c) => {
 
 keys.get("/v1/keys", async (c) => {
   const user = c.get("user");
-  const rows = await sql(c.env).query(
+  const rows = await services(c.env).sql.query(
     `SELECT ${METADATA} FROM api_keys
       WHERE account_id = (SELECT id FROM accounts WHERE idp_issuer = $1 AND idp_subject = $2)
       ORDER BY created_at DESC, id`,
@@ -54,10 +54,10 @@ keys.get("/v1/keys", async (c) => {
 
 keys.post("/v1/keys/:id/revoke", async (c) => {
   const id = c.req.param("id");
-  await readJson(c, z.object({}), 1024, true);
+  await readJson(c, z.object({}), { maxBytes: 1024, emptyIsObject: true });
   const user = c.get("user");
   const rows = KEY_ID_PATTERN.test(id)
-    ? await sql(c.env).query(
+    ? await services(c.env).sql.query(
         `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
           WHERE id = $1 AND account_id = (SELECT id FROM accounts WHERE idp_issuer = $2 AND idp_subject = $3)
           RETURNING ${METADATA}`,

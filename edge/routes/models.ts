@@ -7,12 +7,12 @@ import type { ModelList } from "../../contract/models.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
-import { sql } from "../services.ts";
+import { services } from "../services.ts";
 
 export const models = new Hono<AppEnv>();
 
 models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
-  const rows = await sql(c.env)`
+  const rows = await services(c.env).sql`
     SELECT id, aliases, description, release_date::text AS release_date
       FROM model_registry
      WHERE retired_at IS NULL AND (owners IS NULL OR ${c.get("account").id}::uuid = ANY (owners))

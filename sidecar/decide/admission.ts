@@ -1,18 +1,19 @@
 /**
  * Admission of one decision before any GPU work (runs in the sidecar, under Bun on the GPU host):
  * every planned pass must fit the per-pass limit (LIMITS.tokensPerPass, or less where the runtime
- * publishes a smaller `max_tokens_per_pass`) and all of them together
- * LIMITS.reservedInputTokensPerRequest, or the request is refused with 422 naming the question.
+ * publishes a smaller `max_tokens_per_pass`), or the request is refused with 422 naming the question.
+ * This is what only the sidecar knows (its rendering, the runtime's tokenizer and limits); the
+ * request-wide bound (contract/budget.ts) is checked by whoever admits the request, before quotas.
  *
- * A pass's UTF-8 byte count plus one bounds its tokens from above (contract/render.ts), so only a
+ * A pass's UTF-8 byte count plus one bounds its tokens from above (render.ts), so only a
  * pass whose bound is over the limit is tokenized on the runtime and counted exactly. The adaptive
  * final pass of a chunked choice is not known before the chunks are read; it is admitted on its
  * byte bound alone (the spec: long descriptions can be refused though the real pass would fit).
  */
 import type { DecisionRequest, Question } from "../../contract/decision.ts";
-import { ServiceError } from "../../contract/errors.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { asText, passTokenBound, planQuestion, type Pass, type QuestionPlan } from "../../contract/render.ts";
+import { asText, passTokenBound, planQuestion, type Pass, type QuestionPlan } from "./render.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
 export interface AdmittedQuestion {
@@ -25,11 +26,9 @@ export interface Admission {
   stateText: string;
   /** In request order. */
   questions: AdmittedQuestion[];
-  /** Exact or bounded size of every pass, the final passes' bounds included. */
-  reservedTokens: number;
 }
 
-/** Plans every question and checks the token limits; throws ServiceError("invalid_request") on a violation. */
+/** Plans every question and checks the per-pass limit; throws ServiceError("invalid_request") on a violation. */
 export async function admit(
   client: RuntimeClient,
   request: Pick<DecisionRequest, "state" | "questions">,
@@ -38,7 +37,6 @@ export async function admit(
 ): Promise<Admission> {
   const stateText = asText(request.state);
   const questions: AdmittedQuestion[] = [];
-  let reservedTokens = 0;
   for (const [id, question] of Object.entries(request.questions)) {
     const plan = planQuestion(stateText, question);
     for (const pass of plan.passes) {
@@ -46,29 +44,17 @@ export async function admit(
       if (tokens > tokensPerPass) {
         throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${tokensPerPass} per pass`);
       }
-      reservedTokens += tokens;
     }
-    if (plan.finalPassBound !== null) {
-      if (plan.finalPassBound > tokensPerPass) {
-        throw refusal(
-          id,
-          `the final pass of this choice may need up to ${plan.finalPassBound} tokens (bounded by its UTF-8 bytes); ` +
-            `at most ${tokensPerPass} per pass: shorten the option descriptions`,
-        );
-      }
-      reservedTokens += plan.finalPassBound;
-    }
-    // Checked per question, so a request far over the limit costs no further tokenization.
-    if (reservedTokens > LIMITS.reservedInputTokensPerRequest) {
-      throw new ServiceError(
-        "invalid_request",
-        `questions: this request needs more than ${LIMITS.reservedInputTokensPerRequest} input tokens ` +
-          `(${reservedTokens} up to questions.${id}); at most ${LIMITS.reservedInputTokensPerRequest} per request`,
+    if (plan.finalPassBound !== null && plan.finalPassBound > tokensPerPass) {
+      throw refusal(
+        id,
+        `the final pass of this choice may need up to ${plan.finalPassBound} tokens (bounded by its UTF-8 bytes); ` +
+          `at most ${tokensPerPass} per pass: shorten the option descriptions`,
       );
     }
     questions.push({ id, question, plan });
   }
-  return { stateText, questions, reservedTokens };
+  return { stateText, questions };
 }
 
 /**

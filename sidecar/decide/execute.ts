@@ -10,7 +10,8 @@
  */
 import type { Answer, ChoiceQuestion, DecisionRequest, Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { renderChoice, type Pass } from "../../contract/render.ts";
+import { renderChoice, type Pass } from "./render.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type AdmittedQuestion } from "./admission.ts";
 import { labelCache, labelTokens, resolveLabels, type ResolvedLabels } from "./labels.ts";
@@ -34,12 +35,11 @@ export interface Execution {
 }
 
 /**
- * A score response named another release or fingerprint than the one this execution was admitted
- * for (a misrouted or swapped runtime). The route answers 503 with no answer and logs `message`.
+ * A runtime named another release or fingerprint than the one this execution was admitted for (a
+ * misrouted or swapped runtime). The caller sees 503 with no answer; the operator note says what
+ * differed.
  */
-export class IdentityMismatchError extends Error {
-  readonly status = 503;
-  readonly code = "identity_mismatch";
+export class IdentityMismatchError extends ServiceError {
   override readonly name = "IdentityMismatchError";
   constructor(
     /** The release the execution was admitted for. */
@@ -48,7 +48,9 @@ export class IdentityMismatchError extends Error {
     readonly actual: { release_id: string; fingerprint: string },
   ) {
     super(
-      `runtime reported ${actual.release_id} (fingerprint ${actual.fingerprint.slice(0, 12)}), ` +
+      "identity_mismatch",
+      "the model runtime does not serve the registered release; no answer was produced",
+      `refusing release ${release.id}: runtime reported ${actual.release_id} (fingerprint ${actual.fingerprint.slice(0, 12)}), ` +
         `expected ${release.id} (fingerprint ${release.fingerprint.slice(0, 12)})`,
     );
   }

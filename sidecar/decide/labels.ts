@@ -7,7 +7,8 @@
  *     const labels = labelCache.get(release.fingerprint) ?? (await resolveLabels(client));
  *     labelTokens(labels, pass.labels); // [236776, 236799, ...]
  */
-import { CHOICE_LABELS, NOUL_LABELS, SCORE_LABELS } from "../../contract/render.ts";
+import { CHOICE_LABELS, NOUL_LABELS, SCORE_LABELS } from "./render.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
 /** Every label of the rendering -> its token id on one model. */
@@ -24,13 +25,13 @@ export const labelCache = new Map<string, ResolvedLabels>();
 
 /**
  * The model cannot be used with this rendering (a label is not a single self-decoding token, or two
- * labels share one). The route answers 503 and logs `message` for the operator; the message names
- * labels, never customer text.
+ * labels share one). The caller sees 503; the operator note names labels, never customer text.
  */
-export class LabelError extends Error {
-  readonly status = 503;
-  readonly code = "unavailable";
+export class LabelError extends ServiceError {
   override readonly name = "LabelError";
+  constructor(readonly problem: string) {
+    super("unavailable", "the model cannot answer this question type", `release cannot be used with this rendering: ${problem}`);
+  }
 }
 
 /** Tokenizes every label of the rendering on `client` and checks each set; throws LabelError. */

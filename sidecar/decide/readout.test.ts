@@ -5,8 +5,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Answer } from "../../contract/decision.ts";
-import { FINALIST_MASS, OPTIONS_PER_PASS } from "../../contract/render.ts";
-import { LOGPROB_FLOOR } from "../../contract/runtime-protocol.ts";
+import { FINALIST_MASS, OPTIONS_PER_PASS } from "./render.ts";
+import { LOGPROB_FLOOR } from "../../server-shared/runtime-protocol.ts";
 import {
   CONFIDENCE_DEFINITIONS,
   choiceAnswer,

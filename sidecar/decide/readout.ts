@@ -14,7 +14,7 @@
  * log-probabilities (the runtime's float32 floor, all equal, spreads of hundreds of nats).
  */
 import type { ChoiceAnswer, NoulAnswer, ScoreAnswer } from "../../contract/decision.ts";
-import { FINALIST_MASS, OPTIONS_PER_PASS } from "../../contract/render.ts";
+import { FINALIST_MASS, OPTIONS_PER_PASS } from "./render.ts";
 
 /**
  * How `confidence` is defined, per answer type; the README quotes these lines. Both definitions are

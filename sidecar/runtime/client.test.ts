@@ -9,7 +9,13 @@ describe("runtime client transport policy", () => {
   });
 
   it("reads the secret from the variable the registry entry names, and refuses when it is unset", () => {
-    expect(() => runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, {})).toThrow(/GPU_SECRET is not set/);
+    let refused: unknown;
+    try {
+      runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, {});
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toMatchObject({ status: 503, code: "unavailable", operatorNote: expect.stringMatching(/GPU_SECRET is not set/) });
     expect(runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, { GPU_SECRET: "x" })).toBeInstanceOf(HttpRuntimeClient);
   });
 });

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { ErrorEnvelope } from "../../contract/errors.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { checkServiceUrl } from "../../contract/urls.ts";
 import {
@@ -14,8 +15,8 @@ import {
   TokenizeResponse,
   type ScoreRequest,
   type TokenizeRequest,
-} from "../../contract/runtime-protocol.ts";
-import type { RegistryEntry } from "../../contract/registry.ts";
+} from "../../server-shared/runtime-protocol.ts";
+import type { RegistryEntry } from "../../server-shared/registry.ts";
 
 export interface RuntimeClient {
   identity(signal?: AbortSignal): Promise<Identity>;
@@ -23,14 +24,18 @@ export interface RuntimeClient {
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse>;
 }
 
-/** A runtime call that failed; `status` is the runtime's HTTP status, 0 when it was not reached. */
-export class RuntimeError extends Error {
+/**
+ * A runtime call that failed. The caller sees 503 `unavailable`; the operator log names the runtime's
+ * status (0 when it was not reached) and its error code, never request content.
+ */
+export class RuntimeError extends ServiceError {
+  override readonly name = "RuntimeError";
   constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string,
+    readonly detail: string,
+    readonly runtimeStatus: number,
+    readonly runtimeCode: string,
   ) {
-    super(message);
+    super("unavailable", "the model runtime is unavailable; retry shortly", `runtime call failed (${runtimeCode}, status ${runtimeStatus}): ${detail}`);
   }
 }
 

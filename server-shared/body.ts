@@ -1,20 +1,27 @@
 /**
- * Reads a JSON request body once, within the spec's bounds, and validates it with a contract schema.
- * Every failure is a 422 ServiceError (the size and depth bounds too: the spec keeps 413 for the
- * image flow) whose message names the offending field.
+ * Reads a JSON request body once, within bounds, and validates it with a schema (edge, sidecar and
+ * runtime alike). Every failure is a 422 ServiceError (the size and depth bounds too: the spec keeps
+ * 413 for the image flow) whose message names the offending field.
+ *
+ *     const request = await readJson(c, DecisionRequest);
+ *     await readJson(c, z.object({}), { maxBytes: 1024, emptyIsObject: true });
  */
 import type { Context } from "hono";
 import type { z } from "zod";
-import { ServiceError } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
+import { ServiceError } from "./errors.ts";
 
-export async function readJson<T>(
-  c: Context,
-  schema: z.ZodType<T>,
-  maxBytes: number = LIMITS.decisionBodyBytes,
+export interface ReadJsonOptions {
+  /** Largest body accepted, in bytes (default: the decision body limit). */
+  maxBytes?: number;
+  /** Deepest nesting accepted (default: the spec's JSON depth; internal envelopes add a few levels). */
+  maxDepth?: number;
   /** Read an empty body as `{}` (for action routes whose body is `{}`). */
-  emptyIsObject = false,
-): Promise<T> {
+  emptyIsObject?: boolean;
+}
+
+export async function readJson<T>(c: Context, schema: z.ZodType<T>, options: ReadJsonOptions = {}): Promise<T> {
+  const { maxBytes = LIMITS.decisionBodyBytes, maxDepth = LIMITS.jsonDepth, emptyIsObject = false } = options;
   const declared = Number(c.req.header("content-length") ?? 0);
   if (declared > maxBytes) throw new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
   const text = await c.req.text();
@@ -22,15 +29,19 @@ export async function readJson<T>(
     throw new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
   }
   let value: unknown;
-  if (emptyIsObject && text.trim() === "") return schema.parse({});
+  if (emptyIsObject && text.trim() === "") return parseWith(schema, {});
   try {
     value = JSON.parse(text);
   } catch {
     throw new ServiceError("invalid_request", "request body is not valid JSON");
   }
-  if (jsonDepth(value) > LIMITS.jsonDepth) {
-    throw new ServiceError("invalid_request", `request body is nested deeper than ${LIMITS.jsonDepth} levels`);
+  if (jsonDepth(value) > maxDepth) {
+    throw new ServiceError("invalid_request", `request body is nested deeper than ${maxDepth} levels`);
   }
+  return parseWith(schema, value);
+}
+
+function parseWith<T>(schema: z.ZodType<T>, value: unknown): T {
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw new ServiceError("invalid_request", describeIssues(parsed.error));
   return parsed.data;

@@ -1,6 +1,7 @@
 /**
- * A model registry entry as every tier reads it from Postgres (`model_registry` view in schema.sql).
- * The runtime address and the name of its secret's variable never leave the server side.
+ * A model registry entry as the server tiers and operator commands read it from Postgres
+ * (`model_registry` view in schema.sql). The runtime address, the name of its secret's variable and
+ * the sidecar address never leave the server side.
  */
 import { z } from "zod";
 
@@ -9,14 +10,15 @@ export const RegistryEntry = z.object({
   fingerprint: z.string().regex(/^[0-9a-f]{64}$/),
   aliases: z.array(z.string()),
   owners: z.array(z.string().uuid()).nullable(),
+  /** Runtime address; only the sidecar calls it. */
   url: z.string(),
   token_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/),
   release_date: z.union([z.string(), z.date()]).transform((d) => (typeof d === "string" ? d.slice(0, 10) : d.toISOString().slice(0, 10))),
   description: z.string(),
   retired_at: z.union([z.string(), z.date()]).nullable(),
+  /** The sidecar that serves this release (the edge forwards its decisions there); null: none yet. */
+  sidecar_url: z.string().nullable(),
 });
 export type RegistryEntry = z.infer<typeof RegistryEntry>;
 
-/** The SQL that reads every serving (not retired) entry. */
-export const SELECT_SERVING_RELEASES =
-  "SELECT id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at FROM model_registry WHERE retired_at IS NULL ORDER BY id";
+export const REGISTRY_COLUMNS = "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url";

@@ -1,13 +1,13 @@
 /**
- * The database an operator command works on (DATABASE_URL, else the running `npm start` stack's),
- * and the frame every operator command runs in: connect, run, print a failure as one line, exit 2.
+ * The frame every operator command runs in (on an operator's machine, against DATABASE_URL): connect,
+ * run, print a failure as one line, exit 2. Locally, `npm run account` and friends go through
+ * local/operator.ts, which points DATABASE_URL at the running `npm start` stack when it is unset.
  */
 import pg from "pg";
-import { runningStack } from "../local/running.ts";
 
 export function databaseUrl(): string {
-  const url = process.env.DATABASE_URL ?? runningStack()?.databaseUrl;
-  if (!url) throw new Error("set DATABASE_URL, or start the local stack with npm start");
+  const url = process.env.DATABASE_URL;
+  if (!url) throw new Error("set DATABASE_URL to the service's Postgres (locally: start the stack with npm start)");
   return url;
 }
 

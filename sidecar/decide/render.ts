@@ -1,26 +1,19 @@
 /**
- * Rendering of questions into model passes, and the token budgets derived from it. Shared by the
- * edge (which reserves worst-case tokens before admitting a request) and the sidecar (which runs the
- * passes). Changing any text here changes answers: bump RENDERING_VERSION, which is part of every
- * runtime fingerprint.
+ * Rendering of questions into model passes (runs in the sidecar, under Bun on the GPU host). Changing
+ * any text here changes answers: bump RENDERING_VERSION, which is part of every runtime fingerprint.
  *
  * A pass is a list of segments. Only the chat template's own markers are `special`; customer text is
  * never parsed for special tokens, so a state containing "<end_of_turn>" cannot end the turn.
  *
- * Budgets: a token decodes to at least one UTF-8 byte, so a pass's byte count (plus one for the
- * beginning-of-sequence token) bounds its token count from above. The request's reservation is the
- * sum of those bounds over every pass, including the worst case of a large choice's final pass.
+ * Every pass stays within the template-independent bound of contract/budget.ts (`passBound`): at most
+ * PASS_ALLOWANCE_BYTES of template text and ITEM_ALLOWANCE_BYTES of wrapping per option, level or
+ * criterion. The edge reserves quota on that bound; a property test holds this file to it.
  */
-import type { ChoiceQuestion, DecisionRequest, NoulQuestion, Question, ScoreQuestion } from "./decision.ts";
-import { LIMITS } from "./limits.ts";
-import { RENDERING_VERSION } from "./runtime-protocol.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import type { ChoiceQuestion, NoulQuestion, Question, ScoreQuestion } from "../../contract/decision.ts";
+import type { Segment } from "../../server-shared/runtime-protocol.ts";
 
-export { RENDERING_VERSION };
-
-export interface Segment {
-  text: string;
-  special: boolean;
-}
+export { RENDERING_VERSION } from "../../server-shared/runtime-protocol.ts";
 
 export interface Pass {
   segments: Segment[];
@@ -32,7 +25,8 @@ export const NOUL_LABELS = ["Yes", "No"] as const;
 export const SCORE_LABELS = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"] as const;
 /** Options one pass can offer; a larger choice is read in chunks plus a final pass over the leaders. */
 export const CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".split("");
-export const OPTIONS_PER_PASS = CHOICE_LABELS.length;
+export const OPTIONS_PER_PASS = LIMITS.choiceOptionsPerPass;
+if (CHOICE_LABELS.length !== OPTIONS_PER_PASS) throw new Error("one choice label per option a pass offers");
 /** The final pass re-reads the smallest top set of options holding at least this much probability. */
 export const FINALIST_MASS = 0.99;
 
@@ -65,15 +59,15 @@ export function renderNoul(stateText: string, q: NoulQuestion): Pass {
   return pass(stateText, lines.join("\n"), [...NOUL_LABELS]);
 }
 
+/** The body of a pass that lists labelled items under a heading. */
+function listBody(question: string, heading: string, items: string[], closing: string): string {
+  return [`Question: ${question}`, heading, ...items, closing].join("\n");
+}
+
 export function renderScore(stateText: string, q: ScoreQuestion): Pass {
   const levels = q.criteria.map((level, i) => `${i}: ${asText(level)}`);
-  const body = [
-    `Question: ${instructionsLine(q.instructions, "Which level fits the state best?")}`,
-    "Levels:",
-    ...levels,
-    "Answer with the number of one level only.",
-  ].join("\n");
-  return pass(stateText, body, SCORE_LABELS.slice(0, q.criteria.length));
+  const question = instructionsLine(q.instructions, "Which level fits the state best?");
+  return pass(stateText, listBody(question, "Levels:", levels, "Answer with the number of one level only."), SCORE_LABELS.slice(0, q.criteria.length));
 }
 
 function optionLine(q: ChoiceQuestion, name: string, label: string): string {
@@ -84,13 +78,8 @@ function optionLine(q: ChoiceQuestion, name: string, label: string): string {
 /** One pass offering `options` (names, at most OPTIONS_PER_PASS) of a choice question. */
 export function renderChoice(stateText: string, q: ChoiceQuestion, options: string[]): Pass {
   const lines = options.map((name, i) => optionLine(q, name, CHOICE_LABELS[i]!));
-  const body = [
-    `Question: ${instructionsLine(q.instructions, "Which option fits the state best?")}`,
-    "Options:",
-    ...lines,
-    "Answer with the letter of one option only.",
-  ].join("\n");
-  return pass(stateText, body, CHOICE_LABELS.slice(0, options.length));
+  const question = instructionsLine(q.instructions, "Which option fits the state best?");
+  return pass(stateText, listBody(question, "Options:", lines, "Answer with the letter of one option only."), CHOICE_LABELS.slice(0, options.length));
 }
 
 /** Options split into balanced chunks of at most OPTIONS_PER_PASS, in key order. */
@@ -128,26 +117,4 @@ export function planQuestion(stateText: string, q: Question): QuestionPlan {
   const lineBytes = new Map(options.map((name) => [name, utf8Bytes(optionLine(q, name, "A"))]));
   const longest = [...options].sort((a, b) => lineBytes.get(b)! - lineBytes.get(a)!).slice(0, OPTIONS_PER_PASS);
   return { passes, finalPassBound: passTokenBound(renderChoice(stateText, q, longest)) };
-}
-
-export interface Budget {
-  /** Worst-case input tokens of the whole request: what quota admission reserves. */
-  reservedTokens: number;
-  /** The first question whose final pass cannot be admitted under the per-pass bound, if any. */
-  finalPassTooLong: { questionId: string; bound: number } | null;
-}
-
-export function budgetOf(request: Pick<DecisionRequest, "state" | "questions">): Budget {
-  let reservedTokens = 0;
-  let finalPassTooLong: Budget["finalPassTooLong"] = null;
-  const stateText = asText(request.state);
-  for (const [questionId, question] of Object.entries(request.questions)) {
-    const plan = planQuestion(stateText, question);
-    for (const p of plan.passes) reservedTokens += passTokenBound(p);
-    if (plan.finalPassBound !== null) {
-      reservedTokens += plan.finalPassBound;
-      if (plan.finalPassBound > LIMITS.tokensPerPass && !finalPassTooLong) finalPassTooLong = { questionId, bound: plan.finalPassBound };
-    }
-  }
-  return { reservedTokens, finalPassTooLong };
 }

@@ -5,7 +5,7 @@
  * because the bridge speaks plaintext.
  */
 import { neonConfig, type NeonConfig } from "@neondatabase/serverless";
-import { checkServiceUrl } from "./urls.ts";
+import { checkServiceUrl } from "../contract/urls.ts";
 
 export function useNeonLocalBridge(
   bridge: string | undefined,

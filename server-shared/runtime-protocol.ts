@@ -1,5 +1,6 @@
 /**
- * The runtime protocol: how a sidecar talks to a model runtime. This file is its one description.
+ * The runtime protocol: how a sidecar talks to a model runtime (server-only; no client sees it). This
+ * file is its one description.
  *
  * A runtime hosts one release (a base model plus at most one adapter) and answers three calls over
  * HTTP with JSON bodies. Every call carries `Authorization: Bearer <secret>`, the secret being the
@@ -67,6 +68,7 @@ export type TokenizeResponse = z.infer<typeof TokenizeResponse>;
 export const LOGPROB_FLOOR = Math.log(1.401298464324817e-45);
 
 export const Segment = z.object({ text: z.string(), special: z.boolean() });
+export type Segment = z.infer<typeof Segment>;
 
 export const ScoreRequest = z.object({
   segments: z.array(Segment).min(1).refine((segments) => segments.some((s) => s.text.length > 0), "the prompt is empty"),
@@ -81,6 +83,9 @@ export const ScoreResponse = z.object({
   logprobs: z.array(z.number().max(0)),
 });
 export type ScoreResponse = z.infer<typeof ScoreResponse>;
+
+/** Bounds of a runtime call's body: a pass holds at most one decision body's state, plus the template. */
+export const RUNTIME_BODY = { maxBytes: 4 * 1024 * 1024, maxDepth: 8 } as const;
 
 export const RUNTIME_PATHS = {
   identity: "/v1/identity",

@@ -1,0 +1,27 @@
+/**
+ * The edge Worker's settings (wrangler vars and secrets), parsed with zod once per isolate, the first
+ * time a request needs them. A missing or bad setting answers 503 and logs one line naming it.
+ *
+ *   DATABASE_URL                Postgres connection string (Neon in production)
+ *   NEON_LOCAL_BRIDGE           `127.0.0.1:<port>` of the local Neon bridge; unset in production
+ *   UPSTASH_REDIS_REST_URL      Upstash REST endpoint (quota windows), and its token:
+ *   UPSTASH_REDIS_REST_TOKEN
+ *   SIDECAR_SECRET              shared with every sidecar; which sidecar serves a release is the registry's
+ *   OIDC_ISSUER, OIDC_AUDIENCE, OIDC_JWKS_URL   the identity provider whose user tokens manage keys
+ *   ALLOWED_ORIGIN              the one browser origin allowed (CORS); unset allows none
+ */
+import { z } from "zod";
+import { optional, required, serviceUrl } from "../server-shared/settings.ts";
+
+export const EdgeSettings = z.object({
+  DATABASE_URL: required(),
+  NEON_LOCAL_BRIDGE: optional(),
+  UPSTASH_REDIS_REST_URL: serviceUrl(),
+  UPSTASH_REDIS_REST_TOKEN: required(),
+  SIDECAR_SECRET: required(),
+  OIDC_ISSUER: required(),
+  OIDC_AUDIENCE: required(),
+  OIDC_JWKS_URL: serviceUrl(),
+  ALLOWED_ORIGIN: optional(),
+});
+export type EdgeSettings = z.infer<typeof EdgeSettings>;

@@ -1,0 +1,102 @@
+/**
+ * The GPU host's two processes, started for the local stack and for tests (runs on a developer
+ * machine or in tests, never in production; production runs them as services): a runtime serving
+ * one GGUF, and a sidecar.
+ *
+ *     const runtime = await startRuntime({ name: "runtime", modelPath, secret, logDir });
+ *     const sidecar = await startSidecar({ name: "sidecar", secret, databaseUrl, neonBridge, runtimeSecrets, logDir });
+ *
+ * Every setting of a child is given explicitly, so that a developer's own settings cannot leak in.
+ */
+import { readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
+import { freePort } from "./ports.ts";
+import { start, type Child } from "./process.ts";
+
+export const ROOT = resolve(import.meta.dirname, "..");
+export const BUN = join(ROOT, "node_modules/.bin/bun");
+
+export interface StartedRuntime {
+  url: string;
+  child: Child;
+  /** What the READY line announced. */
+  ready: { port: number; release_id: string; fingerprint: string };
+}
+
+export function runtimeEnv(modelPath: string, secret: string): Record<string, string> {
+  return {
+    RUNTIME_MODEL_PATH: modelPath,
+    RUNTIME_ADAPTER_PATH: "",
+    RUNTIME_RELEASE_ID: "",
+    RUNTIME_SECRET: secret,
+    RUNTIME_HOST: "127.0.0.1",
+    RUNTIME_MAX_TOKENS_PER_PASS: "",
+    RUNTIME_THREADS: "2",
+    RUNTIME_GPU: "false",
+  };
+}
+
+/** A runtime on a free port; ready once it prints its READY line, which it does once listening. */
+export async function startRuntime(opts: {
+  name: string;
+  modelPath: string;
+  secret: string;
+  logDir: string;
+  env?: Record<string, string>;
+}): Promise<StartedRuntime> {
+  const port = await freePort();
+  const logPath = join(opts.logDir, `${opts.name}.log`);
+  let ready: StartedRuntime["ready"] | undefined;
+  const child = await start({
+    name: opts.name,
+    command: BUN,
+    args: ["runtime/main.ts"],
+    cwd: ROOT,
+    env: { ...runtimeEnv(opts.modelPath, opts.secret), RUNTIME_PORT: String(port), ...opts.env },
+    logPath,
+    ready: async () => {
+      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));
+      if (line) ready = JSON.parse(line.slice("RUNTIME READY ".length)) as StartedRuntime["ready"];
+      return ready !== undefined;
+    },
+    timeoutMs: 120_000,
+  });
+  return { url: `http://127.0.0.1:${port}`, child, ready: ready! };
+}
+
+/** A free loopback address for a sidecar, known before it starts so that the registry can name it. */
+export async function sidecarAddress(): Promise<{ port: number; url: string }> {
+  const port = await freePort();
+  return { port, url: `http://127.0.0.1:${port}` };
+}
+
+/** A sidecar at `address`, serving the releases whose registry `sidecar_url` is `address.url`. */
+export async function startSidecar(opts: {
+  name: string;
+  address: { port: number; url: string };
+  secret: string;
+  databaseUrl: string;
+  /** `127.0.0.1:<port>` of the local Neon bridge. */
+  neonBridge: string;
+  /** Runtime secrets under the variable names the registry's `token_env` gives. */
+  runtimeSecrets: Record<string, string>;
+  logDir: string;
+}): Promise<Child> {
+  return start({
+    name: opts.name,
+    command: BUN,
+    args: [join(ROOT, "sidecar/main.ts")],
+    env: {
+      SIDECAR_SECRET: opts.secret,
+      SIDECAR_URL: opts.address.url,
+      SIDECAR_PORT: String(opts.address.port),
+      SIDECAR_HOST: "127.0.0.1",
+      DATABASE_URL: opts.databaseUrl,
+      NEON_LOCAL_BRIDGE: opts.neonBridge,
+      ...opts.runtimeSecrets,
+    },
+    logPath: join(opts.logDir, `${opts.name}.log`),
+    ready: async () => (await fetch(`${opts.address.url}${SIDECAR_PATHS.health}`)).status === 401,
+  });
+}

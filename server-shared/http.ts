@@ -1,0 +1,44 @@
+/**
+ * What every server tier's HTTP surface shares (edge in workerd, sidecar and runtime under Bun): the
+ * shared-secret gate of the internal tiers, the one error renderer, and the not-found answer.
+ *
+ *     app.use("/internal/*", sharedSecret(settings.SIDECAR_SECRET, "sidecar"));
+ *     app.notFound(notFound);
+ *     app.onError(errorRenderer("sidecar"));
+ */
+import type { ErrorHandler, MiddlewareHandler, NotFoundHandler } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { errorBody } from "../contract/errors.ts";
+import { bearerToken, secretsEqual } from "./crypto.ts";
+import { ServiceError } from "./errors.ts";
+
+/** Refuses any call that does not carry `Authorization: Bearer <secret>` (constant-time comparison). */
+export function sharedSecret(secret: string, what: string): MiddlewareHandler {
+  if (secret === "") throw new Error(`the ${what} secret must not be empty`);
+  return async (c, next) => {
+    const presented = bearerToken(c.req.header("authorization"));
+    if (presented === null || !(await secretsEqual(presented, secret))) {
+      return c.json(errorBody("unauthorized", `missing or wrong ${what} secret`), 401);
+    }
+    await next();
+  };
+}
+
+/**
+ * Renders a thrown error as the envelope. A ServiceError answers its own status (with `Retry-After: 1`
+ * on 503 and 529, which clients honour) and logs its operator note; anything else is a 500 whose log
+ * line names the route pattern and the error class only, since a message may quote customer input.
+ */
+export function errorRenderer(tier: string): ErrorHandler {
+  return (err, c) => {
+    if (err instanceof ServiceError) {
+      if (err.operatorNote) console.error(`${tier}: ${err.operatorNote}`);
+      if (err.status === 503 || err.status === 529) c.header("retry-after", "1");
+      return c.json(err.toBody(), err.status as ContentfulStatusCode);
+    }
+    console.error(`${tier}: ${c.req.method} ${c.req.routePath} failed: ${err.name}`);
+    return c.json(errorBody("internal_error", "internal error"), 500);
+  };
+}
+
+export const notFound: NotFoundHandler = (c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404);

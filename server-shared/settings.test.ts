@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { EdgeSettings } from "../edge/settings.ts";
+import { SidecarSettings } from "../sidecar/settings.ts";
+import { parseSettings, SettingsError } from "./settings.ts";
+
+const sidecar = {
+  SIDECAR_SECRET: "s",
+  SIDECAR_URL: "http://127.0.0.1:9100",
+  SIDECAR_PORT: "9100",
+  DATABASE_URL: "postgres://u@127.0.0.1/db",
+};
+
+function refusal(run: () => unknown): string {
+  try {
+    run();
+  } catch (err) {
+    expect(err).toBeInstanceOf(SettingsError);
+    return (err as Error).message;
+  }
+  throw new Error("expected the settings to be refused");
+}
+
+describe("parseSettings", () => {
+  it("parses a tier's settings once, with defaults and numbers", () => {
+    const settings = parseSettings("sidecar", SidecarSettings, sidecar);
+    expect(settings).toMatchObject({ SIDECAR_PORT: 9100, SIDECAR_HOST: "127.0.0.1" });
+    expect(settings.NEON_LOCAL_BRIDGE).toBeUndefined();
+  });
+
+  it("names every missing or bad setting in one line, prefixed by the tier, and never echoes a value", () => {
+    const message = refusal(() =>
+      parseSettings("sidecar", SidecarSettings, { ...sidecar, SIDECAR_SECRET: "", SIDECAR_PORT: "70000", SIDECAR_URL: "http://gpu.example.com:9100" }),
+    );
+    expect(message).toMatch(/^sidecar: /);
+    expect(message).toContain("setting SIDECAR_SECRET is required");
+    expect(message).toContain("setting SIDECAR_PORT must be an integer from 0 to 65535");
+    expect(message).toMatch(/setting SIDECAR_URL is not allowed: .*plaintext/);
+    expect(message).not.toContain("postgres://");
+  });
+
+  it("refuses an edge without its identity provider or with a remote plaintext Redis", () => {
+    const message = refusal(() =>
+      parseSettings("edge", EdgeSettings, {
+        DATABASE_URL: "postgres://x",
+        UPSTASH_REDIS_REST_URL: "http://redis.example.com",
+        UPSTASH_REDIS_REST_TOKEN: "t",
+        SIDECAR_SECRET: "s",
+        OIDC_ISSUER: "https://login.example.com/",
+        OIDC_JWKS_URL: "https://login.example.com/jwks",
+      }),
+    );
+    expect(message).toContain("setting OIDC_AUDIENCE is required");
+    expect(message).toMatch(/setting UPSTASH_REDIS_REST_URL is not allowed/);
+  });
+});

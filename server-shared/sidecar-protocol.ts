@@ -1,0 +1,50 @@
+/**
+ * The edge -> sidecar protocol (server-only; sidecar secret on every call).
+ *
+ *   POST /internal/decide   SidecarDecideRequest -> SidecarDecideResponse
+ *        One real-time decision. The edge has authenticated, validated, budgeted, admitted and
+ *        resolved the model to a release the account may use; it names only that release's id and
+ *        fingerprint. The sidecar looks up the release's runtime address and secret in the registry
+ *        itself (it is the only caller of a runtime), and re-checks only what it alone can know:
+ *        exact token counts per rendered pass, the runtime's published limits and its identity.
+ *
+ *   GET  /internal/health   -> SidecarHealth
+ *        sidecar->postgres, and sidecar->runtime identity for every release this sidecar serves.
+ *
+ * Which sidecar serves a release is the registry's `sidecar_url`; a sidecar serves the releases
+ * whose `sidecar_url` is its own SIDECAR_URL setting and refuses any other.
+ */
+import { z } from "zod";
+import { DecisionRequest, Usage, Answer } from "../contract/decision.ts";
+import { LinkStatus } from "../contract/health.ts";
+
+/** The release the edge resolved for the account. */
+export const ResolvedRelease = z.object({
+  id: z.string(),
+  fingerprint: z.string(),
+});
+export type ResolvedRelease = z.infer<typeof ResolvedRelease>;
+
+export const SidecarDecideRequest = z.object({
+  release: ResolvedRelease,
+  request: DecisionRequest.pick({ state: true, questions: true }),
+  account_id: z.string().uuid(),
+  key_id: z.string(),
+  request_id: z.string(),
+});
+export type SidecarDecideRequest = z.infer<typeof SidecarDecideRequest>;
+
+export const SidecarDecideResponse = z.object({
+  answers: z.record(z.string(), Answer),
+  usage: Usage,
+  /** Runtime passes run; for operators and benchmarks, not part of the public response. */
+  passes: z.number().int().positive(),
+});
+export type SidecarDecideResponse = z.infer<typeof SidecarDecideResponse>;
+
+export const SidecarHealth = z.object({ links: z.array(LinkStatus) });
+
+export const SIDECAR_PATHS = { health: "/internal/health", decide: "/internal/decide" } as const;
+
+/** Bounds of an edge -> sidecar body: a decision request inside the call's envelope. */
+export const SIDECAR_BODY = { maxBytes: 2 * 1024 * 1024, maxDepth: 36 } as const;

@@ -1,0 +1,113 @@
+/**
+ * The sidecar owns runtimes, and the registry says which sidecar serves each release: a second
+ * sidecar with its own runtime, serving a second release, works beside the shared stack's. The edge
+ * sends each sidecar only a release id and fingerprint; each sidecar finds its runtime in the
+ * registry and refuses a release the registry assigns to another sidecar.
+ */
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DecisionResponse } from "../contract/decision.ts";
+import { ErrorEnvelope } from "../contract/errors.ts";
+import { HealthReport } from "../contract/health.ts";
+import { SHARED_ALIAS } from "../contract/limits.ts";
+import { SIDECAR_PATHS, type SidecarDecideRequest } from "../server-shared/sidecar-protocol.ts";
+import { ensureModel } from "../local/model.ts";
+import type { Child } from "../local/process.ts";
+import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "../local/tiers.ts";
+import { registerRelease, retireRelease } from "../ops/registry.ts";
+import { call, newAccount, query, remember, stack, withDb } from "./support/api.ts";
+
+const SECOND = `second-${randomBytes(4).toString("hex")}`;
+const runtimeSecret = remember(randomBytes(32).toString("base64url"));
+let runtime: StartedRuntime;
+let sidecar: Child;
+let secondSidecarUrl: string;
+let account: Awaited<ReturnType<typeof newAccount>>;
+
+beforeAll(async () => {
+  account = await newAccount();
+  const model = await ensureModel();
+  // The same weights under another release id: another identity, served by its own runtime.
+  runtime = await startRuntime({ name: "runtime-second", modelPath: model.path, secret: runtimeSecret, logDir: stack().logDir, env: { RUNTIME_RELEASE_ID: SECOND } });
+  const address = await sidecarAddress();
+  secondSidecarUrl = address.url;
+  await withDb((db) =>
+    registerRelease(db, {
+      id: SECOND,
+      fingerprint: runtime.ready.fingerprint,
+      url: runtime.url,
+      token_env: "SECOND_RUNTIME_SECRET",
+      release_date: "2026-11-20",
+      description: "served by the second sidecar",
+      owners: [account.accountId],
+      sidecar_url: secondSidecarUrl,
+    }),
+  );
+  sidecar = await startSidecar({
+    name: "sidecar-second",
+    address,
+    // The edge holds one sidecar secret, shared with every sidecar.
+    secret: stack().secrets.sidecar,
+    databaseUrl: stack().databaseUrl,
+    neonBridge: stack().neonBridge,
+    runtimeSecrets: { SECOND_RUNTIME_SECRET: runtimeSecret },
+    logDir: stack().logDir,
+  });
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await runtime?.child.stop();
+  await withDb((db) => retireRelease(db, SECOND)).catch(() => undefined);
+});
+
+const ticket = { state: "The invoice was charged twice.", questions: { money: { type: "noul", instructions: "Is this about money?" } } };
+const decide = (model: string) => call<Record<string, unknown>>("/v1/systemone", { token: account.key.secret, body: { model, ...ticket } });
+
+/** A decide call straight to a sidecar, as the edge makes it. */
+function direct(sidecarUrl: string, secret: string, release: { id: string; fingerprint: string }): Promise<Response> {
+  const body: SidecarDecideRequest = { release, request: ticket as SidecarDecideRequest["request"], account_id: account.accountId, key_id: account.key.id, request_id: "req_direct" };
+  return fetch(`${sidecarUrl}${SIDECAR_PATHS.decide}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+describe("two sidecars serving different releases", () => {
+  it("routes each release's decisions to its own sidecar and runtime", async () => {
+    const first = await decide(SHARED_ALIAS);
+    const second = await decide(SECOND);
+    expect([first.status, second.status], JSON.stringify([first.body, second.body])).toEqual([200, 200]);
+    expect(DecisionResponse.parse(first.body).model).toBe(stack().releaseId);
+    expect(DecisionResponse.parse(second.body).model).toBe(SECOND);
+    const used = await query<{ release_id: string }>("SELECT release_id FROM usage_records WHERE request_id = $1", [second.requestId]);
+    expect(used).toEqual([{ release_id: SECOND }]);
+  });
+
+  it("a sidecar refuses a release the registry assigns to another sidecar, before any pass", async () => {
+    const firstRelease = (await query<{ fingerprint: string }>("SELECT fingerprint FROM model_releases WHERE id = $1", [stack().releaseId]))[0]!;
+    const misrouted = [
+      await direct(secondSidecarUrl, stack().secrets.sidecar, { id: stack().releaseId, fingerprint: firstRelease.fingerprint }),
+      await direct(stack().sidecarUrl, stack().secrets.sidecar, { id: SECOND, fingerprint: runtime.ready.fingerprint }),
+    ];
+    for (const res of misrouted) {
+      expect(res.status).toBe(503);
+      expect(ErrorEnvelope.parse(await res.json()).error.code).toBe("unavailable");
+    }
+    expect(await query("SELECT 1 FROM usage_records WHERE request_id = 'req_direct'")).toHaveLength(0);
+  });
+
+  it("reports both sidecars' links in the health report", async () => {
+    const res = await fetch(`${stack().baseUrl}/health`);
+    const names = HealthReport.parse(await res.json()).links.map((link) => link.name);
+    expect(names).toEqual(expect.arrayContaining(["edge->sidecar #1", "edge->sidecar #2", `sidecar->runtime ${SECOND} #2`]));
+  });
+
+  it("keeps serving the first release when the second sidecar stops, and says the second is unavailable", async () => {
+    await sidecar.stop();
+    const second = await decide(SECOND);
+    expect(second.status).toBe(503);
+    expect((await decide(SHARED_ALIAS)).status).toBe(200);
+  });
+});

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { budgetViolation, contentBytes, ITEM_ALLOWANCE_BYTES, PASS_ALLOWANCE_BYTES, passBound, questionTokenBound, requestTokenBound } from "./budget.ts";
+import { Question, Questions } from "./decision.ts";
 import { LIMITS } from "./limits.ts";
 
 describe("contentBytes", () => {
@@ -14,14 +15,14 @@ describe("contentBytes", () => {
 
 describe("requestTokenBound", () => {
   it("is one pass's allowance plus the content for a noul", () => {
-    const bound = requestTokenBound({ state: "charged twice", questions: { q: { type: "noul", instructions: "Money?" } } });
+    const bound = requestTokenBound({ state: "charged twice", questions: Questions.parse({ q: { type: "noul", instructions: "Money?" } }) });
     expect(bound).toBe(1 + PASS_ALLOWANCE_BYTES + 13 + 6);
   });
 
   it("counts each state once per pass and each option once, plus the worst final pass, for a chunked choice", () => {
     const n = 60;
     const criteria = Object.fromEntries(Array.from({ length: n }, (_, i) => [`o${i}`, i === 0 ? "x".repeat(100) : null]));
-    const q = { type: "choice" as const, criteria };
+    const q = Question.parse({ type: "choice", criteria });
     const chunks = Math.ceil(n / LIMITS.choiceOptionsPerPass);
     const itemTotal = Object.entries(criteria).reduce((sum, [name, d]) => sum + ITEM_ALLOWANCE_BYTES + contentBytes(name) + contentBytes(d), 0);
     const largest = Object.entries(criteria)
@@ -34,8 +35,8 @@ describe("requestTokenBound", () => {
 
 describe("budgetViolation", () => {
   it("is null within the request limit and names the limit beyond it", () => {
-    expect(budgetViolation({ state: "s", questions: { q: { type: "noul" } } })).toBeNull();
-    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" as const }]));
+    expect(budgetViolation({ state: "s", questions: Questions.parse({ q: { type: "noul" } }) })).toBeNull();
+    const many = Questions.parse(Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" }])));
     expect(budgetViolation({ state: "y".repeat(2000), questions: many })).toMatch(
       /^questions: this request may need \d+ input tokens; at most 65536 per request/,
     );

@@ -18,6 +18,7 @@
  * exactly one of them, plus one final pass over at most LIMITS.choiceOptionsPerPass leaders.
  */
 import type { DecisionRequest, Question } from "./decision.ts";
+import { stringifyJson } from "./json.ts";
 import { LIMITS } from "./limits.ts";
 
 /** Template text a pass may add around its content (instructions to the model, markers). */
@@ -30,7 +31,7 @@ const encoder = new TextEncoder();
 /** UTF-8 bytes of a content value as the model reads it: text as it is, anything else as compact JSON. */
 export function contentBytes(value: unknown): number {
   if (value === undefined || value === null) return 0;
-  return encoder.encode(typeof value === "string" ? value : JSON.stringify(value)).length;
+  return encoder.encode(typeof value === "string" ? value : stringifyJson(value)).length;
 }
 
 /** Token bound of one pass offering `itemBytes` (each item's content bytes) about a state. */
@@ -42,7 +43,7 @@ export function passBound(stateBytes: number, instructionsBytes: number, itemByt
 export function itemBytes(q: Question): number[] {
   if (q.type === "noul") return [q.criteria?.true, q.criteria?.false].filter((v) => v !== undefined && v !== null).map(contentBytes);
   if (q.type === "score") return q.criteria.map(contentBytes);
-  return Object.entries(q.criteria).map(([name, description]) => contentBytes(name) + contentBytes(description));
+  return [...q.criteria].map(([name, description]) => contentBytes(name) + contentBytes(description));
 }
 
 /** Token bound of every pass of one question, the worst final pass of a large choice included. */
@@ -62,7 +63,7 @@ export function questionTokenBound(stateBytes: number, q: Question): number {
 export function requestTokenBound(request: Pick<DecisionRequest, "state" | "questions">): number {
   const stateBytes = contentBytes(request.state);
   let total = 0;
-  for (const question of Object.values(request.questions)) total += questionTokenBound(stateBytes, question);
+  for (const question of request.questions.values()) total += questionTokenBound(stateBytes, question);
   return total;
 }
 

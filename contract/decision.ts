@@ -3,6 +3,13 @@
  * third-party "System One" clients. Every bound comes from LIMITS; the edge validates once with these
  * schemas and nothing malformed reaches the sidecar.
  *
+ * Key order is meaning: the order of `questions` is the order of `answers`, and the order of a
+ * choice's `criteria` is the outcome order used for ties and the order of `probabilities`. So the
+ * maps keyed by client names (question ids, option names, answers) are `Map`s in the parsed form
+ * (contract/json.ts reads request text into Maps; a plain object is accepted too, in its JS key
+ * order), and every JSON value inside a request (state, instructions, descriptions, levels) may hold
+ * Maps. Write them back with `stringifyJson`, which keeps the order.
+ *
  *     POST /v1/systemone
  *     { "model": "svc-shared", "state": {...} | [...] | "text",
  *       "questions": { "q1": { "type": "noul", "instructions": "Is it urgent?" },
@@ -10,34 +17,33 @@
  *                      "q3": { "type": "score", "criteria": ["none", "some", "severe"] } } }
  */
 import { z } from "zod";
+import { fields, JsonValue, looseFields, orderedMap } from "./fields.ts";
+import { toRecord, type Json } from "./json.ts";
 import { LIMITS, SHARED_ALIAS } from "./limits.ts";
-
-/** Any JSON value (depth is bounded by the body reader). */
-export const JsonValue: z.ZodType<unknown> = z.json();
 
 /** Text, a JSON object or array, or null/absent. */
 const Instructions = z
-  .union([z.string(), z.custom<object>((v) => typeof v === "object" && v !== null, "instructions must be text, a JSON object or array, or null")])
-  .nullable()
+  .custom<Json>((v) => v === null || typeof v === "string" || (typeof v === "object" && v !== null), "instructions must be text, a JSON object or array, or null")
   .optional();
 
-const Description = z.union([z.string(), JsonValue]).nullable().optional();
+const Description = JsonValue.nullable().optional();
 
 export const NoulQuestion = z.strictObject({
   type: z.literal("noul"),
   instructions: Instructions,
   /** What true and false mean; either may be left out. */
-  criteria: z.strictObject({ true: Description, false: Description }).nullable().optional(),
+  criteria: fields({ true: Description, false: Description }).nullable().optional(),
 });
+
+export const OptionName = z.string().min(1, "option names must not be empty").max(200, "option names must be at most 200 characters");
 
 export const ChoiceQuestion = z.strictObject({
   type: z.literal("choice"),
   instructions: Instructions,
   /** Option name -> description (may be null). Key order is the outcome order used for ties. */
-  criteria: z
-    .record(z.string().min(1, "option names must not be empty").max(200, "option names must be at most 200 characters"), Description)
-    .refine((options) => Object.keys(options).length >= LIMITS.choiceOptions.min, `a choice needs at least ${LIMITS.choiceOptions.min} options`)
-    .refine((options) => Object.keys(options).length <= LIMITS.choiceOptions.max, `a choice has at most ${LIMITS.choiceOptions.max} options`),
+  criteria: orderedMap(OptionName, Description)
+    .refine((options) => options.size >= LIMITS.choiceOptions.min, `a choice needs at least ${LIMITS.choiceOptions.min} options`)
+    .refine((options) => options.size <= LIMITS.choiceOptions.max, `a choice has at most ${LIMITS.choiceOptions.max} options`),
 });
 
 export const ScoreQuestion = z.strictObject({
@@ -50,51 +56,62 @@ export const ScoreQuestion = z.strictObject({
     .max(LIMITS.scoreLevels.max, `a score has at most ${LIMITS.scoreLevels.max} levels`),
 });
 
-export const Question = z.discriminatedUnion("type", [NoulQuestion, ChoiceQuestion, ScoreQuestion], {
-  error: (issue) => (issue.code === "invalid_union" ? 'type must be "noul", "choice" or "score"' : undefined),
-});
+export const Question = z.preprocess(
+  toRecord,
+  z.discriminatedUnion("type", [NoulQuestion, ChoiceQuestion, ScoreQuestion], {
+    error: (issue) => (issue.code === "invalid_union" ? 'type must be "noul", "choice" or "score"' : undefined),
+  }),
+);
 export type Question = z.infer<typeof Question>;
 export type NoulQuestion = z.infer<typeof NoulQuestion>;
 export type ChoiceQuestion = z.infer<typeof ChoiceQuestion>;
 export type ScoreQuestion = z.infer<typeof ScoreQuestion>;
 
 export const QUESTION_ID_MAX = 200;
+export const QuestionId = z.string().min(1, "question ids must not be empty").max(QUESTION_ID_MAX, `question ids must be at most ${QUESTION_ID_MAX} characters`);
 
-export const DecisionRequest = z.object({
+/** Question id -> question, in request order (the order of the answers). */
+export const Questions = orderedMap(QuestionId, Question).refine((questions) => questions.size > 0, "questions must hold at least one question");
+
+/** The state the questions are about: a JSON object, an array or text. */
+export const State = z.custom<Json>((v) => typeof v === "string" || (typeof v === "object" && v !== null), "state must be a JSON object, an array or text");
+
+export const DecisionRequest = looseFields({
   /** Alias or release id; the shared alias when absent (the tools always send one). */
-  model: z.string().min(1, "model must not be empty").max(200).default(SHARED_ALIAS),
-  state: z.union([z.string(), z.custom<object>((v) => typeof v === "object" && v !== null)], {
-    error: "state must be a JSON object, an array or text",
-  }),
-  questions: z
-    .record(z.string().min(1, "question ids must not be empty").max(QUESTION_ID_MAX), Question)
-    .refine((questions) => Object.keys(questions).length > 0, "questions must hold at least one question"),
+  model: z.string().min(1, "model must not be empty").max(200, "model must be at most 200 characters").default(SHARED_ALIAS),
+  state: State,
+  questions: Questions,
   /** Image assets; accepted only when the image vertical is on (it is off by default). */
-  images: z.array(z.strictObject({ asset_id: z.string() })).optional(),
+  images: z.array(fields({ asset_id: z.string() })).optional(),
 });
 export type DecisionRequest = z.infer<typeof DecisionRequest>;
 
-export const NoulAnswer = z.object({ type: z.literal("noul"), noul: z.number().min(0).max(1) });
-export const ChoiceAnswer = z.object({
+const Probability = z.number().min(0).max(1);
+
+export const NoulAnswer = looseFields({ type: z.literal("noul"), noul: Probability });
+export const ChoiceAnswer = looseFields({
   type: z.literal("choice"),
   choice: z.string(),
-  probabilities: z.record(z.string(), z.number().min(0).max(1)),
-  confidence: z.number().min(0).max(1),
+  /** Option name -> probability, in the criteria's order. */
+  probabilities: orderedMap(z.string(), Probability),
+  confidence: Probability,
 });
-export const ScoreAnswer = z.object({
+export const ScoreAnswer = looseFields({
   type: z.literal("score"),
   score: z.number().min(0),
-  confidence: z.number().min(0).max(1),
-  legend: z.record(z.string(), JsonValue),
-  probabilities: z.record(z.string(), z.number().min(0).max(1)),
+  confidence: Probability,
+  /** "0".."n-1" -> the level exactly as the request gave it. */
+  legend: orderedMap(z.string(), JsonValue),
+  /** "0".."n-1" -> probability. */
+  probabilities: orderedMap(z.string(), Probability),
 });
-export const Answer = z.discriminatedUnion("type", [NoulAnswer, ChoiceAnswer, ScoreAnswer]);
+export const Answer = z.union([NoulAnswer, ChoiceAnswer, ScoreAnswer]);
 export type Answer = z.infer<typeof Answer>;
 export type NoulAnswer = z.infer<typeof NoulAnswer>;
 export type ChoiceAnswer = z.infer<typeof ChoiceAnswer>;
 export type ScoreAnswer = z.infer<typeof ScoreAnswer>;
 
-export const Usage = z.object({
+export const Usage = looseFields({
   /** Every token the runtime processed, all passes together. */
   input_tokens: z.number().int().nonnegative(),
   /** Answer positions read: one per pass. */
@@ -104,9 +121,10 @@ export const Usage = z.object({
 });
 export type Usage = z.infer<typeof Usage>;
 
-export const DecisionResponse = z.object({
+export const DecisionResponse = looseFields({
   model: z.string(),
-  answers: z.record(z.string(), Answer),
+  /** Question id -> answer, in the request's order. */
+  answers: orderedMap(z.string(), Answer),
   usage: Usage,
 });
 export type DecisionResponse = z.infer<typeof DecisionResponse>;

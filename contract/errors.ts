@@ -6,6 +6,7 @@
  * A bulk per-record error carries the same triple. Third-party clients read `error.message`.
  */
 import { z } from "zod";
+import { looseFields } from "./fields.ts";
 
 export const ERROR_STATUS = {
   bad_request: 400,
@@ -35,8 +36,8 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
-export const ErrorEnvelope = z.object({
-  error: z.object({
+export const ErrorEnvelope = looseFields({
+  error: looseFields({
     code: z.string(),
     message: z.string(),
     status: z.number().int(),

@@ -6,12 +6,13 @@
  * base64url (43 characters). Only the SHA-256 digest of the whole string is stored.
  */
 import { z } from "zod";
+import { looseFields } from "./fields.ts";
 
 export const KEY_NAME_MAX = 128;
 export const API_KEY_PATTERN = /^svc_([a-z2-7]{26})_([A-Za-z0-9_-]{43})$/;
 export const KEY_ID_PATTERN = /^[a-z2-7]{26}$/;
 
-export const CreateKeyRequest = z.object({
+export const CreateKeyRequest = looseFields({
   name: z
     .string({ error: (issue) => (issue.input === undefined ? "name is required" : "name must be a string") })
     .trim()

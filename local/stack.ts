@@ -10,7 +10,7 @@
  * registry entry for what the runtime reports, the sidecar, then the edge under `wrangler dev`.
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
 import { SHARED_ALIAS } from "../contract/limits.ts";
@@ -187,7 +187,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         CLOUDFLARE_CF_FETCH_ENABLED: "false",
         WRANGLER_SEND_METRICS: "false",
         XDG_CONFIG_HOME: join(dataDir, "config"),
-        WRANGLER_LOG_PATH: logDir,
+        // wrangler appends every message of every level to a debug file, outgoing fetch responses
+        // included (decision answers, SQL results): real-time bodies must not be logged, so that
+        // file is /dev/null. Its console output (edge.log) keeps the operator's lines.
+        WRANGLER_LOG_PATH: discardedLog(dataDir),
         CI: "true",
       },
       logPath: join(logDir, "edge.log"),
@@ -240,6 +243,14 @@ async function startAll<T extends readonly Promise<{ stop(): Promise<void> }>[]>
   const failed = results.find((result) => result.status === "rejected");
   if (failed) throw failed.reason;
   return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+}
+
+/** A `.log` path that discards what is written to it (wrangler takes a path ending in `.log` as the file itself). */
+function discardedLog(dataDir: string): string {
+  const path = join(dataDir, "wrangler-debug.log");
+  rmSync(path, { force: true });
+  symlinkSync("/dev/null", path);
+  return path;
 }
 
 /** A connection URL without its password, for printing. */

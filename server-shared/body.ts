@@ -1,13 +1,21 @@
 /**
  * Reads a JSON request body once, within bounds, and validates it with a schema (edge, sidecar and
  * runtime alike). Every failure is a 422 ServiceError (the size and depth bounds too: the spec keeps
- * 413 for the image flow) whose message names the offending field.
+ * 413 for the image flow) whose message names the offending field and echoes no more than a short
+ * prefix of any client-supplied name.
  *
  *     const request = await readJson(c, DecisionRequest);
- *     await readJson(c, z.object({}), { maxBytes: 1024, emptyIsObject: true });
+ *     await readJson(c, fields({}), { maxBytes: 1024, emptyIsObject: true });
+ *
+ * The one place where request bytes become values:
+ * - the body is read as a stream and reading stops at `maxBytes`, whatever Content-Length claimed;
+ * - the bytes must be UTF-8 (nothing is replaced with U+FFFD);
+ * - contract/json.ts parses them keeping every key in order (objects are Maps), and refuses
+ *   duplicate keys, U+0000 anywhere, unpaired surrogates and nesting beyond `maxDepth`.
  */
 import type { Context } from "hono";
 import type { z } from "zod";
+import { ECHO_MAX, formatPath, JsonError, parseJson } from "../contract/json.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { ServiceError } from "./errors.ts";
 
@@ -22,48 +30,72 @@ export interface ReadJsonOptions {
 
 export async function readJson<T>(c: Context, schema: z.ZodType<T>, options: ReadJsonOptions = {}): Promise<T> {
   const { maxBytes = LIMITS.decisionBodyBytes, maxDepth = LIMITS.jsonDepth, emptyIsObject = false } = options;
-  const declared = Number(c.req.header("content-length") ?? 0);
-  if (declared > maxBytes) throw new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
-  const text = await c.req.text();
-  if (new TextEncoder().encode(text).length > maxBytes) {
-    throw new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
-  }
+  const text = await readText(c.req.raw, maxBytes);
+  if (emptyIsObject && text.trim() === "") return validate(schema, new Map());
   let value: unknown;
-  if (emptyIsObject && text.trim() === "") return parseWith(schema, {});
   try {
-    value = JSON.parse(text);
-  } catch {
-    throw new ServiceError("invalid_request", "request body is not valid JSON");
+    value = parseJson(text, { maxDepth });
+  } catch (err) {
+    if (!(err instanceof JsonError)) throw err;
+    const where = err.path ? ` (at ${err.path})` : "";
+    const problem = err.reason === "syntax" ? `is not valid JSON: ${err.message}` : err.reason === "depth" ? `is ${err.message}` : `is refused: ${err.message}`;
+    throw new ServiceError("invalid_request", `request body ${problem}${where}`);
   }
-  if (jsonDepth(value) > maxDepth) {
-    throw new ServiceError("invalid_request", `request body is nested deeper than ${maxDepth} levels`);
-  }
-  return parseWith(schema, value);
+  return validate(schema, value);
 }
 
-function parseWith<T>(schema: z.ZodType<T>, value: unknown): T {
+/** The body as UTF-8 text, refused once it passes `maxBytes` (reading stops there) or if it is not UTF-8. */
+export async function readText(request: Request, maxBytes: number): Promise<string> {
+  const tooLarge = () => new ServiceError("invalid_request", `request body is larger than ${maxBytes} bytes`);
+  if (Number(request.headers.get("content-length") ?? 0) > maxBytes) throw tooLarge();
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+  const decode = (chunk?: Uint8Array): string => {
+    try {
+      return chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode();
+    } catch {
+      throw new ServiceError("invalid_request", "request body is not valid UTF-8");
+    }
+  };
+  let text = "";
+  let size = 0;
+  if (request.body) {
+    const reader = request.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        await reader.cancel().catch(() => undefined);
+        throw tooLarge();
+      }
+      text += decode(value);
+    }
+  }
+  return text + decode();
+}
+
+function validate<T>(schema: z.ZodType<T>, value: unknown): T {
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw new ServiceError("invalid_request", describeIssues(parsed.error));
   return parsed.data;
 }
 
-/** Depth of a parsed JSON value: a scalar is 0, `{}` and `[]` are 1. Iterative, so deep input cannot overflow the stack. */
-export function jsonDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== "object") continue;
-    deepest = Math.max(deepest, depth + 1);
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
-
-/** "questions.q1.criteria: too few options; name: name is required" */
+/**
+ * "questions.q1.criteria: a choice needs at least 2 options; name: name is required". At most five
+ * issues; paths shorten long keys, unknown fields are named by a short prefix, and each message is cut
+ * short, so no error body grows with the input.
+ */
 export function describeIssues(error: z.ZodError): string {
   return error.issues
     .slice(0, 5)
-    .map((issue) => (issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message))
+    .map((issue) => {
+      const message =
+        issue.code === "unrecognized_keys"
+          ? `unknown field ${formatPath([issue.keys[0] ?? ""])}${issue.keys.length > 1 ? ` and ${issue.keys.length - 1} more` : ""}`
+          : issue.message.length > 4 * ECHO_MAX
+            ? `${issue.message.slice(0, 4 * ECHO_MAX)}…`
+            : issue.message;
+      return issue.path.length > 0 ? `${formatPath(issue.path)}: ${message}` : message;
+    })
     .join("; ");
 }

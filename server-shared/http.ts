@@ -6,9 +6,10 @@
  *     app.notFound(notFound);
  *     app.onError(errorRenderer("sidecar"));
  */
-import type { ErrorHandler, MiddlewareHandler, NotFoundHandler } from "hono";
+import type { Context, ErrorHandler, MiddlewareHandler, NotFoundHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { errorBody } from "../contract/errors.ts";
+import { stringifyJson } from "../contract/json.ts";
 import { bearerToken, secretsEqual } from "./crypto.ts";
 import { ServiceError } from "./errors.ts";
 
@@ -39,6 +40,11 @@ export function errorRenderer(tier: string): ErrorHandler {
     console.error(`${tier}: ${c.req.method} ${c.req.routePath} failed: ${err.name}`);
     return c.json(errorBody("internal_error", "internal error"), 500);
   };
+}
+
+/** A JSON response written with contract/json.ts, so Maps keep their keys and order (`c.json` would drop them). */
+export function orderedJson(c: Context, value: unknown, status: ContentfulStatusCode = 200): Response {
+  return c.body(stringifyJson(value), status, { "content-type": "application/json" });
 }
 
 export const notFound: NotFoundHandler = (c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404);

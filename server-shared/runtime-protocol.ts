@@ -38,6 +38,7 @@
  * `pass_too_long`, 500 `internal_error` for an engine failure.
  */
 import { z } from "zod";
+import { looseFields } from "../contract/fields.ts";
 
 /** Version of the sidecar's prompt rendering; part of every fingerprint. Bump it when rendering changes. */
 export const RENDERING_VERSION = "render-v1";
@@ -55,7 +56,7 @@ export const Identity = z.object({
 });
 export type Identity = z.infer<typeof Identity>;
 
-export const TokenizeRequest = z.object({ text: z.string(), special: z.boolean().default(false) });
+export const TokenizeRequest = looseFields({ text: z.string(), special: z.boolean().default(false) });
 export type TokenizeRequest = z.infer<typeof TokenizeRequest>;
 
 export const TokenizeResponse = z.object({
@@ -67,10 +68,10 @@ export type TokenizeResponse = z.infer<typeof TokenizeResponse>;
 /** log of the smallest positive float32: what an underflowed probability reads as. */
 export const LOGPROB_FLOOR = Math.log(1.401298464324817e-45);
 
-export const Segment = z.object({ text: z.string(), special: z.boolean() });
+export const Segment = looseFields({ text: z.string(), special: z.boolean() });
 export type Segment = z.infer<typeof Segment>;
 
-export const ScoreRequest = z.object({
+export const ScoreRequest = looseFields({
   segments: z.array(Segment).min(1).refine((segments) => segments.some((s) => s.text.length > 0), "the prompt is empty"),
   label_tokens: z.array(z.number().int().nonnegative()).min(1).max(1024),
 });

@@ -15,34 +15,41 @@
  * whose `sidecar_url` is its own SIDECAR_URL setting and refuses any other.
  */
 import { z } from "zod";
-import { DecisionRequest, Usage, Answer } from "../contract/decision.ts";
+import { Answer, Questions, State, Usage } from "../contract/decision.ts";
+import { fields, looseFields, orderedMap } from "../contract/fields.ts";
 import { LinkStatus } from "../contract/health.ts";
 
 /** The release the edge resolved for the account. */
-export const ResolvedRelease = z.object({
+export const ResolvedRelease = fields({
   id: z.string(),
   fingerprint: z.string(),
 });
 export type ResolvedRelease = z.infer<typeof ResolvedRelease>;
 
-export const SidecarDecideRequest = z.object({
+/** What a sidecar executes: the state and the questions, in order (a decision request less its model). */
+export const Decision = fields({ state: State, questions: Questions });
+export type Decision = z.infer<typeof Decision>;
+
+/** Sent with contract/json.ts's `stringifyJson`, read with `parseJson`: question and option order survive. */
+export const SidecarDecideRequest = fields({
   release: ResolvedRelease,
-  request: DecisionRequest.pick({ state: true, questions: true }),
+  request: Decision,
   account_id: z.string().uuid(),
   key_id: z.string(),
   request_id: z.string(),
 });
 export type SidecarDecideRequest = z.infer<typeof SidecarDecideRequest>;
 
-export const SidecarDecideResponse = z.object({
-  answers: z.record(z.string(), Answer),
+export const SidecarDecideResponse = looseFields({
+  /** Question id -> answer, in the request's order. */
+  answers: orderedMap(z.string(), Answer),
   usage: Usage,
   /** Runtime passes run; for operators and benchmarks, not part of the public response. */
   passes: z.number().int().positive(),
 });
 export type SidecarDecideResponse = z.infer<typeof SidecarDecideResponse>;
 
-export const SidecarHealth = z.object({ links: z.array(LinkStatus) });
+export const SidecarHealth = looseFields({ links: z.array(LinkStatus) });
 
 export const SIDECAR_PATHS = { health: "/internal/health", decide: "/internal/decide" } as const;
 

@@ -9,7 +9,7 @@ import type { LinkStatus } from "../contract/health.ts";
 import { readJson } from "../server-shared/body.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { checkLink } from "../server-shared/health.ts";
-import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts";
+import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
 import type { RegistryEntry } from "../server-shared/registry.ts";
 import type { Identity } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
@@ -70,7 +70,7 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
       requestId: call.request_id,
       usage: result.usage,
     });
-    return c.json({ answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
+    return orderedJson(c, { answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
   });
 
   app.notFound(notFound);

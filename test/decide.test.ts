@@ -12,7 +12,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Answer, DecisionRequest, type ChoiceAnswer, type ScoreAnswer } from "../contract/decision.ts";
+import { Answer, Question, type ChoiceAnswer, type ScoreAnswer } from "../contract/decision.ts";
+import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { CHOICE_LABELS, NOUL_LABELS, OPTIONS_PER_PASS, SCORE_LABELS, passTokenBound, planQuestion, asText } from "../sidecar/decide/render.ts";
@@ -86,7 +87,10 @@ const MIXED = {
     severity: { type: "score", criteria: ["none", "low", { level: "medium", respond_within_hours: 24 }, "high", "critical"] },
   },
 } as const;
-const mixed = () => DecisionRequest.pick({ state: true, questions: true }).parse(MIXED);
+const mixed = () => MIXED;
+
+/** Executes a request written as a plain object, read through the contract as the sidecar reads it. */
+const run = (client: RuntimeClient, rel: Release, request: unknown, signal?: AbortSignal) => executeDecision(client, rel, Decision.parse(request), signal);
 
 /** A choice of n options with short names, so that its chunk passes stay cheap on a CPU. */
 function manyOptions(n: number): Record<string, string | null> {
@@ -120,17 +124,17 @@ describe("labels", () => {
   it("are tokenized once per fingerprint, and cached only after a pass proved the fingerprint", async () => {
     const counting = new CountingRuntime(real);
     const request = { state: "The sky is blue.", questions: { q: { type: "noul" as const } } };
-    await executeDecision(counting, release, request);
+    await run(counting, release, request);
     const labelCount = NOUL_LABELS.length + SCORE_LABELS.length + CHOICE_LABELS.length;
     expect(counting.tokenized).toHaveLength(labelCount);
     expect(labelCache.has(release.fingerprint)).toBe(true);
-    await executeDecision(counting, release, request);
+    await run(counting, release, request);
     expect(counting.tokenized).toHaveLength(labelCount);
   });
 
   it("refuse a model whose label is several tokens (LabelError, no pass run)", async () => {
     const counting = new CountingRuntime(new MultiTokenLabelRuntime(real, "Yes"));
-    const err = await executeDecision(counting, release, mixed()).catch((e: unknown) => e);
+    const err = await run(counting, release, mixed()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LabelError);
     expect(err).toMatchObject({ status: 503, code: "unavailable", operatorNote: expect.stringContaining('"Yes"') });
     expect(counting.scored).toHaveLength(0);
@@ -144,18 +148,18 @@ describe("labels", () => {
 describe("a decision", () => {
   it("answers a noul, a 3-option choice and a 5-level score in request order, with usage", async () => {
     const counting = new CountingRuntime(real);
-    const result = await executeDecision(counting, release, mixed());
+    const result = await run(counting, release, mixed());
 
-    expect(Object.keys(result.answers)).toEqual(["refund", "kind", "severity"]);
-    for (const answer of Object.values(result.answers)) expect(Answer.parse(answer)).toEqual(answer);
-    const { refund, kind, severity } = result.answers as { refund: Answer; kind: ChoiceAnswer; severity: ScoreAnswer };
+    expect([...result.answers.keys()]).toEqual(["refund", "kind", "severity"]);
+    for (const answer of result.answers.values()) expect(Answer.parse(answer)).toEqual(answer);
+    const { refund, kind, severity } = Object.fromEntries(result.answers) as { refund: Answer; kind: ChoiceAnswer; severity: ScoreAnswer };
     expect(Object.keys(refund)).toEqual(["type", "noul"]);
-    expect(Object.keys(kind.probabilities)).toEqual(["billing", "bug", "other"]);
-    expect(sum(Object.values(kind.probabilities))).toBeCloseTo(1, 12);
-    expect(kind.probabilities[kind.choice]).toBe(Math.max(...Object.values(kind.probabilities)));
-    expect(severity.legend).toEqual({ "0": "none", "1": "low", "2": { level: "medium", respond_within_hours: 24 }, "3": "high", "4": "critical" });
-    expect(Object.keys(severity.probabilities)).toEqual(["0", "1", "2", "3", "4"]);
-    expect(sum(Object.values(severity.probabilities))).toBeCloseTo(1, 12);
+    expect([...kind.probabilities.keys()]).toEqual(["billing", "bug", "other"]);
+    expect(sum([...kind.probabilities.values()])).toBeCloseTo(1, 12);
+    expect(kind.probabilities.get(kind.choice)).toBe(Math.max(...kind.probabilities.values()));
+    expect(Object.fromEntries(severity.legend)).toEqual({ "0": "none", "1": "low", "2": { level: "medium", respond_within_hours: 24 }, "3": "high", "4": "critical" });
+    expect([...severity.probabilities.keys()]).toEqual(["0", "1", "2", "3", "4"]);
+    expect(sum([...severity.probabilities.values()])).toBeCloseTo(1, 12);
     expect(severity.score).toBeGreaterThanOrEqual(0);
     expect(severity.score).toBeLessThanOrEqual(4);
 
@@ -167,19 +171,19 @@ describe("a decision", () => {
   });
 
   it("gives identical numbers for the same request", async () => {
-    const first = await executeDecision(real, release, mixed());
-    const second = await executeDecision(real, release, mixed());
+    const first = await run(real, release, mixed());
+    const second = await run(real, release, mixed());
     expect(second).toEqual(first);
   });
 
   it("stops between passes once the signal is aborted, and runs nothing when it already is", async () => {
     const controller = new AbortController();
     const counting = new CountingRuntime(real, () => controller.abort());
-    await expect(executeDecision(counting, release, mixed(), controller.signal)).rejects.toMatchObject({ name: "AbortError" });
+    await expect(run(counting, release, mixed(), controller.signal)).rejects.toMatchObject({ name: "AbortError" });
     expect(counting.scored).toHaveLength(1);
 
     const idle = new CountingRuntime(real);
-    await expect(executeDecision(idle, release, mixed(), AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+    await expect(run(idle, release, mixed(), AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
     expect(idle.scored).toHaveLength(0);
   });
 });
@@ -190,7 +194,7 @@ describe("a 255-option choice", () => {
     const criteria = manyOptions(LIMITS.choiceOptions.max);
     const names = Object.keys(criteria);
     const started = performance.now();
-    const result = await executeDecision(counting, release, { state: STATE, questions: { topic: { type: "choice", criteria } } });
+    const result = await run(counting, release, { state: STATE, questions: { topic: { type: "choice", criteria } } });
     const seconds = (performance.now() - started) / 1000;
     console.info(`255-option choice: ${result.passes} passes, ${result.usage.input_tokens} input tokens, ${seconds.toFixed(2)} s`);
 
@@ -200,9 +204,9 @@ describe("a 255-option choice", () => {
     expect(result.passes).toBe(counting.scored.length);
     expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: result.passes });
 
-    const answer = Answer.parse(result.answers.topic) as ChoiceAnswer;
-    expect(Object.keys(answer.probabilities)).toEqual(names);
-    expect(sum(Object.values(answer.probabilities))).toBeCloseTo(1, 9);
+    const answer = Answer.parse(result.answers.get("topic")) as ChoiceAnswer;
+    expect([...answer.probabilities.keys()]).toEqual(names);
+    expect(sum([...answer.probabilities.values()])).toBeCloseTo(1, 9);
 
     // The answer is the readout's merge of exactly these passes: a final pass over the finalists
     // (when there are several), whose mass it shares out; everyone else keeps p_chunk.
@@ -213,9 +217,9 @@ describe("a 255-option choice", () => {
     expect(counting.scored).toHaveLength(final ? 11 : 10);
     expect(final?.request.label_tokens.length ?? 1).toBe(finalists.length);
     const pFinal = mergeChunks(names, pChunk, finalists, final?.response.logprobs ?? null);
-    expect(Object.values(answer.probabilities)).toEqual(pFinal);
+    expect([...answer.probabilities.values()]).toEqual(pFinal);
     names.forEach((name, i) => {
-      if (!finalists.includes(name)) expect(answer.probabilities[name]).toBeCloseTo(pChunk[i]!, 12);
+      if (!finalists.includes(name)) expect(answer.probabilities.get(name)).toBeCloseTo(pChunk[i]!, 12);
     });
   });
 });
@@ -225,9 +229,9 @@ describe("admission", () => {
     const counting = new CountingRuntime(real);
     const state = "lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(600);
     const question = { type: "noul" as const, instructions: "Is it Latin?" };
-    const refused = await refusal(executeDecision(counting, release, { state, questions: { q7: question } }));
+    const refused = await refusal(run(counting, release, { state, questions: { q7: question } }));
 
-    const [pass] = planQuestion(state, question).passes;
+    const [pass] = planQuestion(state, Question.parse(question)).passes;
     let exact = 1;
     for (const s of pass!.segments) exact += (await real.tokenize({ text: s.text, special: s.special })).tokens.length;
     expect(exact).toBeGreaterThan(LIMITS.tokensPerPass);
@@ -239,7 +243,7 @@ describe("admission", () => {
     const counting = new CountingRuntime(real);
     const question = { type: "noul" as const, instructions: "Is it short?" };
     const state = "a short state that still renders to well over one hundred and twenty-eight bytes of prompt";
-    const refused = await refusal(executeDecision(counting, { ...release, maxTokensPerPass: 16 }, { state, questions: { small: question } }));
+    const refused = await refusal(run(counting, { ...release, maxTokensPerPass: 16 }, { state, questions: { small: question } }));
     expect(refused.message).toMatch(/^questions\.small: a pass of this question needs \d+ tokens; at most 16 per pass$/);
     expect(counting.scored).toHaveLength(0);
   });
@@ -250,7 +254,7 @@ describe("admission", () => {
       q1: { type: "noul" as const, instructions: "Is the sky blue?" },
       q7: { type: "score" as const, instructions: "How often does the word amet occur? ".repeat(1000), criteria: ["never", "often"] },
     };
-    const refused = await refusal(executeDecision(counting, release, { state: "Lorem ipsum.", questions }));
+    const refused = await refusal(run(counting, release, { state: "Lorem ipsum.", questions }));
     expect(refused.message).toMatch(/^questions\.q7: a pass of this question needs \d+ tokens; at most 4096 per pass$/);
     expect(counting.scored).toHaveLength(0);
   });
@@ -260,9 +264,9 @@ describe("admission", () => {
     // Gemma reads a long run of spaces as few tokens: about 4,200 bytes, under 200 tokens.
     const state = `Ticket:${" ".repeat(4200)}refund please`;
     const question = { type: "noul" as const, instructions: "Does the ticket ask for a refund?" };
-    expect(passTokenBound(planQuestion(asText(state), question).passes[0]!)).toBeGreaterThan(LIMITS.tokensPerPass);
-    const result = await executeDecision(counting, release, { state, questions: { q: question } });
-    expect(Answer.parse(result.answers.q).type).toBe("noul");
+    expect(passTokenBound(planQuestion(asText(state), Question.parse(question)).passes[0]!)).toBeGreaterThan(LIMITS.tokensPerPass);
+    const result = await run(counting, release, { state, questions: { q: question } });
+    expect(Answer.parse(result.answers.get("q")).type).toBe("noul");
     expect(counting.tokenized.length).toBeGreaterThan(0);
     expect(result.usage.input_tokens).toBeLessThan(LIMITS.tokensPerPass);
   });
@@ -273,11 +277,11 @@ describe("admission", () => {
     const long = "a description that goes on and on about this option in great detail, ".repeat(3);
     const criteria = Object.fromEntries(Array.from({ length: 52 }, (_, i) => [`o${i}`, i % 26 < 13 ? long : null]));
     const question = { type: "choice" as const, criteria };
-    const plan = planQuestion("A ticket.", question);
+    const plan = planQuestion("A ticket.", Question.parse(question));
     expect(plan.passes.map(passTokenBound).every((bound) => bound <= LIMITS.tokensPerPass)).toBe(true);
     expect(plan.finalPassBound).toBeGreaterThan(LIMITS.tokensPerPass);
 
-    const refused = await refusal(executeDecision(counting, release, { state: "A ticket.", questions: { big: question } }));
+    const refused = await refusal(run(counting, release, { state: "A ticket.", questions: { big: question } }));
     expect(refused.message).toContain(`questions.big: the final pass of this choice may need up to ${plan.finalPassBound} tokens`);
     expect(counting.scored).toHaveLength(0);
   });
@@ -286,7 +290,7 @@ describe("admission", () => {
 describe("runtime identity", () => {
   it("fails the decision with IdentityMismatchError when a pass comes back from another fingerprint", async () => {
     const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 1));
-    const err = await executeDecision(wrong, release, mixed()).catch((e: unknown) => e);
+    const err = await run(wrong, release, mixed()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(err).toMatchObject({ status: 503, release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
     expect(wrong.scored).toHaveLength(1);
@@ -296,7 +300,7 @@ describe("runtime identity", () => {
 
   it("checks every pass, not only the first", async () => {
     const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 2));
-    await expect(executeDecision(wrong, release, mixed())).rejects.toBeInstanceOf(IdentityMismatchError);
+    await expect(run(wrong, release, mixed())).rejects.toBeInstanceOf(IdentityMismatchError);
     expect(wrong.scored).toHaveLength(2);
   });
 });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { RUNTIME_PATHS, RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
-import { SIDECAR_PATHS, type SidecarDecideRequest } from "../server-shared/sidecar-protocol.ts";
+import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import { freePort } from "../local/ports.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startSidecar } from "../local/tiers.ts";
@@ -97,7 +97,7 @@ afterAll(async () => {
 });
 
 function decide(signal?: AbortSignal): Promise<Response> {
-  const call: SidecarDecideRequest = {
+  const call = {
     release: { id: "hanging", fingerprint: FINGERPRINT },
     request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } },
     account_id: crypto.randomUUID(),

@@ -10,7 +10,7 @@ import { DecisionResponse } from "../contract/decision.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { HealthReport } from "../contract/health.ts";
 import { SHARED_ALIAS } from "../contract/limits.ts";
-import { SIDECAR_PATHS, type SidecarDecideRequest } from "../server-shared/sidecar-protocol.ts";
+import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "../local/tiers.ts";
@@ -66,7 +66,7 @@ const decide = (model: string) => call<Record<string, unknown>>("/v1/systemone",
 
 /** A decide call straight to a sidecar, as the edge makes it. */
 function direct(sidecarUrl: string, secret: string, release: { id: string; fingerprint: string }): Promise<Response> {
-  const body: SidecarDecideRequest = { release, request: ticket as SidecarDecideRequest["request"], account_id: account.accountId, key_id: account.key.id, request_id: "req_direct" };
+  const body = { release, request: ticket, account_id: account.accountId, key_id: account.key.id, request_id: "req_direct" };
   return fetch(`${sidecarUrl}${SIDECAR_PATHS.decide}`, {
     method: "POST",
     headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },

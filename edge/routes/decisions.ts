@@ -8,8 +8,10 @@ import { Hono } from "hono";
 import { budgetViolation, requestTokenBound } from "../../contract/budget.ts";
 import { DecisionRequest, type DecisionResponse } from "../../contract/decision.ts";
 import { ErrorEnvelope } from "../../contract/errors.ts";
+import { parseJson, stringifyJson, type Json } from "../../contract/json.ts";
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
+import { orderedJson } from "../../server-shared/http.ts";
 import { SIDECAR_PATHS, SidecarDecideResponse, type SidecarDecideRequest } from "../../server-shared/sidecar-protocol.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
@@ -18,6 +20,14 @@ import { resolveModel } from "../models.ts";
 import { services, sidecarFetch } from "../services.ts";
 
 export const decisions = new Hono<AppEnv>();
+
+function parseOrUndefined(text: string): Json | undefined {
+  try {
+    return parseJson(text);
+  } catch {
+    return undefined;
+  }
+}
 
 decisions.post(
   "/v1/systemone",
@@ -57,23 +67,25 @@ decisions.post(
       res = await sidecarFetch(settings, sidecarUrl, SIDECAR_PATHS.decide, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify(call),
+        body: stringifyJson(call),
       });
     } catch {
       throw new ServiceError("unavailable", "the model service is unreachable; retry shortly", `sidecar of release ${release.id} unreachable`);
     }
-    const json: unknown = await res.json().catch(() => undefined);
+    const text = await res.text().catch(() => "");
     if (!res.ok) {
       // The sidecar speaks the same envelope; its status (422, 503, 504, 529) is the client's answer.
-      const envelope = ErrorEnvelope.safeParse(json);
+      const envelope = ErrorEnvelope.safeParse(parseOrUndefined(text));
       if (envelope.success) {
         if (res.status === 503 || res.status === 529) c.header("retry-after", "1");
         return c.json(envelope.data, res.status as 503);
       }
       throw new ServiceError("bad_gateway", "the model service answered malformed output");
     }
-    const result = SidecarDecideResponse.parse(json);
-    const body: DecisionResponse = { model: release.id, answers: result.answers, usage: result.usage };
-    return c.json(body);
+    const result = SidecarDecideResponse.safeParse(parseOrUndefined(text));
+    if (!result.success) throw new ServiceError("bad_gateway", "the model service answered malformed output");
+    const body: DecisionResponse = { model: release.id, answers: result.data.answers, usage: result.data.usage };
+    // Written in order: answers as the questions came, probabilities as the options came.
+    return orderedJson(c, body);
   },
 );

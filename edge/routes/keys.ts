@@ -12,7 +12,8 @@ import { Hono } from "hono";
 import { sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { CreateKeyRequest, KEY_ID_PATTERN, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
-import { z } from "zod";
+import { looseFields } from "../../contract/fields.ts";
+import { quoteName } from "../../contract/json.ts";
 import { userAuth } from "../auth/user.ts";
 import { readJson } from "../../server-shared/body.ts";
 import type { AppEnv } from "../env.ts";
@@ -54,7 +55,7 @@ keys.get("/v1/keys", async (c) => {
 
 keys.post("/v1/keys/:id/revoke", async (c) => {
   const id = c.req.param("id");
-  await readJson(c, z.object({}), { maxBytes: 1024, emptyIsObject: true });
+  await readJson(c, looseFields({}), { maxBytes: 1024, emptyIsObject: true });
   const user = c.get("user");
   const rows = KEY_ID_PATTERN.test(id)
     ? await services(c.env).sql.query(
@@ -64,7 +65,7 @@ keys.post("/v1/keys/:id/revoke", async (c) => {
         [id, user.issuer, user.subject],
       )
     : [];
-  if (!rows[0]) throw new ServiceError("not_found", `no key ${id} in this account`);
+  if (!rows[0]) throw new ServiceError("not_found", `no key ${quoteName(id)} in this account`);
   return c.json(metadata(rows[0]));
 });
 

@@ -10,10 +10,12 @@
  * final pass of a chunked choice is not known before the chunks are read; it is admitted on its
  * byte bound alone (the spec: long descriptions can be refused though the real pass would fit).
  */
-import type { DecisionRequest, Question } from "../../contract/decision.ts";
+import type { Question } from "../../contract/decision.ts";
+import { formatPath } from "../../contract/json.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { asText, passTokenBound, planQuestion, type Pass, type QuestionPlan } from "./render.ts";
+import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
 export interface AdmittedQuestion {
@@ -31,13 +33,13 @@ export interface Admission {
 /** Plans every question and checks the per-pass limit; throws ServiceError("invalid_request") on a violation. */
 export async function admit(
   client: RuntimeClient,
-  request: Pick<DecisionRequest, "state" | "questions">,
+  request: Decision,
   signal?: AbortSignal,
   tokensPerPass: number = LIMITS.tokensPerPass,
 ): Promise<Admission> {
   const stateText = asText(request.state);
   const questions: AdmittedQuestion[] = [];
-  for (const [id, question] of Object.entries(request.questions)) {
+  for (const [id, question] of request.questions) {
     const plan = planQuestion(stateText, question);
     for (const pass of plan.passes) {
       const tokens = await passTokens(client, pass, tokensPerPass, signal);
@@ -73,5 +75,5 @@ async function passTokens(client: RuntimeClient, pass: Pass, limit: number, sign
 }
 
 function refusal(questionId: string, problem: string): ServiceError {
-  return new ServiceError("invalid_request", `questions.${questionId}: ${problem}`);
+  return new ServiceError("invalid_request", `${formatPath(["questions", questionId])}: ${problem}`);
 }

@@ -8,7 +8,8 @@
  * execution with IdentityMismatchError before any answer is built from it. Nothing is retried: a
  * failed pass fails the decision, and the caller decides what the customer sees.
  */
-import type { Answer, ChoiceQuestion, DecisionRequest, Usage } from "../../contract/decision.ts";
+import type { Answer, ChoiceQuestion, Usage } from "../../contract/decision.ts";
+import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { renderChoice, type Pass } from "./render.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
@@ -28,7 +29,7 @@ export interface Release {
 
 export interface Execution {
   /** Keyed by the request's question ids, in request order. */
-  answers: Record<string, Answer>;
+  answers: Map<string, Answer>;
   usage: Usage;
   /** Passes run, final passes included. */
   passes: number;
@@ -59,20 +60,19 @@ export class IdentityMismatchError extends ServiceError {
 export async function executeDecision(
   client: RuntimeClient,
   release: Release,
-  request: Pick<DecisionRequest, "state" | "questions">,
+  request: Decision,
   signal?: AbortSignal,
 ): Promise<Execution> {
   signal?.throwIfAborted();
   const admission = await admit(client, request, signal, Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass));
   const cached = labelCache.get(release.fingerprint);
   const runner = new PassRunner(client, release, cached ?? (await resolveLabels(client, signal)), signal);
-  const answers: [string, Answer][] = [];
-  for (const admitted of admission.questions) answers.push([admitted.id, await answer(runner, admission.stateText, admitted, release.temperature ?? 1)]);
+  const answers = new Map<string, Answer>();
+  for (const admitted of admission.questions) answers.set(admitted.id, await answer(runner, admission.stateText, admitted, release.temperature ?? 1));
   // Kept only now that the passes have proved the runtime serves this fingerprint.
   if (!cached) labelCache.set(release.fingerprint, runner.labels);
   return {
-    // fromEntries defines own properties, so a question id such as "__proto__" stays an ordinary key.
-    answers: Object.fromEntries(answers),
+    answers,
     usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes },
     passes: runner.passes,
   };
@@ -81,7 +81,7 @@ export async function executeDecision(
 async function answer(runner: PassRunner, stateText: string, { question, plan }: AdmittedQuestion, temperature: number): Promise<Answer> {
   if (question.type === "noul") return noulAnswer(probabilities(await runner.run(plan.passes[0]!), temperature));
   if (question.type === "score") return scoreAnswer(question.criteria, probabilities(await runner.run(plan.passes[0]!), temperature));
-  const names = Object.keys(question.criteria);
+  const names = [...question.criteria.keys()];
   if (plan.passes.length === 1) return choiceAnswer(names, probabilities(await runner.run(plan.passes[0]!), temperature));
   return choiceAnswer(names, await chunkedChoice(runner, stateText, question, plan.passes, temperature));
 }
@@ -92,7 +92,7 @@ async function answer(runner: PassRunner, stateText: string, { question, plan }:
  * finalist set, which bounds every actual set.
  */
 async function chunkedChoice(runner: PassRunner, stateText: string, q: ChoiceQuestion, chunks: Pass[], temperature: number): Promise<number[]> {
-  const names = Object.keys(q.criteria);
+  const names = [...q.criteria.keys()];
   const chunkLogprobs: number[][] = [];
   for (const pass of chunks) chunkLogprobs.push(await runner.run(pass));
   const pChunk = chunkProbabilities(chunkLogprobs, temperature);

@@ -3,6 +3,7 @@
  * then properties that hold for any log-probabilities the runtime can send.
  */
 import fc from "fast-check";
+import { stringifyJson } from "../../contract/json.ts";
 import { describe, expect, it } from "vitest";
 import { Answer } from "../../contract/decision.ts";
 import { FINALIST_MASS, OPTIONS_PER_PASS } from "./render.ts";
@@ -75,7 +76,11 @@ describe("choiceAnswer", () => {
     expect(answer).toEqual({
       type: "choice",
       choice: "bug",
-      probabilities: { billing: 0.2, bug: 0.7, other: 0.1 },
+      probabilities: new Map([
+        ["billing", 0.2],
+        ["bug", 0.7],
+        ["other", 0.1],
+      ]),
       // (3 · 0.7 − 1) / 2
       confidence: expect.closeTo(0.55, 14),
     });
@@ -92,10 +97,10 @@ describe("choiceAnswer", () => {
     expect(choiceAnswer(names(4), [0, 0, 1, 0]).confidence).toBe(1);
   });
 
-  it("keeps an option named __proto__ as an ordinary key", () => {
-    const answer = choiceAnswer(["__proto__", "x"], [0.9, 0.1]);
-    expect(Object.keys(answer.probabilities)).toEqual(["__proto__", "x"]);
-    expect(JSON.parse(JSON.stringify(answer)).probabilities).toEqual(JSON.parse('{"__proto__":0.9,"x":0.1}'));
+  it("keeps options named __proto__ and integer-like names as ordinary keys, in the criteria's order", () => {
+    const answer = choiceAnswer(["__proto__", "x", "10", "2"], [0.6, 0.1, 0.2, 0.1]);
+    expect([...answer.probabilities.keys()]).toEqual(["__proto__", "x", "10", "2"]);
+    expect(stringifyJson(answer.probabilities)).toBe('{"__proto__":0.6,"x":0.1,"10":0.2,"2":0.1}');
   });
 });
 
@@ -104,8 +109,8 @@ describe("scoreAnswer", () => {
     const legend = ["none", { label: "some", examples: ["a typo", null] }, ["severe", 3]];
     const answer = scoreAnswer(legend, [0.5, 0.25, 0.25]);
     expect(answer.score).toBeCloseTo(0.75, 15);
-    expect(answer.probabilities).toEqual({ "0": 0.5, "1": 0.25, "2": 0.25 });
-    expect(answer.legend).toEqual({ "0": "none", "1": { label: "some", examples: ["a typo", null] }, "2": ["severe", 3] });
+    expect(Object.fromEntries(answer.probabilities)).toEqual({ "0": 0.5, "1": 0.25, "2": 0.25 });
+    expect(Object.fromEntries(answer.legend)).toEqual({ "0": "none", "1": { label: "some", examples: ["a typo", null] }, "2": ["severe", 3] });
     // mean 0.75, variance 0.5·0.5625 + 0.25·0.0625 + 0.25·1.5625 = 0.6875; σ_max = 1
     expect(answer.confidence).toBeCloseTo(1 - Math.sqrt(0.6875), 14);
     expect(Answer.parse(answer)).toEqual(answer);
@@ -222,7 +227,7 @@ describe("properties", () => {
         expect(Answer.safeParse(answer).success).toBe(true);
         expect(answer.confidence).toBeGreaterThanOrEqual(0);
         expect(answer.confidence).toBeLessThanOrEqual(1);
-        expect(answer.probabilities[answer.choice]).toBe(Math.max(...p));
+        expect(answer.probabilities.get(answer.choice)).toBe(Math.max(...p));
       }),
     );
   });
@@ -237,7 +242,7 @@ describe("properties", () => {
         expect(answer.score).toBeLessThanOrEqual(p.length - 1);
         expect(answer.confidence).toBeGreaterThanOrEqual(0);
         expect(answer.confidence).toBeLessThanOrEqual(1);
-        expectDistribution(Object.values(answer.probabilities));
+        expectDistribution([...answer.probabilities.values()]);
       }),
     );
   });

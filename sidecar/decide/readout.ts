@@ -14,6 +14,7 @@
  * log-probabilities (the runtime's float32 floor, all equal, spreads of hundreds of nats).
  */
 import type { ChoiceAnswer, NoulAnswer, ScoreAnswer } from "../../contract/decision.ts";
+import type { Json } from "../../contract/json.ts";
 import { FINALIST_MASS, OPTIONS_PER_PASS } from "./render.ts";
 
 /**
@@ -65,8 +66,8 @@ export function choiceAnswer(optionNames: readonly string[], p: readonly number[
   return {
     type: "choice",
     choice: optionNames[best]!,
-    // fromEntries defines own properties, so an option named "__proto__" stays an ordinary key.
-    probabilities: Object.fromEntries(optionNames.map((name, i) => [name, p[i]!])),
+    // A Map keeps every option name as data, in the criteria's order ("__proto__" and "2" included).
+    probabilities: new Map(optionNames.map((name, i) => [name, p[i]!])),
     confidence: clamp01((n * p[best]! - 1) / (n - 1)),
   };
 }
@@ -75,7 +76,7 @@ export function choiceAnswer(optionNames: readonly string[], p: readonly number[
  * A score answer: the expected 0-based level, the probability of every level, the legend exactly as
  * the request gave it (structured levels included), and the dispersion-based confidence.
  */
-export function scoreAnswer(legend: readonly unknown[], p: readonly number[]): ScoreAnswer {
+export function scoreAnswer(legend: readonly Json[], p: readonly number[]): ScoreAnswer {
   if (legend.length !== p.length || p.length < 2) throw new RangeError(`a score needs one probability per level (at least 2), got ${p.length} for ${legend.length}`);
   const n = p.length;
   const mean = p.reduce((sum, pi, i) => sum + i * pi, 0);
@@ -85,8 +86,8 @@ export function scoreAnswer(legend: readonly unknown[], p: readonly number[]): S
     type: "score",
     score: Math.min(Math.max(mean, 0), n - 1),
     confidence: clamp01(1 - Math.sqrt(variance) / sigmaMax),
-    legend: Object.fromEntries(legend.map((level, i) => [String(i), level])),
-    probabilities: Object.fromEntries(p.map((pi, i) => [String(i), pi])),
+    legend: new Map(legend.map((level, i) => [String(i), level])),
+    probabilities: new Map(p.map((pi, i) => [String(i), pi])),
   };
 }
 

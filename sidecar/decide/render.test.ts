@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { contentBytes, itemBytes, passBound, questionTokenBound } from "../../contract/budget.ts";
-import type { Question } from "../../contract/decision.ts";
+import { Question, type ChoiceQuestion } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { asText, choiceChunks, passTokenBound, planQuestion, renderChoice, OPTIONS_PER_PASS } from "./render.ts";
 
@@ -42,7 +42,8 @@ const choice = fc.record({
     })
     .map((entries) => Object.fromEntries(entries)),
 });
-const question: fc.Arbitrary<Question> = fc.oneof(noul, score, choice);
+const question: fc.Arbitrary<Question> = fc.oneof(noul, score, choice).map((q) => Question.parse(q));
+const choiceQuestion = choice.map((q) => Question.parse(q) as ChoiceQuestion);
 const state = fc.oneof(text, fc.jsonValue({ maxDepth: 3 }));
 
 describe("rendering within the contract's budget", () => {
@@ -58,7 +59,7 @@ describe("rendering within the contract's budget", () => {
           expect(passTokenBound(plan.passes[0]!)).toBeLessThanOrEqual(passBound(stateBytes, instructions, itemBytes(q)));
           return;
         }
-        const names = Object.keys(q.criteria);
+        const names = [...q.criteria.keys()];
         const bytes = new Map(names.map((name, i) => [name, itemBytes(q)[i]!]));
         const chunks = choiceChunks(names);
         chunks.forEach((chunk, i) => {
@@ -83,8 +84,8 @@ describe("rendering within the contract's budget", () => {
 
   it("any final pass over any finalists is within the bound of the largest options", () => {
     fc.assert(
-      fc.property(state, choice, fc.nat(), (s, q, seed) => {
-        const names = Object.keys(q.criteria);
+      fc.property(state, choiceQuestion, fc.nat(), (s, q, seed) => {
+        const names = [...q.criteria.keys()];
         // Any subset of at most OPTIONS_PER_PASS options, in key order, as selectFinalists returns.
         const finalists = names.filter((_, i) => (seed >> i % 31) & 1).slice(0, OPTIONS_PER_PASS);
         if (finalists.length < 2) return;

@@ -9,6 +9,7 @@
  * PASS_ALLOWANCE_BYTES of template text and ITEM_ALLOWANCE_BYTES of wrapping per option, level or
  * criterion. The edge reserves quota on that bound; a property test holds this file to it.
  */
+import { stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import type { ChoiceQuestion, NoulQuestion, Question, ScoreQuestion } from "../../contract/decision.ts";
 import type { Segment } from "../../server-shared/runtime-protocol.ts";
@@ -37,9 +38,9 @@ const TURN_CLOSE: Segment = { text: "<end_of_turn>\n<start_of_turn>model\n", spe
 const encoder = new TextEncoder();
 export const utf8Bytes = (text: string) => encoder.encode(text).length;
 
-/** Text of a JSON value as the model reads it: strings as they are, anything else as compact JSON. */
+/** Text of a JSON value as the model reads it: strings as they are, anything else as compact JSON in document order. */
 export function asText(value: unknown): string {
-  return typeof value === "string" ? value : JSON.stringify(value);
+  return typeof value === "string" ? value : stringifyJson(value);
 }
 
 function pass(stateText: string, body: string, labels: string[]): Pass {
@@ -71,7 +72,7 @@ export function renderScore(stateText: string, q: ScoreQuestion): Pass {
 }
 
 function optionLine(q: ChoiceQuestion, name: string, label: string): string {
-  const description = q.criteria[name];
+  const description = q.criteria.get(name);
   return description === null || description === undefined ? `${label}: ${name}` : `${label}: ${name} - ${asText(description)}`;
 }
 
@@ -110,7 +111,7 @@ export interface QuestionPlan {
 export function planQuestion(stateText: string, q: Question): QuestionPlan {
   if (q.type === "noul") return { passes: [renderNoul(stateText, q)], finalPassBound: null };
   if (q.type === "score") return { passes: [renderScore(stateText, q)], finalPassBound: null };
-  const options = Object.keys(q.criteria);
+  const options = [...q.criteria.keys()];
   const chunks = choiceChunks(options);
   const passes = chunks.map((chunk) => renderChoice(stateText, q, chunk));
   if (chunks.length === 1) return { passes, finalPassBound: null };

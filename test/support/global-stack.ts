@@ -67,14 +67,30 @@ async function teardown(): Promise<void> {
   }
 }
 
-/** Files under `dir` (logs, not data) that contain any secret of the ledger: "file (secret #n)". */
+/**
+ * Every form a secret can take in a log: as it is, URL-encoded, and base64 or base64url-encoded at
+ * each of the three byte alignments it can have inside a longer encoded text (for each, the part of
+ * the encoding that depends on the secret's bytes alone).
+ */
+export function encodedForms(secret: string): string[] {
+  const forms = new Set([secret, encodeURIComponent(secret)]);
+  for (let offset = 0; offset < 3; offset++) {
+    const encoded = Buffer.from("\0".repeat(offset) + secret).toString("base64");
+    const core = encoded.slice(offset === 0 ? 0 : 4, -4);
+    forms.add(core);
+    forms.add(core.replaceAll("+", "-").replaceAll("/", "_"));
+  }
+  return [...forms];
+}
+
+/** Files under `dir` (logs, not data) that contain any secret of the ledger, in any encoding: "file (secret #n)". */
 export function scanLogs(dir: string, ledgerPath: string): string[] {
   const secrets = readFileSync(ledgerPath, "utf8").split("\n").filter((s) => s.length >= 16);
   const leaks: string[] = [];
   for (const file of logFiles(dir)) {
     const text = readFileSync(file, "utf8");
     secrets.forEach((secret, i) => {
-      if (text.includes(secret)) leaks.push(`${file} (secret #${i})`);
+      if (encodedForms(secret).some((form) => text.includes(form))) leaks.push(`${file} (secret #${i})`);
     });
   }
   if (secrets.length < 3) throw new Error("the secrets ledger is nearly empty; the scan would prove nothing");

@@ -133,6 +133,22 @@ describe("JavaScript client @typesafe-ai/sdk 0.6.0", () => {
     expect(Number.isInteger(data.usage.input_tokens) && Number.isInteger(data.usage.output_tokens)).toBe(true);
   });
 
+  it("round-trips question ids and options that plain objects treat specially: __proto__ and integer-like", async () => {
+    // As a JS program would hold them: JSON.parse makes "__proto__" an own key; integer-like keys come first.
+    const questions = JSON.parse('{"b":{"type":"noul","instructions":"Money?"},"2":{"type":"noul"},"__proto__":{"type":"choice","criteria":{"__proto__":null,"10":"ten","x":null,"2":"two"}},"1":{"type":"noul"}}');
+    const { client } = recordingClient(plain.key.secret);
+    const { data, response } = await client.systemOne({ model: SHARED_ALIAS, state, questions }).withResponse();
+    // The client sent the keys in its object's order; the body answers in exactly that order.
+    const sent = Object.keys(questions);
+    expect(sent).toEqual(["1", "2", "b", "__proto__"]);
+    expect(Object.keys(data.answers)).toEqual(sent);
+    const special = Object.getOwnPropertyDescriptor(data.answers, "__proto__")?.value as { type: string; probabilities: Record<string, number> };
+    expect(special.type).toBe("choice");
+    expect(Object.keys(special.probabilities)).toEqual(Object.keys(questions["__proto__"].criteria));
+    expect(Object.getPrototypeOf(data.answers)).toBe(Object.prototype);
+    expect(response.headers.get("content-type")).toMatch(/application\/json/);
+  });
+
   it("lists the models: the release behind the shared alias, with the alias", async () => {
     const { client } = recordingClient(plain.key.secret);
     const { data: models, requestId } = await client.models.list().withResponse();

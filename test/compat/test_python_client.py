@@ -135,6 +135,21 @@ def test_typed_answers_from_the_release_behind_the_alias() -> None:
     assert type(result.usage.output_tokens) is int
 
 
+def test_question_ids_and_options_keep_their_order_whatever_they_look_like() -> None:
+    questions = {
+        "b": Noul(instructions="Is this about money?"),
+        "2": Noul(instructions="Is it urgent?"),
+        "__proto__": Choice(criteria={"__proto__": None, "10": "ten", "x": None, "2": "two"}),
+        "1": Noul(),
+    }
+    client, _ = recording_client(os.environ["COMPAT_API_KEY"])
+    with client:
+        result = client.system_one(state=STATE, model=SHARED_ALIAS, questions=questions)
+    assert list(result.answers) == ["b", "2", "__proto__", "1"]
+    assert list(result.choices["__proto__"].probabilities) == ["__proto__", "10", "x", "2"]
+    assert set(result.nouls) == {"b", "2", "1"}
+
+
 def test_models_list_the_release_behind_the_shared_alias() -> None:
     client, _ = recording_client(os.environ["COMPAT_API_KEY"])
     with client:

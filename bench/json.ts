@@ -1,7 +1,7 @@
 /**
  * The cost of reading request JSON with contract/json.ts (key order kept, duplicates, U+0000 and
  * lone surrogates refused) against the engine's `JSON.parse`, on bodies the service sees: a typical
- * decision, a 255-option choice, and a state near the 1 MiB limit. The two parsers run interleaved,
+ * decision, a 255-option choice, and a 665 KB state. The two parsers run interleaved,
  * round by round, so that both see the same machine state; the figure is the median per parse.
  *
  *     npm run bench:json
@@ -41,7 +41,7 @@ console.log("body                     bytes     JSON.parse    parseJson    ratio
 for (const [name, text, repeat] of [
   ["typical decision", typical, 2000],
   ["255-option choice", options, 200],
-  ["state near 1 MiB", large, 5],
+  ["665 KB state", large, 5],
 ] as const) {
   const plain: number[] = [];
   const ordered: number[] = [];

@@ -20,6 +20,13 @@ CREATE TABLE IF NOT EXISTS model_releases (
 -- the sidecar whose SIDECAR_URL it is calls the runtime. Null: registered but not served yet.
 ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS sidecar_url text;
 
+-- A calibrated release (`npm run registry -- calibrate`) runs on its base release's runtime with
+-- calibration parameters applied by the readout; its fingerprint covers the base's and the
+-- parameters'. The report is what GET /v1/models/{model}/calibration publishes.
+ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS base_release text REFERENCES model_releases (id);
+ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS calibration jsonb;
+ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS calibration_report jsonb;
+
 CREATE TABLE IF NOT EXISTS model_aliases (
   alias       text PRIMARY KEY CHECK (alias ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
   release_id  text NOT NULL REFERENCES model_releases (id),
@@ -29,8 +36,9 @@ CREATE TABLE IF NOT EXISTS model_aliases (
 -- A release is immutable: its id and fingerprint never change once written.
 CREATE OR REPLACE FUNCTION model_release_immutable() RETURNS trigger AS $$
 BEGIN
-  IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint THEN
-    RAISE EXCEPTION 'release % is immutable: id and fingerprint cannot change', OLD.id
+  IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint
+     OR NEW.base_release IS DISTINCT FROM OLD.base_release OR NEW.calibration IS DISTINCT FROM OLD.calibration THEN
+    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base and calibration cannot change', OLD.id
       USING ERRCODE = 'check_violation';
   END IF;
   RETURN NEW;
@@ -41,14 +49,18 @@ DROP TRIGGER IF EXISTS model_release_immutable ON model_releases;
 CREATE TRIGGER model_release_immutable BEFORE UPDATE ON model_releases
   FOR EACH ROW EXECUTE FUNCTION model_release_immutable();
 
--- The registry as the tiers read it: one row per release with its aliases.
+-- The registry as the tiers read it: one row per release with its aliases, and the identity its
+-- runtime reports (the base release's, for a calibrated release).
 CREATE OR REPLACE VIEW model_registry AS
   SELECT r.id, r.fingerprint,
          coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
-         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url
+         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url,
+         coalesce(b.id, r.id) AS runtime_release, coalesce(b.fingerprint, r.fingerprint) AS runtime_fingerprint,
+         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report
     FROM model_releases r
+    LEFT JOIN model_releases b ON b.id = r.base_release
     LEFT JOIN model_aliases a ON a.release_id = r.id
-   GROUP BY r.id;
+   GROUP BY r.id, b.id;
 
 -- Accounts: created when a signed-in user issues their first key. Quota settings are null (no
 -- quota) or positive.

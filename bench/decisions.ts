@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { CreatedKey } from "../contract/keys.ts";
-import { asText, planQuestion } from "../sidecar/decide/render.ts";
+import { asText, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { RUNTIME_PATHS, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
@@ -60,23 +60,26 @@ try {
     return DecisionResponse.parse(await res.json());
   };
 
-  // The same pass, rendered as the sidecar renders it, sent straight to the runtime.
+  // The same passes (the content and the content-free one), rendered as the sidecar renders them, sent straight to the runtime.
   const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}`, "content-type": "application/json" };
-  const [pass] = planQuestion(asText(request.state), request.questions.urgent).passes;
+  const plan = planQuestion(SERVED_RENDERING, asText(request.state), request.questions.urgent, { words: false, contextual: true });
+  const passes = [...plan.passes, plan.contentFree!];
   const labelTokens = await Promise.all(
-    pass!.labels.map(async (label) => {
-      const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ text: label }) });
+    passes[0]!.labels.flat().map(async (form) => {
+      const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ text: form }) });
       return TokenizeResponse.parse(await res.json()).tokens[0]!;
     }),
   );
   const direct = async () => {
-    const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, {
-      method: "POST",
-      headers: runtimeHeaders,
-      body: JSON.stringify({ segments: pass!.segments, label_tokens: labelTokens }),
-    });
-    if (res.status !== 200) throw new Error(`runtime answered ${res.status}`);
-    await res.arrayBuffer();
+    for (const pass of passes) {
+      const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, {
+        method: "POST",
+        headers: runtimeHeaders,
+        body: JSON.stringify({ segments: pass.segments, label_tokens: labelTokens }),
+      });
+      if (res.status !== 200) throw new Error(`runtime answered ${res.status}`);
+      await res.arrayBuffer();
+    }
   };
 
   await decide(request);

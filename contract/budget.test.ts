@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { budgetViolation, contentBytes, ITEM_ALLOWANCE_BYTES, PASS_ALLOWANCE_BYTES, passBound, questionTokenBound, requestTokenBound } from "./budget.ts";
+import { budgetViolation, CONTENT_FREE_STATE_MAX_BYTES, contentBytes, ITEM_ALLOWANCE_BYTES, PASS_ALLOWANCE_BYTES, passBound, questionTokenBound, requestTokenBound } from "./budget.ts";
 import { Question, Questions } from "./decision.ts";
 import { LIMITS } from "./limits.ts";
 
@@ -14,9 +14,9 @@ describe("contentBytes", () => {
 });
 
 describe("requestTokenBound", () => {
-  it("is one pass's allowance plus the content for a noul", () => {
+  it("is two passes' allowance plus the content for a noul: about the state, and about the content-free state", () => {
     const bound = requestTokenBound({ state: "charged twice", questions: Questions.parse({ q: { type: "noul", instructions: "Money?" } }) });
-    expect(bound).toBe(1 + PASS_ALLOWANCE_BYTES + 13 + 6);
+    expect(bound).toBe(1 + PASS_ALLOWANCE_BYTES + 13 + 6 + (1 + PASS_ALLOWANCE_BYTES + CONTENT_FREE_STATE_MAX_BYTES + 6));
   });
 
   it("counts each state once per pass and each option once, plus the worst final pass, for a chunked choice", () => {

@@ -3,7 +3,7 @@
  * no tokenizer. The edge reserves this figure against the account's token quota and refuses a
  * request over LIMITS.reservedInputTokensPerRequest; a client can check it before sending.
  *
- *     requestTokenBound({ state: "charged twice", questions: { q: { type: "noul" } } }); // 526
+ *     requestTokenBound({ state: "charged twice", questions: { q: { type: "noul" } } }); // 1042
  *     budgetViolation(request); // null, or the 422 message
  *
  * Why it bounds every rendering: a token decodes to at least one UTF-8 byte, so a pass's bytes (plus
@@ -13,7 +13,9 @@
  * ITEM_ALLOWANCE_BYTES of its own wrapping (`passBound`); the sidecar's rendering is held to this by a
  * property test. Content is counted as it is read: text as it is, anything else as compact JSON.
  *
- * Passes: a noul or a score question is one pass; a choice of more than
+ * Passes: a noul or a score question is one pass, a choice of at most LIMITS.choiceOptionsPerPass
+ * options too, and each of these may be read a second time about a content-free state of at most
+ * CONTENT_FREE_STATE_MAX_BYTES (contextual calibration); a choice of more than
  * LIMITS.choiceOptionsPerPass options is read in ceil(n / per pass) chunk passes, each option in
  * exactly one of them, plus one final pass over at most LIMITS.choiceOptionsPerPass leaders.
  */
@@ -25,6 +27,8 @@ import { LIMITS } from "./limits.ts";
 export const PASS_ALLOWANCE_BYTES = 512;
 /** Wrapping a pass may add around each option, level or criterion (its label, separators). */
 export const ITEM_ALLOWANCE_BYTES = 32;
+/** The state of a content-free pass, which a single-pass question may add to calibrate against. */
+export const CONTENT_FREE_STATE_MAX_BYTES = 16;
 
 const encoder = new TextEncoder();
 
@@ -51,7 +55,9 @@ export function questionTokenBound(stateBytes: number, q: Question): number {
   const instructions = contentBytes(q.instructions);
   const items = itemBytes(q);
   const perPass = LIMITS.choiceOptionsPerPass;
-  if (q.type !== "choice" || items.length <= perPass) return passBound(stateBytes, instructions, items);
+  if (q.type !== "choice" || items.length <= perPass) {
+    return passBound(stateBytes, instructions, items) + passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, items);
+  }
   const chunks = Math.ceil(items.length / perPass);
   // Every option sits in exactly one chunk; the final pass offers at most `perPass` of the largest.
   const chunkPasses = chunks * passBound(stateBytes, instructions, []) + items.reduce((sum, b) => sum + ITEM_ALLOWANCE_BYTES + b, 0);

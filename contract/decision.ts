@@ -87,14 +87,21 @@ export const DecisionRequest = looseFields({
 export type DecisionRequest = z.infer<typeof DecisionRequest>;
 
 const Probability = z.number().min(0).max(1);
+/**
+ * The share of the model's next-token probability that fell on the offered labels, averaged over
+ * the passes that read the answer: how well the question suited the model. Not in the third-party
+ * interface (its clients ignore it); absent where a runtime cannot tell.
+ */
+const OptionMass = Probability.optional();
 
-export const NoulAnswer = looseFields({ type: z.literal("noul"), noul: Probability });
+export const NoulAnswer = looseFields({ type: z.literal("noul"), noul: Probability, option_mass: OptionMass });
 export const ChoiceAnswer = looseFields({
   type: z.literal("choice"),
   choice: z.string(),
   /** Option name -> probability, in the criteria's order. */
   probabilities: orderedMap(z.string(), Probability),
   confidence: Probability,
+  option_mass: OptionMass,
 });
 export const ScoreAnswer = looseFields({
   type: z.literal("score"),
@@ -104,6 +111,7 @@ export const ScoreAnswer = looseFields({
   legend: orderedMap(z.string(), JsonValue),
   /** "0".."n-1" -> probability. */
   probabilities: orderedMap(z.string(), Probability),
+  option_mass: OptionMass,
 });
 export const Answer = z.union([NoulAnswer, ChoiceAnswer, ScoreAnswer]);
 export type Answer = z.infer<typeof Answer>;

@@ -9,6 +9,8 @@ export interface RunningStack {
   pid: number;
   baseUrl: string;
   databaseUrl: string;
+  /** The local runtime's secret under its registry `token_env` name (the lock file is private to the user). */
+  runtimeSecrets?: Record<string, string>;
 }
 
 export function stackDir(): string {

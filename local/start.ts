@@ -9,8 +9,8 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { portInUse } from "./ports.ts";
-import { runningStack, stackDir } from "./running.ts";
-import { startStack } from "./stack.ts";
+import { runningStack, stackDir, type RunningStack } from "./running.ts";
+import { RUNTIME_TOKEN_ENV, startStack } from "./stack.ts";
 
 const dataDir = stackDir();
 const lockPath = join(dataDir, "stack.json");
@@ -33,7 +33,13 @@ for (const port of [edgePort, idpPort]) {
 const started = performance.now();
 console.error("Starting the decision service on loopback (first start installs the model once)...");
 const stack = await startStack({ dataDir, edgePort, idpPort, log: (line) => console.error(`  ${line}`) });
-writeFileSync(lockPath, JSON.stringify({ pid: process.pid, baseUrl: stack.baseUrl, databaseUrl: stack.databaseUrl }), { mode: 0o600 });
+const lock: RunningStack = {
+  pid: process.pid,
+  baseUrl: stack.baseUrl,
+  databaseUrl: stack.databaseUrl,
+  runtimeSecrets: { [RUNTIME_TOKEN_ENV]: stack.secrets.runtime },
+};
+writeFileSync(lockPath, JSON.stringify(lock), { mode: 0o600 });
 
 let stopping = false;
 async function shutdown(): Promise<void> {

@@ -8,14 +8,17 @@
  *                          [--description <text>]
  *   npm run registry -- alias <alias> <release-id>
  *   npm run registry -- retire <release-id>
+ *   npm run registry -- calibrate <new-release-id> --base <release-id> --data <labelled.jsonl> [--alias <alias>]
  *
  * A release is immutable in id and fingerprint (a trigger in schema.sql enforces it); its addresses may
  * move. `--url` is the runtime's address (only the sidecar calls it); `--sidecar-url` is the sidecar
  * that serves the release (the edge forwards its decisions there, and that sidecar's SIDECAR_URL must
  * be the same string); a release without one is registered but not served. Retiring keeps the row (old batches may name it) but stops serving it.
+ * `calibrate` fits a calibration on labelled data and registers it as a new release (ops/calibrate.ts).
  */
 import pg from "pg";
 import { checkServiceUrl } from "../contract/urls.ts";
+import { calibrateRelease } from "./calibrate.ts";
 import { runOperatorCommand } from "./command.ts";
 
 export interface ReleaseInput {
@@ -81,7 +84,7 @@ function flags(args: string[]): Map<string, string> {
 
 async function main(db: pg.Client, argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [--sidecar-url S ...] | alias <alias> <release-id> | retire <release-id>";
+  const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [--sidecar-url S ...] | alias <alias> <release-id> | retire <release-id> | calibrate <new-release-id> --base B --data FILE [--alias A]";
   if (command === "list") {
     console.log(JSON.stringify(await listReleases(db), null, 2));
   } else if (command === "add" && rest[0]) {
@@ -105,6 +108,14 @@ async function main(db: pg.Client, argv: string[]): Promise<number> {
   } else if (command === "alias" && rest[0] && rest[1]) {
     await pointAlias(db, rest[0], rest[1]);
     console.error(`${rest[0]} -> ${rest[1]}`);
+  } else if (command === "calibrate" && rest[0]) {
+    const f = flags(rest.slice(1));
+    const base = f.get("base");
+    const data = f.get("data");
+    if (!base || !data) throw new Error("calibrate needs --base and --data");
+    const report = await calibrateRelease(db, { id: rest[0], base, dataPath: data, alias: f.get("alias") ?? null, env: process.env });
+    console.log(JSON.stringify(report, null, 2));
+    console.error(`release ${rest[0]} registered, calibrated from ${base}${f.has("alias") ? `; ${f.get("alias")} -> ${rest[0]}` : ""}`);
   } else if (command === "retire" && rest[0]) {
     await retireRelease(db, rest[0]);
     console.error(`release ${rest[0]} retired`);

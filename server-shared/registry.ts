@@ -4,6 +4,7 @@
  * the sidecar address never leave the server side.
  */
 import { z } from "zod";
+import { Calibration } from "../contract/calibration.ts";
 
 export const RegistryEntry = z.object({
   id: z.string(),
@@ -18,7 +19,21 @@ export const RegistryEntry = z.object({
   retired_at: z.union([z.string(), z.date()]).nullable(),
   /** The sidecar that serves this release (the edge forwards its decisions there); null: none yet. */
   sidecar_url: z.string().nullable(),
+  /** The identity the release's runtime reports: the release itself, or a calibrated release's base. */
+  runtime_release: z.string(),
+  runtime_fingerprint: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Applied by the readout; null for an uncalibrated release. */
+  calibration: Calibration.nullable(),
+  has_calibration_report: z.boolean(),
 });
 export type RegistryEntry = z.infer<typeof RegistryEntry>;
 
-export const REGISTRY_COLUMNS = "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url";
+export const REGISTRY_COLUMNS =
+  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report";
+
+/** The fingerprint of a calibrated release: its base's fingerprint and its parameters, hashed together. */
+export async function calibratedFingerprint(baseFingerprint: string, calibration: Calibration): Promise<string> {
+  const text = `calibrated-release-v1\n${baseFingerprint}\n${JSON.stringify(Calibration.parse(calibration))}`;
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -41,7 +41,7 @@ import { z } from "zod";
 import { looseFields } from "../contract/fields.ts";
 
 /** Version of the sidecar's prompt rendering; part of every fingerprint. Bump it when rendering changes. */
-export const RENDERING_VERSION = "render-v1";
+export const RENDERING_VERSION = "render-v2";
 
 export const Modality = z.enum(["text", "image"]);
 

@@ -10,10 +10,10 @@ import { readJson } from "../server-shared/body.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { checkLink } from "../server-shared/health.ts";
 import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
-import type { RegistryEntry } from "../server-shared/registry.ts";
+import { calibratedFingerprint, type RegistryEntry } from "../server-shared/registry.ts";
 import type { Identity } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
-import { executeDecision, IdentityMismatchError } from "./decide/execute.ts";
+import { executeDecision, IdentityMismatchError, type Release } from "./decide/execute.ts";
 import type { Lanes } from "./lanes.ts";
 import { identityMatches, runtimeClientFor, type RuntimeClient } from "./runtime/client.ts";
 import { servedRelease, servedReleases } from "./runtime/registry.ts";
@@ -33,7 +33,7 @@ export interface SidecarDeps {
  * The runtime of a release the edge resolved, looked up in the registry by this sidecar and checked
  * before the request is admitted to a lane (every pass is checked again).
  */
-async function verifiedRuntime(deps: SidecarDeps, release: ResolvedRelease): Promise<{ client: RuntimeClient; identity: Identity }> {
+async function verifiedRuntime(deps: SidecarDeps, release: ResolvedRelease): Promise<{ client: RuntimeClient; identity: Identity; entry: RegistryEntry }> {
   const entry = await servedRelease(deps.pool, deps.selfUrl, release.id);
   if (!entry) {
     throw new ServiceError(
@@ -43,10 +43,18 @@ async function verifiedRuntime(deps: SidecarDeps, release: ResolvedRelease): Pro
     );
   }
   if (entry.fingerprint !== release.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: entry.fingerprint });
+  // A calibrated release's fingerprint must cover its parameters, so a row edited by hand is refused.
+  const expected = entry.calibration ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration) : entry.runtime_fingerprint;
+  if (expected !== entry.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: expected });
   const client = runtimeClientFor(entry, deps.env);
   const identity = await client.identity(AbortSignal.timeout(5000));
-  if (!identityMatches(entry, identity)) throw new IdentityMismatchError(release, identity);
-  return { client, identity };
+  if (!identityMatches(runtimeOf(entry), identity)) throw new IdentityMismatchError(runtimeOf(entry), identity);
+  return { client, identity, entry };
+}
+
+/** The identity a release's runtime reports (its base's, for a calibrated release). */
+function runtimeOf(entry: RegistryEntry): { id: string; fingerprint: string } {
+  return { id: entry.runtime_release, fingerprint: entry.runtime_fingerprint };
 }
 
 export function createSidecarApp(deps: SidecarDeps): Hono {
@@ -57,8 +65,13 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
 
   app.post(SIDECAR_PATHS.decide, async (c) => {
     const call = await readJson(c, SidecarDecideRequest, SIDECAR_BODY);
-    const { client, identity } = await verifiedRuntime(deps, call.release);
-    const release = { ...call.release, maxTokensPerPass: identity.max_tokens_per_pass };
+    const { client, identity, entry } = await verifiedRuntime(deps, call.release);
+    const release: Release = {
+      ...call.release,
+      runtime: runtimeOf(entry),
+      ...(entry.calibration ? { calibration: entry.calibration } : {}),
+      maxTokensPerPass: identity.max_tokens_per_pass,
+    };
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
     const result = await deps.lanes.run("realtime", () => executeDecision(client, release, call.request, signal), signal);
@@ -93,7 +106,7 @@ async function healthLinks(deps: SidecarDeps): Promise<LinkStatus[]> {
     entries.map((entry) =>
       checkLink(`sidecar->runtime ${entry.id}`, async () => {
         const identity = await runtimeClientFor(entry, deps.env).identity(AbortSignal.timeout(2500));
-        if (!identityMatches(entry, identity)) {
+        if (!identityMatches(runtimeOf(entry), identity)) {
           throw new Error(`identity mismatch: runtime serves ${identity.release_id} (${identity.fingerprint.slice(0, 12)})`);
         }
         return `${identity.release_id} fingerprint ${identity.fingerprint.slice(0, 12)}`;

@@ -12,17 +12,17 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Answer, Question, type ChoiceAnswer, type ScoreAnswer } from "../contract/decision.ts";
+import { Answer, Question, type ChoiceAnswer, type NoulAnswer, type ScoreAnswer } from "../contract/decision.ts";
 import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { CHOICE_LABELS, NOUL_LABELS, OPTIONS_PER_PASS, SCORE_LABELS, passTokenBound, planQuestion, asText } from "../sidecar/decide/render.ts";
+import { CONTENT_FREE_STATE, FIXED_FORMS, OPTIONS_PER_PASS, SERVED_RENDERING, passTokenBound, planQuestion, asText } from "../sidecar/decide/render.ts";
 import type { Identity, ScoreRequest, ScoreResponse, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
-import { executeDecision, IdentityMismatchError, type Release } from "../sidecar/decide/execute.ts";
-import { LabelError, labelCache, resolveLabels } from "../sidecar/decide/labels.ts";
-import { chunkProbabilities, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
+import { executeDecision, IdentityMismatchError, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
+import { LabelError, labelCache, resolveFixedForms } from "../sidecar/decide/labels.ts";
+import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
 import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { startRuntime } from "../local/tiers.ts";
 
@@ -89,8 +89,12 @@ const MIXED = {
 } as const;
 const mixed = () => MIXED;
 
+/** The served plan of a question written as a plain object. */
+const plan = (state: string, question: unknown) => planQuestion(SERVED_RENDERING, state, Question.parse(question), { words: false, contextual: true });
+
 /** Executes a request written as a plain object, read through the contract as the sidecar reads it. */
-const run = (client: RuntimeClient, rel: Release, request: unknown, signal?: AbortSignal) => executeDecision(client, rel, Decision.parse(request), signal);
+const run = (client: RuntimeClient, rel: Release, request: unknown, signal?: AbortSignal, steps?: Steps) =>
+  executeDecision(client, rel, Decision.parse(request), signal, steps);
 
 /** A choice of n options with short names, so that its chunk passes stay cheap on a CPU. */
 function manyOptions(n: number): Record<string, string | null> {
@@ -110,22 +114,20 @@ async function refusal(run: Promise<unknown>): Promise<ServiceError> {
 }
 
 describe("labels", () => {
-  it("resolve to single tokens of Gemma that decode to themselves, distinct within each set", async () => {
-    const labels = await resolveLabels(real);
-    for (const set of [NOUL_LABELS, SCORE_LABELS, CHOICE_LABELS]) {
-      const tokens = set.map((label) => labels.get(label));
-      for (const [i, label] of set.entries()) {
-        expect(await real.tokenize({ text: label, special: false })).toEqual({ tokens: [tokens[i]], pieces: [label] });
-      }
-      expect(new Set(tokens).size).toBe(set.length);
+  it("resolve to single tokens of Gemma that decode to themselves, all distinct", async () => {
+    const labels = await resolveFixedForms(real);
+    const tokens = FIXED_FORMS.map((form) => labels.get(form));
+    for (const [i, form] of FIXED_FORMS.entries()) {
+      expect(await real.tokenize({ text: form, special: false })).toEqual({ tokens: [tokens[i]], pieces: [form] });
     }
+    expect(new Set(tokens).size).toBe(FIXED_FORMS.length);
   });
 
   it("are tokenized once per fingerprint, and cached only after a pass proved the fingerprint", async () => {
     const counting = new CountingRuntime(real);
     const request = { state: "The sky is blue.", questions: { q: { type: "noul" as const } } };
     await run(counting, release, request);
-    const labelCount = NOUL_LABELS.length + SCORE_LABELS.length + CHOICE_LABELS.length;
+    const labelCount = FIXED_FORMS.length;
     expect(counting.tokenized).toHaveLength(labelCount);
     expect(labelCache.has(release.fingerprint)).toBe(true);
     await run(counting, release, request);
@@ -141,7 +143,7 @@ describe("labels", () => {
   });
 
   it("refuse a model on which two labels share a token", async () => {
-    await expect(resolveLabels(new SharedTokenLabelRuntime(real, "B", "A"))).rejects.toMatchObject({ problem: expect.stringMatching(/choice labels "A" and "B" share token/) });
+    await expect(resolveFixedForms(new SharedTokenLabelRuntime(real, "B", "A"))).rejects.toMatchObject({ problem: expect.stringMatching(/labels "A" and "B" share token/) });
   });
 });
 
@@ -153,7 +155,7 @@ describe("a decision", () => {
     expect([...result.answers.keys()]).toEqual(["refund", "kind", "severity"]);
     for (const answer of result.answers.values()) expect(Answer.parse(answer)).toEqual(answer);
     const { refund, kind, severity } = Object.fromEntries(result.answers) as { refund: Answer; kind: ChoiceAnswer; severity: ScoreAnswer };
-    expect(Object.keys(refund)).toEqual(["type", "noul"]);
+    expect(Object.keys(refund)).toEqual(["type", "noul", "option_mass"]);
     expect([...kind.probabilities.keys()]).toEqual(["billing", "bug", "other"]);
     expect(sum([...kind.probabilities.values()])).toBeCloseTo(1, 12);
     expect(kind.probabilities.get(kind.choice)).toBe(Math.max(...kind.probabilities.values()));
@@ -163,11 +165,41 @@ describe("a decision", () => {
     expect(severity.score).toBeGreaterThanOrEqual(0);
     expect(severity.score).toBeLessThanOrEqual(4);
 
-    // One pass per question, in request order: Yes/No, then three letters, then five digits.
-    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([2, 3, 5]);
-    expect(result.passes).toBe(3);
-    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 3 });
+    // Two passes per question (the content, then the content-free one), in request order: Yes/No in
+    // four forms each, then the options' own words, then five digits (a level is structured JSON).
+    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 8, 3, 3, 5, 5]);
+    expect(counting.scored.map((s) => s.request.segments.map((g) => g.text).join("").includes("State:\nN/A\n"))).toEqual([false, true, false, true, false, true]);
+    expect(result.passes).toBe(6);
+    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 6 });
     expect("billable_input_tokens" in result.usage).toBe(false);
+  });
+
+  it("divides out the question's prior: about the content-free state itself, every answer is even", async () => {
+    // The content pass and the content-free pass are the same prompt, so the correction leaves nothing.
+    const result = await run(real, release, { ...MIXED, state: CONTENT_FREE_STATE });
+    const { refund, kind, severity } = Object.fromEntries(result.answers) as { refund: NoulAnswer; kind: ChoiceAnswer; severity: ScoreAnswer };
+    expect(refund.noul).toBeCloseTo(0.5, 12);
+    for (const p of kind.probabilities.values()) expect(p).toBeCloseTo(1 / 3, 12);
+    for (const p of severity.probabilities.values()) expect(p).toBeCloseTo(1 / 5, 12);
+    // Without the step the model's own prior shows, and each question is read once.
+    const raw = await run(real, release, { ...MIXED, state: CONTENT_FREE_STATE }, undefined, { ...SERVED_STEPS, contextual: false });
+    expect((raw.answers.get("refund") as NoulAnswer).noul).not.toBeCloseTo(0.5, 6);
+    expect([...(raw.answers.get("kind") as ChoiceAnswer).probabilities.values()][0]).not.toBeCloseTo(1 / 3, 6);
+    expect(raw.passes).toBe(3);
+  });
+
+  it("reads options by their own first words when those differ, and by letters when two share one", async () => {
+    const counting = new CountingRuntime(real);
+    const distinct = { type: "choice", instructions: "Which continent is it in?", criteria: { Europe: null, Asia: null, Africa: null } };
+    const shared = { type: "choice", instructions: "Which country is it?", criteria: { "North Korea": null, "North Macedonia": null, Chad: null } };
+    const result = await run(counting, release, { state: "Paris", questions: { distinct, shared } });
+    const [words, , letters] = counting.scored.map((s) => s.request);
+    expect(words!.label_tokens).toEqual(await Promise.all([" Europe", " Asia", " Africa"].map(async (w) => (await real.tokenize({ text: w, special: false })).tokens[0])));
+    expect(words!.segments[0]!.text).toContain("Options:\n- Europe\n- Asia\n- Africa\nAnswer:");
+    // Letters, each in two forms (" A" and "A").
+    expect(letters!.label_tokens).toHaveLength(6);
+    expect(letters!.segments[0]!.text).toContain("A: North Korea\nB: North Macedonia\nC: Chad\nAnswer:");
+    expect([...(result.answers.get("shared") as ChoiceAnswer).probabilities.keys()]).toEqual(["North Korea", "North Macedonia", "Chad"]);
   });
 
   it("gives identical numbers for the same request", async () => {
@@ -199,7 +231,8 @@ describe("a 255-option choice", () => {
     console.info(`255-option choice: ${result.passes} passes, ${result.usage.input_tokens} input tokens, ${seconds.toFixed(2)} s`);
 
     const chunks = counting.scored.slice(0, 10);
-    expect(chunks.map((s) => s.request.label_tokens.length)).toEqual([26, 26, 26, 26, 26, 26, 26, 26, 26, 21]);
+    // Each option's letter is read in two forms, " A" and "A".
+    expect(chunks.map((s) => s.request.label_tokens.length)).toEqual([52, 52, 52, 52, 52, 52, 52, 52, 52, 42]);
     expect(counting.scored.length).toBeLessThanOrEqual(11);
     expect(result.passes).toBe(counting.scored.length);
     expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: result.passes });
@@ -210,13 +243,14 @@ describe("a 255-option choice", () => {
 
     // The answer is the readout's merge of exactly these passes: a final pass over the finalists
     // (when there are several), whose mass it shares out; everyone else keeps p_chunk.
-    const pChunk = chunkProbabilities(chunks.map((s) => s.response.logprobs));
+    const pairs = (lps: number[]) => labelLogprobs(lps, Array.from({ length: lps.length / 2 }, (_, i) => [2 * i, 2 * i + 1]));
+    const pChunk = chunkProbabilities(chunks.map((s) => pairs(s.response.logprobs)));
     const finalists = selectFinalists(names, pChunk);
     expect(finalists.length).toBeLessThanOrEqual(OPTIONS_PER_PASS);
     const final = finalists.length > 1 ? counting.scored[10]! : null;
     expect(counting.scored).toHaveLength(final ? 11 : 10);
-    expect(final?.request.label_tokens.length ?? 1).toBe(finalists.length);
-    const pFinal = mergeChunks(names, pChunk, finalists, final?.response.logprobs ?? null);
+    expect(final?.request.label_tokens.length ?? 2).toBe(2 * finalists.length);
+    const pFinal = mergeChunks(names, pChunk, finalists, final ? pairs(final.response.logprobs) : null);
     expect([...answer.probabilities.values()]).toEqual(pFinal);
     names.forEach((name, i) => {
       if (!finalists.includes(name)) expect(answer.probabilities.get(name)).toBeCloseTo(pChunk[i]!, 12);
@@ -231,7 +265,7 @@ describe("admission", () => {
     const question = { type: "noul" as const, instructions: "Is it Latin?" };
     const refused = await refusal(run(counting, release, { state, questions: { q7: question } }));
 
-    const [pass] = planQuestion(state, Question.parse(question)).passes;
+    const [pass] = plan(state, question).passes;
     let exact = 1;
     for (const s of pass!.segments) exact += (await real.tokenize({ text: s.text, special: s.special })).tokens.length;
     expect(exact).toBeGreaterThan(LIMITS.tokensPerPass);
@@ -264,7 +298,7 @@ describe("admission", () => {
     // Gemma reads a long run of spaces as few tokens: about 4,200 bytes, under 200 tokens.
     const state = `Ticket:${" ".repeat(4200)}refund please`;
     const question = { type: "noul" as const, instructions: "Does the ticket ask for a refund?" };
-    expect(passTokenBound(planQuestion(asText(state), Question.parse(question)).passes[0]!)).toBeGreaterThan(LIMITS.tokensPerPass);
+    expect(passTokenBound(plan(asText(state), question).passes[0]!)).toBeGreaterThan(LIMITS.tokensPerPass);
     const result = await run(counting, release, { state, questions: { q: question } });
     expect(Answer.parse(result.answers.get("q")).type).toBe("noul");
     expect(counting.tokenized.length).toBeGreaterThan(0);
@@ -277,12 +311,12 @@ describe("admission", () => {
     const long = "a description that goes on and on about this option in great detail, ".repeat(3);
     const criteria = Object.fromEntries(Array.from({ length: 52 }, (_, i) => [`o${i}`, i % 26 < 13 ? long : null]));
     const question = { type: "choice" as const, criteria };
-    const plan = planQuestion("A ticket.", Question.parse(question));
-    expect(plan.passes.map(passTokenBound).every((bound) => bound <= LIMITS.tokensPerPass)).toBe(true);
-    expect(plan.finalPassBound).toBeGreaterThan(LIMITS.tokensPerPass);
+    const big = plan("A ticket.", question);
+    expect(big.passes.map(passTokenBound).every((bound) => bound <= LIMITS.tokensPerPass)).toBe(true);
+    expect(big.finalPassBound).toBeGreaterThan(LIMITS.tokensPerPass);
 
     const refused = await refusal(run(counting, release, { state: "A ticket.", questions: { big: question } }));
-    expect(refused.message).toContain(`questions.big: the final pass of this choice may need up to ${plan.finalPassBound} tokens`);
+    expect(refused.message).toContain(`questions.big: the final pass of this choice may need up to ${big.finalPassBound} tokens`);
     expect(counting.scored).toHaveLength(0);
   });
 });

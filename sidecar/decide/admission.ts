@@ -14,7 +14,8 @@ import type { Question } from "../../contract/decision.ts";
 import { formatPath } from "../../contract/json.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { asText, passTokenBound, planQuestion, type Pass, type QuestionPlan } from "./render.ts";
+import { asText, passTokenBound, planQuestion, wordCandidates, type Pass, type QuestionPlan, type Rendering } from "./render.ts";
+import { resolveWords, type ResolvedLabels } from "./labels.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
@@ -22,6 +23,8 @@ export interface AdmittedQuestion {
   id: string;
   question: Question;
   plan: QuestionPlan;
+  /** The question's word labels (option names, level texts) when it is read by words; null otherwise. */
+  words: ResolvedLabels | null;
 }
 
 export interface Admission {
@@ -30,18 +33,26 @@ export interface Admission {
   questions: AdmittedQuestion[];
 }
 
-/** Plans every question and checks the per-pass limit; throws ServiceError("invalid_request") on a violation. */
-export async function admit(
-  client: RuntimeClient,
-  request: Decision,
-  signal?: AbortSignal,
-  tokensPerPass: number = LIMITS.tokensPerPass,
-): Promise<Admission> {
+export interface AdmissionOptions {
+  rendering: Rendering;
+  /** Plan each single-pass question's content-free pass too. */
+  contextual: boolean;
+  tokensPerPass?: number;
+}
+
+/**
+ * Plans every question (tokenizing its option names or level texts to see whether it can be read by
+ * words) and checks the per-pass limit; throws ServiceError("invalid_request") on a violation.
+ */
+export async function admit(client: RuntimeClient, request: Decision, options: AdmissionOptions, signal?: AbortSignal): Promise<Admission> {
+  const tokensPerPass = options.tokensPerPass ?? LIMITS.tokensPerPass;
   const stateText = asText(request.state);
   const questions: AdmittedQuestion[] = [];
   for (const [id, question] of request.questions) {
-    const plan = planQuestion(stateText, question);
-    for (const pass of plan.passes) {
+    const candidates = wordCandidates(options.rendering, question);
+    const words = candidates && (await resolveWords(client, candidates, signal));
+    const plan = planQuestion(options.rendering, stateText, question, { words: words !== null, contextual: options.contextual });
+    for (const pass of plan.contentFree ? [...plan.passes, plan.contentFree] : plan.passes) {
       const tokens = await passTokens(client, pass, tokensPerPass, signal);
       if (tokens > tokensPerPass) {
         throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${tokensPerPass} per pass`);
@@ -54,7 +65,7 @@ export async function admit(
           `at most ${tokensPerPass} per pass: shorten the option descriptions`,
       );
     }
-    questions.push({ id, question, plan });
+    questions.push({ id, question, plan, words });
   }
   return { stateText, questions };
 }

@@ -2,36 +2,71 @@
  * Execution of one decision on one runtime (runs in the sidecar, under Bun on the GPU host): admit
  * the request, resolve the labels, run every pass serially, and read the answers out.
  *
- *     const { answers, usage, passes } = await executeDecision(client, { id, fingerprint }, { state, questions }, signal);
+ *     const { answers, usage, passes } = await executeDecision(client, release, { state, questions }, signal);
  *
- * Every score response must name the release the registry chose; one that does not ends the
- * execution with IdentityMismatchError before any answer is built from it. Nothing is retried: a
- * failed pass fails the decision, and the caller decides what the customer sees.
+ * The served readout has three steps after rendering (SERVED_STEPS), each measured by the quality
+ * benchmark: every label's surface forms summed, contextual calibration against a content-free pass
+ * (single-pass questions), and the release's own calibration (calibration.ts). The benchmark runs
+ * the earlier steps alone through `steps`.
+ *
+ * Every score response must name the runtime identity the registry gives for the release; one that
+ * does not ends the execution with IdentityMismatchError before any answer is built from it. Nothing
+ * is retried: a failed pass fails the decision, and the caller decides what the customer sees.
  */
 import type { Answer, ChoiceQuestion, Usage } from "../../contract/decision.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { renderChoice, type Pass } from "./render.ts";
+import { renderChoice, SERVED_RENDERING, type Pass, type Rendering } from "./render.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type AdmittedQuestion } from "./admission.ts";
-import { labelCache, labelTokens, resolveLabels, type ResolvedLabels } from "./labels.ts";
-import { chunkProbabilities, choiceAnswer, mergeChunks, noulAnswer, probabilities, scoreAnswer, selectFinalists } from "./readout.ts";
+import { IDENTITY_CALIBRATION, type Calibration } from "./calibration.ts";
+import { labelCache, labelTokens, resolveFixedForms, type ResolvedLabels } from "./labels.ts";
+import {
+  calibratedAnswer,
+  choiceAnswer,
+  chunkProbabilities,
+  contextualProbabilities,
+  labelLogprobs,
+  mergeChunks,
+  noulAnswer,
+  optionMass,
+  probabilities,
+  scoreAnswer,
+  selectFinalists,
+} from "./readout.ts";
 
-export interface Release {
+/** A runtime identity: the release id and fingerprint a runtime reports. */
+export interface RuntimeIdentity {
   id: string;
   fingerprint: string;
-  /** Calibration temperature of the release's readout; 1 (the raw distribution) when absent. */
-  temperature?: number;
+}
+
+export interface Release extends RuntimeIdentity {
+  /** What the runtime must report; the release itself when absent (a calibrated release names its base's runtime). */
+  runtime?: RuntimeIdentity;
+  /** The release's calibration; none (the identity) when absent. */
+  calibration?: Calibration;
   /** The runtime's published per-pass limit, when it is below the spec's. */
   maxTokensPerPass?: number;
 }
+
+/** Which readout steps run: the served ones, or a prefix of them for the benchmark. */
+export interface Steps {
+  rendering: Rendering;
+  /** Contextual calibration against a content-free pass. */
+  contextual: boolean;
+  /** Apply the release's calibration. */
+  calibration: boolean;
+}
+
+export const SERVED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: true, calibration: true };
 
 export interface Execution {
   /** Keyed by the request's question ids, in request order. */
   answers: Map<string, Answer>;
   usage: Usage;
-  /** Passes run, final passes included. */
+  /** Passes run, content-free and final passes included. */
   passes: number;
 }
 
@@ -43,8 +78,8 @@ export interface Execution {
 export class IdentityMismatchError extends ServiceError {
   override readonly name = "IdentityMismatchError";
   constructor(
-    /** The release the execution was admitted for. */
-    readonly release: { id: string; fingerprint: string },
+    /** The runtime identity the execution was admitted for. */
+    readonly release: RuntimeIdentity,
     /** What the runtime said it computed with. */
     readonly actual: { release_id: string; fingerprint: string },
   ) {
@@ -62,15 +97,22 @@ export async function executeDecision(
   release: Release,
   request: Decision,
   signal?: AbortSignal,
+  steps: Steps = SERVED_STEPS,
 ): Promise<Execution> {
   signal?.throwIfAborted();
-  const admission = await admit(client, request, signal, Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass));
-  const cached = labelCache.get(release.fingerprint);
-  const runner = new PassRunner(client, release, cached ?? (await resolveLabels(client, signal)), signal);
+  const runtime = release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
+  const tokensPerPass = Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass);
+  const admission = await admit(client, request, { rendering: steps.rendering, contextual: steps.contextual, tokensPerPass }, signal);
+  const cached = labelCache.get(runtime.fingerprint);
+  const runner = new PassRunner(client, runtime, cached ?? (await resolveFixedForms(client, signal)), signal);
+  const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
   const answers = new Map<string, Answer>();
-  for (const admitted of admission.questions) answers.set(admitted.id, await answer(runner, admission.stateText, admitted, release.temperature ?? 1));
+  for (const admitted of admission.questions) {
+    const read = await answer(runner, steps.rendering, admission.stateText, admitted);
+    answers.set(admitted.id, calibratedAnswer(read, calibration));
+  }
   // Kept only now that the passes have proved the runtime serves this fingerprint.
-  if (!cached) labelCache.set(release.fingerprint, runner.labels);
+  if (!cached) labelCache.set(runtime.fingerprint, runner.fixed);
   return {
     answers,
     usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes },
@@ -78,12 +120,25 @@ export async function executeDecision(
   };
 }
 
-async function answer(runner: PassRunner, stateText: string, { question, plan }: AdmittedQuestion, temperature: number): Promise<Answer> {
-  if (question.type === "noul") return noulAnswer(probabilities(await runner.run(plan.passes[0]!), temperature));
-  if (question.type === "score") return scoreAnswer(question.criteria, probabilities(await runner.run(plan.passes[0]!), temperature));
-  const names = [...question.criteria.keys()];
-  if (plan.passes.length === 1) return choiceAnswer(names, probabilities(await runner.run(plan.passes[0]!), temperature));
-  return choiceAnswer(names, await chunkedChoice(runner, stateText, question, plan.passes, temperature));
+/** One question's answer before the release's calibration, with the mean option mass of its content passes. */
+async function answer(runner: PassRunner, rendering: Rendering, stateText: string, { question, plan, words }: AdmittedQuestion): Promise<Answer> {
+  const masses: number[] = [];
+  const read = async (pass: Pass) => {
+    const logprobs = await runner.run(pass, words);
+    masses.push(optionMass(logprobs));
+    return logprobs;
+  };
+  let p: number[];
+  if (question.type === "choice" && plan.passes.length > 1) {
+    p = await chunkedChoice(read, rendering, stateText, question, plan.passes);
+  } else {
+    const logprobs = await read(plan.passes[0]!);
+    p = plan.contentFree ? contextualProbabilities(logprobs, await runner.run(plan.contentFree, words)) : probabilities(logprobs);
+  }
+  const option_mass = masses.reduce((a, b) => a + b, 0) / masses.length;
+  if (question.type === "noul") return { ...noulAnswer(p), option_mass };
+  if (question.type === "score") return { ...scoreAnswer(question.criteria, p), option_mass };
+  return { ...choiceAnswer([...question.criteria.keys()], p), option_mass };
 }
 
 /**
@@ -91,14 +146,20 @@ async function answer(runner: PassRunner, stateText: string, { question, plan }:
  * finalists (in key order). The final pass's size was admitted on the byte bound of the worst
  * finalist set, which bounds every actual set.
  */
-async function chunkedChoice(runner: PassRunner, stateText: string, q: ChoiceQuestion, chunks: Pass[], temperature: number): Promise<number[]> {
+async function chunkedChoice(
+  read: (pass: Pass) => Promise<number[]>,
+  rendering: Rendering,
+  stateText: string,
+  q: ChoiceQuestion,
+  chunks: Pass[],
+): Promise<number[]> {
   const names = [...q.criteria.keys()];
   const chunkLogprobs: number[][] = [];
-  for (const pass of chunks) chunkLogprobs.push(await runner.run(pass));
-  const pChunk = chunkProbabilities(chunkLogprobs, temperature);
+  for (const pass of chunks) chunkLogprobs.push(await read(pass));
+  const pChunk = chunkProbabilities(chunkLogprobs);
   const finalists = selectFinalists(names, pChunk);
-  const finalLogprobs = finalists.length > 1 ? await runner.run(renderChoice(stateText, q, finalists)) : null;
-  return mergeChunks(names, pChunk, finalists, finalLogprobs, temperature);
+  const finalLogprobs = finalists.length > 1 ? await read(renderChoice(rendering, stateText, q, finalists)) : null;
+  return mergeChunks(names, pChunk, finalists, finalLogprobs);
 }
 
 /** Runs passes one after the other, checking each response's identity and counting usage. */
@@ -108,24 +169,22 @@ class PassRunner {
 
   constructor(
     private readonly client: RuntimeClient,
-    private readonly release: Release,
-    readonly labels: ResolvedLabels,
+    private readonly runtime: RuntimeIdentity,
+    readonly fixed: ResolvedLabels,
     private readonly signal?: AbortSignal,
   ) {}
 
-  /** The label log-probabilities of one pass, in the pass's label order. */
-  async run(pass: Pass): Promise<number[]> {
+  /** Each label's log-probability in one pass (its forms summed), in the pass's label order. */
+  async run(pass: Pass, words: ResolvedLabels | null): Promise<number[]> {
     // Once the caller has given up, no further pass is sent.
     this.signal?.throwIfAborted();
-    const response = await this.client.score({ segments: pass.segments, label_tokens: labelTokens(this.labels, pass.labels) }, this.signal);
-    if (response.release_id !== this.release.id || response.fingerprint !== this.release.fingerprint) {
-      throw new IdentityMismatchError(this.release, response);
-    }
-    if (response.logprobs.length !== pass.labels.length) {
-      throw new Error(`runtime returned ${response.logprobs.length} log-probabilities for ${pass.labels.length} labels`);
+    const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
+    const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat() }, this.signal);
+    if (response.release_id !== this.runtime.id || response.fingerprint !== this.runtime.fingerprint) {
+      throw new IdentityMismatchError(this.runtime, response);
     }
     this.inputTokens += response.prompt_tokens;
     this.passes += 1;
-    return response.logprobs;
+    return labelLogprobs(response.logprobs, groups);
   }
 }

@@ -1,31 +1,35 @@
 /**
- * Label strings to token ids (runs in the sidecar, under Bun on the GPU host). The rendering offers
- * answers as labels ("Yes"/"No", "0".."9", "A".."Z"); the runtime scores token ids, so each label must
- * be exactly one token of the served model that decodes back to the label, and no two labels of one
- * set may share a token. A model that fails this cannot be used with this rendering at all.
+ * Label strings to token ids (runs in the sidecar, under Bun on the GPU host). The rendering reads
+ * labels at the answer position; the runtime scores token ids. Two kinds of label exist:
  *
- *     const labels = labelCache.get(release.fingerprint) ?? (await resolveLabels(client));
- *     labelTokens(labels, pass.labels); // [236776, 236799, ...]
+ *   - fixed forms ("Yes", " Yes", "0", " A", ...: render.ts FIXED_FORMS): each must be exactly one
+ *     token of the served model that decodes back to itself, and no two forms may share a token. A
+ *     model that fails this cannot be used with this rendering at all (LabelError, 503).
+ *   - word labels (" Europe", " billing"): an option's first token is read. A question is read by
+ *     words only when every first token is distinct and not blank; otherwise the rendering falls back
+ *     to letters or digits, so customer text can never make two options share a token.
+ *
+ *     const fixed = labelCache.get(fingerprint) ?? (await resolveFixedForms(client));
+ *     const words = await resolveWords(client, [" Europe", " Asia"]); // Map or null
+ *     labelTokens(new Map([...fixed, ...words]), pass.labels); // [[8438, 10784, ...], [2301, ...]]
  */
-import { CHOICE_LABELS, NOUL_LABELS, SCORE_LABELS } from "./render.ts";
+import { FIXED_FORMS, type Label } from "./render.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
-/** Every label of the rendering -> its token id on one model. */
+/** Label form -> the token read for it, on one model. */
 export type ResolvedLabels = ReadonlyMap<string, number>;
 
-const LABEL_SETS: Record<string, readonly string[]> = { noul: NOUL_LABELS, score: SCORE_LABELS, choice: CHOICE_LABELS };
-
 /**
- * Label tokens per runtime fingerprint. A fingerprint covers the weights, the adapter and the
- * rendering version, so its labels never change. Filled by the executor only once a pass has proved
+ * Fixed-form tokens per runtime fingerprint. A fingerprint covers the weights, the adapter and the
+ * rendering version, so its forms never change. Filled by the executor only once a pass has proved
  * that the runtime really serves that fingerprint, so a misrouted runtime cannot poison it.
  */
 export const labelCache = new Map<string, ResolvedLabels>();
 
 /**
- * The model cannot be used with this rendering (a label is not a single self-decoding token, or two
- * labels share one). The caller sees 503; the operator note names labels, never customer text.
+ * The model cannot be used with this rendering (a fixed form is not a single self-decoding token, or
+ * two forms share one). The caller sees 503; the operator note names forms, never customer text.
  */
 export class LabelError extends ServiceError {
   override readonly name = "LabelError";
@@ -34,33 +38,54 @@ export class LabelError extends ServiceError {
   }
 }
 
-/** Tokenizes every label of the rendering on `client` and checks each set; throws LabelError. */
-export async function resolveLabels(client: RuntimeClient, signal?: AbortSignal): Promise<ResolvedLabels> {
+/** Tokenizes every fixed form of the rendering on `client` and checks them; throws LabelError. */
+export async function resolveFixedForms(client: RuntimeClient, signal?: AbortSignal): Promise<ResolvedLabels> {
+  // Tokenize calls are cheap and the runtime answers them without waiting for the GPU.
+  const tokenized = await Promise.all(FIXED_FORMS.map((text) => client.tokenize({ text, special: false }, signal)));
   const resolved = new Map<string, number>();
-  for (const [set, labels] of Object.entries(LABEL_SETS)) {
-    // Tokenize calls are cheap and the runtime answers them without waiting for the GPU.
-    const tokenized = await Promise.all(labels.map((text) => client.tokenize({ text, special: false }, signal)));
-    const owner = new Map<number, string>();
-    labels.forEach((label, i) => {
-      const { tokens, pieces } = tokenized[i]!;
-      if (tokens.length !== 1 || pieces[0] !== label) {
-        throw new LabelError(`${set} label ${JSON.stringify(label)} is ${tokens.length} token(s) decoding to ${JSON.stringify(pieces.join(""))}, not one token`);
-      }
-      const token = tokens[0]!;
-      const other = owner.get(token);
-      if (other !== undefined) throw new LabelError(`${set} labels ${JSON.stringify(other)} and ${JSON.stringify(label)} share token ${token}`);
-      owner.set(token, label);
-      resolved.set(label, token);
-    });
+  const owner = new Map<number, string>();
+  FIXED_FORMS.forEach((form, i) => {
+    const { tokens, pieces } = tokenized[i]!;
+    if (tokens.length !== 1 || pieces[0] !== form) {
+      throw new LabelError(`label ${JSON.stringify(form)} is ${tokens.length} token(s) decoding to ${JSON.stringify(pieces.join(""))}, not one token`);
+    }
+    const token = tokens[0]!;
+    const other = owner.get(token);
+    if (other !== undefined) throw new LabelError(`labels ${JSON.stringify(other)} and ${JSON.stringify(form)} share token ${token}`);
+    owner.set(token, form);
+    resolved.set(form, token);
+  });
+  return resolved;
+}
+
+/**
+ * The first tokens of `words` (each an option name or level text as render.ts `wordForm` writes it),
+ * or null when they cannot label a question: a first token that is blank or does not decode to the
+ * start of its word (a byte fragment), or two words that share one.
+ */
+export async function resolveWords(client: RuntimeClient, words: readonly string[], signal?: AbortSignal): Promise<ResolvedLabels | null> {
+  const tokenized = await Promise.all(words.map((text) => client.tokenize({ text, special: false }, signal)));
+  const resolved = new Map<string, number>();
+  const seen = new Set<number>();
+  for (const [i, word] of words.entries()) {
+    const { tokens, pieces } = tokenized[i]!;
+    const token = tokens[0];
+    const piece = pieces[0] ?? "";
+    if (token === undefined || piece.trim() === "" || !word.startsWith(piece) || seen.has(token)) return null;
+    seen.add(token);
+    resolved.set(word, token);
   }
   return resolved;
 }
 
-/** The token ids of a pass's labels, in the pass's order. */
-export function labelTokens(resolved: ResolvedLabels, labels: readonly string[]): number[] {
-  return labels.map((label) => {
-    const token = resolved.get(label);
-    if (token === undefined) throw new LabelError(`label ${JSON.stringify(label)} was not resolved`);
-    return token;
-  });
+/** The token ids of a pass's labels, one group per label, in the pass's order. */
+export function labelTokens(resolved: ResolvedLabels, labels: readonly Label[]): number[][] {
+  return labels.map((forms) =>
+    forms.map((form) => {
+      const token = resolved.get(form);
+      // A word label is customer text: the note says only which kind of label was missing.
+      if (token === undefined) throw new LabelError(form.length <= 2 ? `label ${JSON.stringify(form)} was not resolved` : "a word label was not resolved");
+      return token;
+    }),
+  );
 }

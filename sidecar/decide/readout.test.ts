@@ -10,7 +10,11 @@ import { FINALIST_MASS, OPTIONS_PER_PASS } from "./render.ts";
 import { LOGPROB_FLOOR } from "../../server-shared/runtime-protocol.ts";
 import {
   CONFIDENCE_DEFINITIONS,
+  calibratedAnswer,
   choiceAnswer,
+  contextualProbabilities,
+  labelLogprobs,
+  optionMass,
   chunkProbabilities,
   mergeChunks,
   noulAnswer,
@@ -299,5 +303,69 @@ describe("properties", () => {
         if (outsiders.length > 0) expect(Math.max(...outsiders)).toBeLessThanOrEqual(least);
       }),
     );
+  });
+});
+
+describe("label forms, option mass and contextual calibration", () => {
+  it("sums a label's forms: log(0.2 + 0.1) for Yes, log(0.05) for No", () => {
+    const lp = labelLogprobs([Math.log(0.2), Math.log(0.1), Math.log(0.05)], [[0, 1], [2]]);
+    expect(lp[0]).toBeCloseTo(Math.log(0.3), 12);
+    expect(lp[1]).toBeCloseTo(Math.log(0.05), 12);
+    expect(optionMass(lp)).toBeCloseTo(0.35, 12);
+    expect(() => labelLogprobs([0, 0, 0], [[0, 1]])).toThrow(RangeError);
+  });
+
+  it("keeps a sum of floored forms finite", () => {
+    const lp = labelLogprobs([LOGPROB_FLOOR, LOGPROB_FLOOR], [[0, 1]]);
+    expect(Number.isFinite(lp[0])).toBe(true);
+  });
+
+  it("divides by the content-free distribution: a prior of 0.8 towards Yes turns 0.8 into an even answer", () => {
+    expect(contextualProbabilities([Math.log(0.8), Math.log(0.2)], [Math.log(0.8), Math.log(0.2)])).toEqual([0.5, 0.5]);
+    const p = contextualProbabilities([Math.log(0.6), Math.log(0.4)], [Math.log(0.8), Math.log(0.2)]);
+    // 0.6/0.8 : 0.4/0.2 = 0.75 : 2
+    expect(p[0]).toBeCloseTo(0.75 / 2.75, 12);
+  });
+
+  it("returns a distribution for any pair of runtime values", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(logprob, logprob), { minLength: 2, maxLength: 26 }), (pairs) => {
+        expectDistribution(contextualProbabilities(pairs.map(([a]) => a), pairs.map(([, b]) => b)));
+      }),
+    );
+  });
+});
+
+describe("calibratedAnswer", () => {
+  const none = { noul: null, choice: null, score: null };
+
+  it("leaves an answer alone where the calibration has nothing for its type", () => {
+    const answer = { ...noulAnswer([0.7, 0.3]), option_mass: 0.4 };
+    expect(calibratedAnswer(answer, none)).toBe(answer);
+  });
+
+  it("applies Platt scaling to p(yes): slope 1, bias -logit(0.7) turns 0.7 into 0.5", () => {
+    const answer = calibratedAnswer(noulAnswer([0.7, 0.3]), { ...none, noul: { slope: 1, bias: -Math.log(0.7 / 0.3) } });
+    expect(answer).toEqual({ type: "noul", noul: expect.closeTo(0.5, 12) });
+  });
+
+  it("reads a choice again under a temperature, keeping its option order and mass", () => {
+    const raw = { ...choiceAnswer(["b", "a"], [0.8, 0.2]), option_mass: 0.9 };
+    const cooled = calibratedAnswer(raw, { ...none, choice: { temperature: 2 } });
+    if (cooled.type !== "choice") throw new Error("not a choice");
+    expect([...cooled.probabilities.keys()]).toEqual(["b", "a"]);
+    // p^(1/2) normalised: 2 / 3 and 1 / 3.
+    expect(cooled.probabilities.get("b")).toBeCloseTo(2 / 3, 12);
+    expect(cooled.choice).toBe("b");
+    expect(cooled.confidence).toBeCloseTo(1 / 3, 12);
+    expect(cooled.option_mass).toBe(0.9);
+  });
+
+  it("reads a score again under a temperature, keeping its legend", () => {
+    const raw = scoreAnswer(["low", { level: "high" }], [0.25, 0.75]);
+    const sharp = calibratedAnswer(raw, { ...none, score: { temperature: 0.5 } });
+    if (sharp.type !== "score") throw new Error("not a score");
+    expect(sharp.score).toBeCloseTo(0.9, 12);
+    expect([...sharp.legend.values()]).toEqual(["low", { level: "high" }]);
   });
 });

@@ -13,7 +13,9 @@
  * Every function returns finite probabilities in [0, 1] that sum to 1 within 1e-9, whatever the
  * log-probabilities (the runtime's float32 floor, all equal, spreads of hundreds of nats).
  */
-import type { ChoiceAnswer, NoulAnswer, ScoreAnswer } from "../../contract/decision.ts";
+import type { Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer } from "../../contract/decision.ts";
+import { LOGPROB_FLOOR } from "../../server-shared/runtime-protocol.ts";
+import { applyPlatt, applyTemperature, type Calibration } from "./calibration.ts";
 import type { Json } from "../../contract/json.ts";
 import { FINALIST_MASS, OPTIONS_PER_PASS } from "./render.ts";
 
@@ -47,6 +49,43 @@ export function probabilities(logprobs: readonly number[], temperature = 1): num
   if (max === -Infinity) return logprobs.map(() => 1 / logprobs.length);
   // (lp - max) / T is <= 0, so each term is in [0, 1] and the maximum's term is 1: the sum is >= 1.
   return normalise(logprobs.map((lp) => Math.exp((lp - max) / temperature)));
+}
+
+/**
+ * Each label's log-probability from the runtime's values for its forms' tokens (`groups[i]` forms
+ * of label i, in the flat order the runtime scored them): log Σ exp over the forms, so " Yes" and
+ * "yes" add up to one label.
+ */
+export function labelLogprobs(flat: readonly number[], groups: readonly (readonly number[])[]): number[] {
+  const sizes = groups.map((g) => g.length);
+  if (sizes.reduce((a, b) => a + b, 0) !== flat.length) throw new RangeError(`${flat.length} log-probabilities for ${sizes.join("+")} label forms`);
+  let at = 0;
+  return sizes.map((size) => {
+    const values = flat.slice(at, (at += size));
+    const max = Math.max(...values);
+    return max === -Infinity ? -Infinity : max + Math.log(values.reduce((sum, lp) => sum + Math.exp(lp - max), 0));
+  });
+}
+
+/**
+ * The option mass of a pass: the share of the model's full next-token probability that fell on the
+ * offered labels. Low mass means the prompt did not fit the question and the normalised
+ * probabilities describe little.
+ */
+export function optionMass(logprobs: readonly number[]): number {
+  return clamp01(logprobs.reduce((sum, lp) => sum + Math.exp(lp), 0));
+}
+
+/**
+ * Contextual calibration (Zhao et al., 2021): the label distribution of a pass divided by that of the
+ * same question about a content-free state, renormalised: `p_i ∝ p_i / p_cf,i`. It removes the
+ * model's prior towards a label or a position that the question alone causes.
+ */
+export function contextualProbabilities(logprobs: readonly number[], contentFreeLogprobs: readonly number[]): number[] {
+  if (logprobs.length !== contentFreeLogprobs.length) throw new RangeError(`${logprobs.length} labels but ${contentFreeLogprobs.length} content-free values`);
+  // The runtime floors both at LOGPROB_FLOOR; flooring again here keeps every difference finite.
+  const floored = (lp: number) => Math.max(lp, LOGPROB_FLOOR);
+  return probabilities(logprobs.map((lp, i) => floored(lp) - floored(contentFreeLogprobs[i]!)));
 }
 
 /** A yes/no answer from the probabilities of the labels [Yes, No]. */
@@ -167,4 +206,18 @@ function argmax(values: readonly number[]): number {
 
 function clamp01(x: number): number {
   return Math.min(Math.max(x, 0), 1);
+}
+
+/**
+ * An answer under a release's calibration (calibration.ts): Platt scaling of p(yes) for noul, a
+ * temperature over the distribution for choice and score, whose choice, score and confidence are then
+ * read again. A type the calibration leaves out is returned as it is.
+ */
+export function calibratedAnswer(answer: Answer, calibration: Calibration): Answer {
+  if (answer.type === "noul") return calibration.noul ? { ...answer, noul: applyPlatt(answer.noul, calibration.noul) } : answer;
+  const temperature = calibration[answer.type]?.temperature;
+  if (temperature === undefined) return answer;
+  const p = applyTemperature([...answer.probabilities.values()], temperature);
+  const read = answer.type === "choice" ? choiceAnswer([...answer.probabilities.keys()], p) : scoreAnswer([...answer.legend.values()] as Json[], p);
+  return answer.option_mass === undefined ? read : { ...read, option_mass: answer.option_mass };
 }

@@ -5,10 +5,21 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { contentBytes, itemBytes, passBound, questionTokenBound } from "../../contract/budget.ts";
+import { CONTENT_FREE_STATE_MAX_BYTES, contentBytes, itemBytes, passBound, questionTokenBound } from "../../contract/budget.ts";
 import { Question, type ChoiceQuestion } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { asText, choiceChunks, passTokenBound, planQuestion, renderChoice, OPTIONS_PER_PASS } from "./render.ts";
+import {
+  asText,
+  choiceChunks,
+  CHAT_RENDERING,
+  CONTENT_FREE_STATE,
+  passTokenBound,
+  planQuestion,
+  renderChoice,
+  OPTIONS_PER_PASS,
+  SERVED_RENDERING,
+  utf8Bytes,
+} from "./render.ts";
 
 /** Text with the characters that cost the most bytes or escape differently: multi-byte, quotes, markers. */
 const text = fc.oneof(
@@ -45,20 +56,29 @@ const choice = fc.record({
 const question: fc.Arbitrary<Question> = fc.oneof(noul, score, choice).map((q) => Question.parse(q));
 const choiceQuestion = choice.map((q) => Question.parse(q) as ChoiceQuestion);
 const state = fc.oneof(text, fc.jsonValue({ maxDepth: 3 }));
+/** Every rendering the sidecar can run (served and measured), read by words or not. */
+const rendering = fc.constantFrom(SERVED_RENDERING, CHAT_RENDERING);
+const words = fc.boolean();
 
 describe("rendering within the contract's budget", () => {
+  it("the content-free state is within the budget's allowance for it", () => {
+    expect(utf8Bytes(CONTENT_FREE_STATE)).toBeLessThanOrEqual(CONTENT_FREE_STATE_MAX_BYTES);
+  });
+
   it("every planned pass is within passBound of the content it offers", () => {
     fc.assert(
-      fc.property(state, question, (s, q) => {
+      fc.property(rendering, words, state, question, (r, w, s, q) => {
         const stateText = asText(s);
-        const plan = planQuestion(stateText, q);
+        const plan = planQuestion(r, stateText, q, { words: w, contextual: true });
         const stateBytes = contentBytes(s);
         const instructions = contentBytes(q.instructions);
-        if (q.type !== "choice") {
+        if (q.type !== "choice" || q.criteria.size <= OPTIONS_PER_PASS) {
           expect(plan.passes).toHaveLength(1);
           expect(passTokenBound(plan.passes[0]!)).toBeLessThanOrEqual(passBound(stateBytes, instructions, itemBytes(q)));
+          expect(passTokenBound(plan.contentFree!)).toBeLessThanOrEqual(passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, itemBytes(q)));
           return;
         }
+        expect(plan.contentFree).toBeNull();
         const names = [...q.criteria.keys()];
         const bytes = new Map(names.map((name, i) => [name, itemBytes(q)[i]!]));
         const chunks = choiceChunks(names);
@@ -73,9 +93,10 @@ describe("rendering within the contract's budget", () => {
 
   it("a question's passes, its worst final pass included, are within questionTokenBound", () => {
     fc.assert(
-      fc.property(state, question, (s, q) => {
-        const plan = planQuestion(asText(s), q);
-        const total = plan.passes.reduce((sum, p) => sum + passTokenBound(p), 0) + (plan.finalPassBound ?? 0);
+      fc.property(rendering, words, state, question, (r, w, s, q) => {
+        const plan = planQuestion(r, asText(s), q, { words: w, contextual: true });
+        const passes = plan.contentFree ? [...plan.passes, plan.contentFree] : plan.passes;
+        const total = passes.reduce((sum, p) => sum + passTokenBound(p), 0) + (plan.finalPassBound ?? 0);
         expect(total).toBeLessThanOrEqual(questionTokenBound(contentBytes(s), q));
       }),
       { numRuns: 300 },
@@ -84,13 +105,13 @@ describe("rendering within the contract's budget", () => {
 
   it("any final pass over any finalists is within the bound of the largest options", () => {
     fc.assert(
-      fc.property(state, choiceQuestion, fc.nat(), (s, q, seed) => {
+      fc.property(rendering, state, choiceQuestion, fc.nat(), (r, s, q, seed) => {
         const names = [...q.criteria.keys()];
         // Any subset of at most OPTIONS_PER_PASS options, in key order, as selectFinalists returns.
         const finalists = names.filter((_, i) => (seed >> i % 31) & 1).slice(0, OPTIONS_PER_PASS);
         if (finalists.length < 2) return;
         const largest = [...itemBytes(q)].sort((a, b) => b - a).slice(0, OPTIONS_PER_PASS);
-        const rendered = renderChoice(asText(s), q, finalists);
+        const rendered = renderChoice(r, asText(s), q, finalists);
         expect(passTokenBound(rendered)).toBeLessThanOrEqual(passBound(contentBytes(s), contentBytes(q.instructions), largest));
       }),
       { numRuns: 300 },

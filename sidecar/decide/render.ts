@@ -2,8 +2,22 @@
  * Rendering of questions into model passes (runs in the sidecar, under Bun on the GPU host). Changing
  * any text here changes answers: bump RENDERING_VERSION, which is part of every runtime fingerprint.
  *
- * A pass is a list of segments. Only the chat template's own markers are `special`; customer text is
- * never parsed for special tokens, so a state containing "<end_of_turn>" cannot end the turn.
+ * A pass is a list of segments and the labels read at its answer position. Only the chat template's
+ * own markers are `special`; customer text is never parsed for special tokens, so a state containing
+ * "<end_of_turn>" cannot end a turn.
+ *
+ * The served rendering (`SERVED_RENDERING`) was chosen by measurement on the fitting part of the
+ * quality benchmark (`npm run bench:quality`): a completion-style prompt ending in "Answer:" puts far
+ * more of the default model's next-token mass on the labels than the chat framing did, and reading
+ * the options' own first words beats reading letters. What was measured is in the benchmark's output.
+ *
+ *   - noul: labels Yes / No, each the sum of its surface forms ("Yes", " Yes", "yes", " yes").
+ *   - choice of at most OPTIONS_PER_PASS options: the first token of each option's name (" Europe",
+ *     " billing") when those tokens are distinct and not blank (`wordLabels`); otherwise letters,
+ *     each the sum of " A" and "A".
+ *   - score: the first token of each level's text under the same rule; otherwise digits after
+ *     "Answer: " (the tokenizer splits " 3" into a space and the digit).
+ *   - a larger choice is read in letter chunks plus a final pass over the leaders.
  *
  * Every pass stays within the template-independent bound of contract/budget.ts (`passBound`): at most
  * PASS_ALLOWANCE_BYTES of template text and ITEM_ALLOWANCE_BYTES of wrapping per option, level or
@@ -16,22 +30,53 @@ import type { Segment } from "../../server-shared/runtime-protocol.ts";
 
 export { RENDERING_VERSION } from "../../server-shared/runtime-protocol.ts";
 
+/**
+ * One label: the surface forms whose probabilities are summed into it. A fixed form must be exactly
+ * one token of the model; a word label's single form names the option, and its first token is read.
+ */
+export type Label = readonly string[];
+
 export interface Pass {
   segments: Segment[];
-  /** The single-token labels read at the answer position, in option order. */
-  labels: string[];
+  /** The labels read at the answer position, in option order. */
+  labels: Label[];
 }
 
-export const NOUL_LABELS = ["Yes", "No"] as const;
-export const SCORE_LABELS = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"] as const;
+/** How a question is rendered: the served choice, or an earlier one kept for the benchmark to compare against. */
+export interface Rendering {
+  /** "completion": a plain prompt ending in "Answer:"; "chat": the model's chat turn, as render-v1 did. */
+  framing: "completion" | "chat";
+  /** Sum each label's surface forms (" Yes" and "yes" with "Yes"); false reads one form only. */
+  labelForms: boolean;
+  /** Read options and levels by their own first word where it tells them apart. */
+  wordLabels: boolean;
+}
+
+export const SERVED_RENDERING: Rendering = { framing: "completion", labelForms: true, wordLabels: true };
+/** The rendering before the quality work (render-v1): chat framing, one form per label, letters and digits. */
+export const CHAT_RENDERING: Rendering = { framing: "chat", labelForms: false, wordLabels: false };
+
+export const NOUL_FORMS = [
+  ["Yes", " Yes", "yes", " yes"],
+  ["No", " No", "no", " no"],
+] as const;
+export const SCORE_DIGITS = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"] as const;
 /** Options one pass can offer; a larger choice is read in chunks plus a final pass over the leaders. */
-export const CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".split("");
+export const CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".split("");
 export const OPTIONS_PER_PASS = LIMITS.choiceOptionsPerPass;
-if (CHOICE_LABELS.length !== OPTIONS_PER_PASS) throw new Error("one choice label per option a pass offers");
+if (CHOICE_LETTERS.length !== OPTIONS_PER_PASS) throw new Error("one choice letter per option a pass offers");
+/** Every fixed surface form a rendering may read; each must be one token of the model (labels.ts checks). */
+export const FIXED_FORMS: readonly string[] = [...NOUL_FORMS.flat(), ...SCORE_DIGITS, ...CHOICE_LETTERS, ...CHOICE_LETTERS.map((l) => ` ${l}`)];
 /** The final pass re-reads the smallest top set of options holding at least this much probability. */
 export const FINALIST_MASS = 0.99;
+/**
+ * The state of a question's content-free pass (contextual calibration): the same question about
+ * nothing, whose label distribution is the model's prior to divide out. At most
+ * CONTENT_FREE_STATE_MAX_BYTES (contract/budget.ts).
+ */
+export const CONTENT_FREE_STATE = "N/A";
 
-// Gemma's chat turn markers (the default model's template).
+// Gemma's chat turn markers (the default model's template), used by the chat framing only.
 const TURN_OPEN: Segment = { text: "<start_of_turn>user\n", special: true };
 const TURN_CLOSE: Segment = { text: "<end_of_turn>\n<start_of_turn>model\n", special: true };
 
@@ -43,44 +88,74 @@ export function asText(value: unknown): string {
   return typeof value === "string" ? value : stringifyJson(value);
 }
 
-function pass(stateText: string, body: string, labels: string[]): Pass {
-  const text = `You answer a question about the state below.\n\nState:\n${stateText}\n\n${body}`;
-  return { segments: [TURN_OPEN, { text, special: false }, TURN_CLOSE], labels };
+/** The text a word label is read from: the option name or level text as it follows "Answer:". */
+export function wordForm(text: string): string {
+  return ` ${text}`;
+}
+
+function pass(r: Rendering, stateText: string, body: string, answer: { chat: string; completion: string }, labels: Label[]): Pass {
+  if (r.framing === "chat") {
+    const text = `You answer a question about the state below.\n\nState:\n${stateText}\n\n${body}\n${answer.chat}`;
+    return { segments: [TURN_OPEN, { text, special: false }, TURN_CLOSE], labels };
+  }
+  return { segments: [{ text: `State:\n${stateText}\n\n${body}\n${answer.completion}`, special: false }], labels };
 }
 
 function instructionsLine(instructions: unknown, fallback: string): string {
   return instructions === undefined || instructions === null ? fallback : asText(instructions);
 }
 
-export function renderNoul(stateText: string, q: NoulQuestion): Pass {
+const forms = (r: Rendering, all: readonly string[]): Label => (r.labelForms ? all : [all[0]!]);
+
+export function renderNoul(r: Rendering, stateText: string, q: NoulQuestion): Pass {
   const lines = [`Question: ${instructionsLine(q.instructions, "Is the statement true of the state?")}`];
   if (q.criteria?.true != null) lines.push(`Answer Yes if: ${asText(q.criteria.true)}`);
   if (q.criteria?.false != null) lines.push(`Answer No if: ${asText(q.criteria.false)}`);
-  lines.push("Answer with Yes or No only.");
-  return pass(stateText, lines.join("\n"), [...NOUL_LABELS]);
+  return pass(r, stateText, lines.join("\n"), { chat: "Answer with Yes or No only.", completion: "Answer:" }, NOUL_FORMS.map((f) => forms(r, f)));
 }
 
-/** The body of a pass that lists labelled items under a heading. */
-function listBody(question: string, heading: string, items: string[], closing: string): string {
-  return [`Question: ${question}`, heading, ...items, closing].join("\n");
+/** The body of a pass that lists items under a heading. */
+function listBody(question: string, heading: string, items: string[]): string {
+  return [`Question: ${question}`, heading, ...items].join("\n");
 }
 
-export function renderScore(stateText: string, q: ScoreQuestion): Pass {
-  const levels = q.criteria.map((level, i) => `${i}: ${asText(level)}`);
+/**
+ * A score question's levels, read by their own words (`words`: each level is text and the caller
+ * found their first tokens distinct) or by digits.
+ */
+export function renderScore(r: Rendering, stateText: string, q: ScoreQuestion, words: boolean): Pass {
   const question = instructionsLine(q.instructions, "Which level fits the state best?");
-  return pass(stateText, listBody(question, "Levels:", levels, "Answer with the number of one level only."), SCORE_LABELS.slice(0, q.criteria.length));
+  if (words) {
+    const levels = q.criteria.map((level) => `- ${asText(level)}`);
+    return pass(r, stateText, listBody(question, "Levels:", levels), WORD_ANSWER, q.criteria.map((level) => [wordForm(asText(level))]));
+  }
+  const levels = q.criteria.map((level, i) => `${i}: ${asText(level)}`);
+  const answer = { chat: "Answer with the number of one level only.", completion: "Answer: " };
+  return pass(r, stateText, listBody(question, "Levels:", levels), answer, SCORE_DIGITS.slice(0, q.criteria.length).map((d) => [d]));
 }
 
-function optionLine(q: ChoiceQuestion, name: string, label: string): string {
+const WORD_ANSWER = { chat: "Answer with one of them only.", completion: "Answer:" };
+
+function optionLine(q: ChoiceQuestion, name: string, label: string | null): string {
   const description = q.criteria.get(name);
-  return description === null || description === undefined ? `${label}: ${name}` : `${label}: ${name} - ${asText(description)}`;
+  const head = label === null ? `- ${name}` : `${label}: ${name}`;
+  if (description === null || description === undefined) return head;
+  return label === null ? `${head}: ${asText(description)}` : `${head} - ${asText(description)}`;
 }
 
-/** One pass offering `options` (names, at most OPTIONS_PER_PASS) of a choice question. */
-export function renderChoice(stateText: string, q: ChoiceQuestion, options: string[]): Pass {
-  const lines = options.map((name, i) => optionLine(q, name, CHOICE_LABELS[i]!));
+/**
+ * One pass offering `options` (names, at most OPTIONS_PER_PASS) of a choice question, read by the
+ * options' own words (`words`: the caller found their first tokens distinct) or by letters.
+ */
+export function renderChoice(r: Rendering, stateText: string, q: ChoiceQuestion, options: string[], words = false): Pass {
   const question = instructionsLine(q.instructions, "Which option fits the state best?");
-  return pass(stateText, listBody(question, "Options:", lines, "Answer with the letter of one option only."), CHOICE_LABELS.slice(0, options.length));
+  if (words) {
+    const lines = options.map((name) => optionLine(q, name, null));
+    return pass(r, stateText, listBody(question, "Options:", lines), WORD_ANSWER, options.map((name) => [wordForm(name)]));
+  }
+  const lines = options.map((name, i) => optionLine(q, name, CHOICE_LETTERS[i]!));
+  const answer = { chat: "Answer with the letter of one option only.", completion: "Answer:" };
+  return pass(r, stateText, listBody(question, "Options:", lines), answer, options.map((_, i) => forms(r, [` ${CHOICE_LETTERS[i]!}`, CHOICE_LETTERS[i]!])));
 }
 
 /** Options split into balanced chunks of at most OPTIONS_PER_PASS, in key order. */
@@ -98,9 +173,18 @@ export function passTokenBound(p: Pass): number {
   return 1 + p.segments.reduce((sum, s) => sum + utf8Bytes(s.text), 0);
 }
 
+/** The texts a question could be read by as words (option names, text levels); null when it cannot be. */
+export function wordCandidates(r: Rendering, q: Question): string[] | null {
+  if (!r.wordLabels || q.type === "noul") return null;
+  if (q.type === "score") return q.criteria.every((level) => typeof level === "string") ? q.criteria.map((level) => wordForm(level as string)) : null;
+  return q.criteria.size <= OPTIONS_PER_PASS ? [...q.criteria.keys()].map(wordForm) : null;
+}
+
 export interface QuestionPlan {
   /** Passes known before execution (a large choice's chunks; otherwise its single pass). */
   passes: Pass[];
+  /** The content-free pass of a single-pass question (contextual calibration); null when not read. */
+  contentFree: Pass | null;
   /**
    * For a choice read in chunks: the token bound of the worst final pass, the one offering the
    * OPTIONS_PER_PASS longest options. Null when no final pass is needed.
@@ -108,14 +192,24 @@ export interface QuestionPlan {
   finalPassBound: number | null;
 }
 
-export function planQuestion(stateText: string, q: Question): QuestionPlan {
-  if (q.type === "noul") return { passes: [renderNoul(stateText, q)], finalPassBound: null };
-  if (q.type === "score") return { passes: [renderScore(stateText, q)], finalPassBound: null };
+/**
+ * The passes of one question. `words`: the caller tokenized `wordCandidates` and found them usable.
+ * `contextual`: add the content-free pass (single-pass questions only: a chunked choice is not
+ * calibrated against content, which would double its many passes).
+ */
+export function planQuestion(r: Rendering, stateText: string, q: Question, opts: { words: boolean; contextual: boolean }): QuestionPlan {
+  const single = (render: (state: string) => Pass): QuestionPlan => ({
+    passes: [render(stateText)],
+    contentFree: opts.contextual ? render(CONTENT_FREE_STATE) : null,
+    finalPassBound: null,
+  });
+  if (q.type === "noul") return single((s) => renderNoul(r, s, q));
+  if (q.type === "score") return single((s) => renderScore(r, s, q, opts.words));
   const options = [...q.criteria.keys()];
   const chunks = choiceChunks(options);
-  const passes = chunks.map((chunk) => renderChoice(stateText, q, chunk));
-  if (chunks.length === 1) return { passes, finalPassBound: null };
+  if (chunks.length === 1) return single((s) => renderChoice(r, s, q, options, opts.words));
+  const passes = chunks.map((chunk) => renderChoice(r, stateText, q, chunk));
   const lineBytes = new Map(options.map((name) => [name, utf8Bytes(optionLine(q, name, "A"))]));
   const longest = [...options].sort((a, b) => lineBytes.get(b)! - lineBytes.get(a)!).slice(0, OPTIONS_PER_PASS);
-  return { passes, finalPassBound: passTokenBound(renderChoice(stateText, q, longest)) };
+  return { passes, contentFree: null, finalPassBound: passTokenBound(renderChoice(r, stateText, q, longest)) };
 }

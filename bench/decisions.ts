@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { CreatedKey } from "../contract/keys.ts";
-import { asText, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
+import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { RUNTIME_PATHS, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
@@ -63,7 +63,7 @@ try {
   // The same passes (the content and the content-free one), rendered as the sidecar renders them, sent straight to the runtime.
   const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}`, "content-type": "application/json" };
   const plan = planQuestion(SERVED_RENDERING, asText(request.state), request.questions.urgent, { words: false, contextual: true });
-  const passes = [...plan.passes, plan.contentFree!];
+  const passes = plannedPasses(plan);
   const labelTokens = await Promise.all(
     passes[0]!.labels.flat().map(async (form) => {
       const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ text: form }) });

@@ -6,12 +6,14 @@
  *     npm run bench:quality                       # about 5 minutes on 2 CPU cores
  *     npm run bench:quality -- --per-set 12       # a quicker, noisier run
  *     npm run bench:quality -- --labelled fit.jsonl   # also write the fitting part for `registry calibrate`
+ *     npm run bench:quality -- --svg docs/quality/reliability.svg   # and the evaluation part's reliability diagram
  *
  * Each step of the readout is measured on its own, cumulatively, so every step's gain is visible:
  * render-v1 (the chat framing before this work), the completion framing, label forms and option
- * words, contextual calibration, and the release calibration fitted on the fitting part. The
- * rendering was chosen on the fitting part (its table is printed first, with the alternative framing
- * under the served labels); the targets are checked on the evaluation part only.
+ * words, contextual calibration, both option orders for small choices, and the release calibration
+ * fitted on the fitting part. The rendering was chosen on the fitting part (its table is printed
+ * first, with the alternatives to the served framing and labels); the targets are checked on the
+ * evaluation part only.
  */
 import { writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
@@ -23,26 +25,34 @@ import { QUESTION_TYPES, type QuestionType } from "../contract/calibration.ts";
 import { stringifyJson } from "../contract/json.ts";
 import { ensureModel } from "../local/model.ts";
 import { startRuntime } from "../local/tiers.ts";
-import { calibrated, figures, firstLabelBias, fitCalibration, readLabelled, type ReadItem } from "../sidecar/decide/evaluation.ts";
+import { reliabilitySvg } from "../server-shared/quality.ts";
+import { calibrated, figures, firstLabelBias, fitCalibration, readLabelled, reliability, type ReadItem } from "../sidecar/decide/evaluation.ts";
 import type { Steps } from "../sidecar/decide/execute.ts";
 import { CHAT_RENDERING, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 import { qualitySets, type BenchItem } from "./quality/data.ts";
 
-const { values: args } = parseArgs({ options: { "per-set": { type: "string", default: "24" }, labelled: { type: "string" } } });
+const pct = (x: number | null) => (x === null ? "    -" : (100 * x).toFixed(1).padStart(5));
+const num = (x: number) => x.toFixed(3);
+
+const { values: args } = parseArgs({ options: { "per-set": { type: "string", default: "24" }, labelled: { type: "string" }, svg: { type: "string" } } });
 const perSet = Number(args["per-set"]);
 
+const SERVED = { rendering: SERVED_RENDERING, contextual: true, bothOrders: true, calibration: false };
 const STEPS: { name: string; steps: Steps; fittingOnly?: boolean }[] = [
-  { name: "render-v1: chat framing, letters", steps: { rendering: CHAT_RENDERING, contextual: false, calibration: false } },
-  { name: "completion framing", steps: { rendering: { ...SERVED_RENDERING, labelForms: false, wordLabels: false }, contextual: false, calibration: false } },
-  { name: "+ label forms, option words", steps: { rendering: SERVED_RENDERING, contextual: false, calibration: false } },
-  { name: "+ contextual calibration", steps: { rendering: SERVED_RENDERING, contextual: true, calibration: false } },
+  { name: "render-v1: chat framing, letters", steps: { rendering: CHAT_RENDERING, contextual: false, bothOrders: false, calibration: false } },
   {
-    name: "(chat framing, served labels + contextual)",
-    steps: { rendering: { ...SERVED_RENDERING, framing: "chat" }, contextual: true, calibration: false },
-    fittingOnly: true,
+    name: "completion framing",
+    steps: { rendering: { ...SERVED_RENDERING, labelForms: false, wordLabels: false }, contextual: false, bothOrders: false, calibration: false },
   },
+  { name: "+ label forms, option words", steps: { ...SERVED, contextual: false, bothOrders: false } },
+  { name: "+ contextual calibration", steps: { ...SERVED, bothOrders: false } },
+  { name: "+ both option orders", steps: SERVED },
+  { name: "(alternative: chat framing)", steps: { ...SERVED, rendering: { ...SERVED_RENDERING, framing: "chat" } }, fittingOnly: true },
+  { name: "(alternative: letters and digits)", steps: { ...SERVED, rendering: { ...SERVED_RENDERING, wordLabels: false } }, fittingOnly: true },
 ];
+/** The step the release calibration is fitted on and applied to: the served readout before it. */
+const BEFORE_CALIBRATION = "+ both option orders";
 const CALIBRATED = "+ release calibration";
 
 const { fitting, evaluation } = qualitySets(perSet);
@@ -74,10 +84,10 @@ async function measure(items: BenchItem[], fittingPart: boolean): Promise<Result
 
 try {
   const fit = await measure(fitting, true);
-  const calibration = fitCalibration(fit.get("+ contextual calibration")!.read);
+  const calibration = fitCalibration(fit.get(BEFORE_CALIBRATION)!.read);
   const evaluated = await measure(evaluation, false);
   for (const results of [fit, evaluated]) {
-    const base = results.get("+ contextual calibration")!;
+    const base = results.get(BEFORE_CALIBRATION)!;
     results.set(CALIBRATED, { items: base.items, read: base.read.map((r) => calibrated(r, calibration)) });
   }
   const seconds = (performance.now() - started) / 1000;
@@ -89,6 +99,14 @@ try {
   printPart("evaluation part", evaluated);
   printSets(evaluated.get(CALIBRATED)!);
   printTargets(evaluated.get(CALIBRATED)!);
+  if (args.svg) {
+    const series = QUESTION_TYPES.flatMap((type) => [
+      { name: `${type}, before`, bins: reliability(ofType(evaluated.get(BEFORE_CALIBRATION)!, type)) },
+      { name: `${type}, after`, bins: reliability(ofType(evaluated.get(CALIBRATED)!, type)) },
+    ]);
+    writeFileSync(args.svg, reliabilitySvg(`${model.path.split("/").pop()}: evaluation part`, series) + "\n");
+    console.log(`\nwrote the evaluation part's reliability diagram to ${args.svg}`);
+  }
 } finally {
   await runtime.child.stop();
   rmSync(logDir, { recursive: true, force: true });
@@ -98,8 +116,6 @@ function ofType(entry: { items: BenchItem[]; read: ReadItem[] }, type: QuestionT
   return entry.read.filter((r) => r.type === type);
 }
 
-const pct = (x: number | null) => (x === null ? "    -" : (100 * x).toFixed(1).padStart(5));
-const num = (x: number) => x.toFixed(3);
 
 function printPart(title: string, results: Results): void {
   console.log(`\n${title}`);

@@ -6,6 +6,8 @@ export const ModelItem = z.object({
   aliases: z.array(z.string()),
   description: z.string(),
   release_date: z.string(),
+  /** Path of the release's calibration report (GET it with the same key); null for an uncalibrated release. */
+  calibration: z.string().nullable().optional(),
 });
 export type ModelItem = z.infer<typeof ModelItem>;
 

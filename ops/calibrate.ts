@@ -25,8 +25,8 @@ import type pg from "pg";
 import { CalibrationReport, QUESTION_TYPES, type QuestionType, type TypeEvaluation } from "../contract/calibration.ts";
 import { parseJson } from "../contract/json.ts";
 import { calibratedFingerprint, RegistryEntry, REGISTRY_COLUMNS } from "../server-shared/registry.ts";
-import { calibrated, figures, fitCalibration, LabelledItem, readLabelled, reliability, type ReadItem } from "../sidecar/decide/evaluation.ts";
-import { SERVED_RENDERING } from "../sidecar/decide/render.ts";
+import { calibrated, figures, fitCalibration, LabelledItem, readLabelled, reliability, truthIndex, type ReadItem } from "../sidecar/decide/evaluation.ts";
+import { SERVED_STEPS } from "../sidecar/decide/execute.ts";
 import { identityMatches, runtimeClientFor, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { pointAlias } from "./registry.ts";
 
@@ -41,12 +41,17 @@ export interface CalibrateOptions {
   client?: RuntimeClient;
 }
 
-/** A labelled file's lines, parsed; throws naming the first bad line. */
+/** A labelled file's lines, parsed and their labels checked before any pass runs; throws naming the first bad line. */
 export function readLabelledFile(text: string): { line: string; item: LabelledItem }[] {
   const lines = text.split("\n").filter((line) => line.trim() !== "");
   return lines.map((line, i) => {
     const parsed = LabelledItem.safeParse(parseJsonOrThrow(line, i + 1));
     if (!parsed.success) throw new Error(`line ${i + 1}: ${parsed.error.issues[0]?.message ?? "not a labelled item"}`);
+    try {
+      truthIndex(parsed.data);
+    } catch (err) {
+      throw new Error(`line ${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
+    }
     return { line, item: parsed.data };
   });
 }
@@ -76,7 +81,7 @@ export async function calibrateRelease(db: pg.ClientBase, opts: CalibrateOptions
   if (!identityMatches(base, await client.identity())) throw new Error(`the runtime at the registry's address does not serve ${base.id}`);
 
   const release = { id: base.id, fingerprint: base.fingerprint };
-  const steps = { rendering: SERVED_RENDERING, contextual: true, calibration: false };
+  const steps = { ...SERVED_STEPS, calibration: false };
   const read = await readLabelled(client, release, lines.map((l) => l.item), steps);
   const fitting = read.filter((_, i) => isFitting(lines[i]!.line));
   const evaluation = read.filter((_, i) => !isFitting(lines[i]!.line));

@@ -217,7 +217,7 @@ describe("reliabilitySvg", () => {
       { name: "after", bins: after },
     ]);
     expect(svg.startsWith("<svg ")).toBe(true);
-    expect(svg).toContain('width="480"');
+    expect(svg).toContain('width="540"');
     expect(svg).toContain('height="400"');
     expect(svg).toMatch(/<line [^>]*stroke-dasharray/);
     expect(svg.match(/<polyline /g)).toHaveLength(2);
@@ -232,13 +232,13 @@ describe("reliabilitySvg", () => {
     expect(wellFormedTags(svg)).toBe(true);
   });
 
-  it("gives the series distinct colours: grey for the first, blue for the second", () => {
+  it("gives the series distinct colours: a light and a strong blue for a before/after pair", () => {
     const svg = reliabilitySvg("t", [
       { name: "before", bins: before },
       { name: "after", bins: after },
     ]);
     const colours = [...svg.matchAll(/<polyline [^>]*stroke="([^"]+)"/g)].map((m) => m[1]);
-    expect(colours).toEqual(["#888888", "#1f6fd1"]);
+    expect(colours).toEqual(["#9ab8e0", "#1f6fd1"]);
   });
 
   it("plots (mean confidence, accuracy) with at most two decimals and skips empty bins", () => {

@@ -112,9 +112,10 @@ export function binaryBrier(p: readonly number[], positives: readonly boolean[])
 }
 
 /** Grey for the first ("before") series, blue for the second ("after"), then distinct hues. */
-const SERIES_COLOURS = ["#888888", "#1f6fd1", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"] as const;
+/** Pairs of a light and a strong shade, so that a "before" and an "after" series of one type read together. */
+const SERIES_COLOURS = ["#9ab8e0", "#1f6fd1", "#f2a3a3", "#d62728", "#a8d8a0", "#2ca02c"] as const;
 
-const WIDTH = 480;
+const WIDTH = 540;
 const HEIGHT = 400;
 const PLOT = { left: 60, top: 50, size: 300 } as const;
 
@@ -157,9 +158,9 @@ export function reliabilitySvg(title: string, series: readonly { name: string; b
     for (const [cx, cy] of coords) out.push(`<circle cx="${cx}" cy="${cy}" r="3.5" fill="${colour}"/>`);
     const legendY = PLOT.top + 10 + k * 20;
     out.push(
-      `<line x1="372" y1="${legendY}" x2="392" y2="${legendY}" stroke="${colour}" stroke-width="2"/>`,
-      `<circle cx="382" cy="${legendY}" r="3.5" fill="${colour}"/>`,
-      `<text x="398" y="${legendY + 4}">${escapeXml(s.name)}</text>`,
+      `<line x1="${x(1) + 16}" y1="${legendY}" x2="${x(1) + 36}" y2="${legendY}" stroke="${colour}" stroke-width="2"/>`,
+      `<circle cx="${x(1) + 26}" cy="${legendY}" r="3.5" fill="${colour}"/>`,
+      `<text x="${x(1) + 42}" y="${legendY + 4}">${escapeXml(s.name)}</text>`,
     );
   });
   out.push("</svg>");

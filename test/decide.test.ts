@@ -90,7 +90,8 @@ const MIXED = {
 const mixed = () => MIXED;
 
 /** The served plan of a question written as a plain object. */
-const plan = (state: string, question: unknown) => planQuestion(SERVED_RENDERING, state, Question.parse(question), { words: false, contextual: true });
+const plan = (state: string, question: unknown) =>
+  planQuestion(SERVED_RENDERING, state, Question.parse(question), { words: false, contextual: true, bothOrders: true });
 
 /** Executes a request written as a plain object, read through the contract as the sidecar reads it. */
 const run = (client: RuntimeClient, rel: Release, request: unknown, signal?: AbortSignal, steps?: Steps) =>
@@ -165,12 +166,16 @@ describe("a decision", () => {
     expect(severity.score).toBeGreaterThanOrEqual(0);
     expect(severity.score).toBeLessThanOrEqual(4);
 
-    // Two passes per question (the content, then the content-free one), in request order: Yes/No in
-    // four forms each, then the options' own words, then five digits (a level is structured JSON).
-    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 8, 3, 3, 5, 5]);
-    expect(counting.scored.map((s) => s.request.segments.map((g) => g.text).join("").includes("State:\nN/A\n"))).toEqual([false, true, false, true, false, true]);
-    expect(result.passes).toBe(6);
-    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 6 });
+    // In request order, each reading about the state then about the content-free state: Yes/No in four
+    // forms each; the options' own words, in key order and then reversed; five digits (a level is
+    // structured JSON, so levels cannot be read by their words).
+    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 8, 3, 3, 3, 3, 5, 5]);
+    const texts = counting.scored.map((s) => s.request.segments.map((g) => g.text).join(""));
+    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([false, true, false, true, false, true, false, true]);
+    expect(texts[2]).toContain("- billing: money, invoices, charges\n- bug: a defect in the product\n- other\n");
+    expect(texts[4]).toContain("- other\n- bug: a defect in the product\n- billing: money, invoices, charges\n");
+    expect(result.passes).toBe(8);
+    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 8 });
     expect("billable_input_tokens" in result.usage).toBe(false);
   });
 
@@ -182,7 +187,7 @@ describe("a decision", () => {
     for (const p of kind.probabilities.values()) expect(p).toBeCloseTo(1 / 3, 12);
     for (const p of severity.probabilities.values()) expect(p).toBeCloseTo(1 / 5, 12);
     // Without the step the model's own prior shows, and each question is read once.
-    const raw = await run(real, release, { ...MIXED, state: CONTENT_FREE_STATE }, undefined, { ...SERVED_STEPS, contextual: false });
+    const raw = await run(real, release, { ...MIXED, state: CONTENT_FREE_STATE }, undefined, { ...SERVED_STEPS, contextual: false, bothOrders: false });
     expect((raw.answers.get("refund") as NoulAnswer).noul).not.toBeCloseTo(0.5, 6);
     expect([...(raw.answers.get("kind") as ChoiceAnswer).probabilities.values()][0]).not.toBeCloseTo(1 / 3, 6);
     expect(raw.passes).toBe(3);
@@ -193,13 +198,24 @@ describe("a decision", () => {
     const distinct = { type: "choice", instructions: "Which continent is it in?", criteria: { Europe: null, Asia: null, Africa: null } };
     const shared = { type: "choice", instructions: "Which country is it?", criteria: { "North Korea": null, "North Macedonia": null, Chad: null } };
     const result = await run(counting, release, { state: "Paris", questions: { distinct, shared } });
-    const [words, , letters] = counting.scored.map((s) => s.request);
+    // The first question's two orders, each with its content-free pass, then the second's.
+    const [words, , reversed, , letters] = counting.scored.map((s) => s.request);
+    expect(reversed!.segments[0]!.text).toContain("Options:\n- Africa\n- Asia\n- Europe\nAnswer:");
     expect(words!.label_tokens).toEqual(await Promise.all([" Europe", " Asia", " Africa"].map(async (w) => (await real.tokenize({ text: w, special: false })).tokens[0])));
     expect(words!.segments[0]!.text).toContain("Options:\n- Europe\n- Asia\n- Africa\nAnswer:");
     // Letters, each in two forms (" A" and "A").
     expect(letters!.label_tokens).toHaveLength(6);
     expect(letters!.segments[0]!.text).toContain("A: North Korea\nB: North Macedonia\nC: Chad\nAnswer:");
     expect([...(result.answers.get("shared") as ChoiceAnswer).probabilities.keys()]).toEqual(["North Korea", "North Macedonia", "Chad"]);
+  });
+
+  it("answers a two-option choice the same whichever order its options are given in", async () => {
+    const ask = (criteria: Record<string, null>) => run(real, release, { state: "wonderful", questions: { q: { type: "choice", criteria } } });
+    const forward = (await ask({ positive: null, negative: null })).answers.get("q") as ChoiceAnswer;
+    const backward = (await ask({ negative: null, positive: null })).answers.get("q") as ChoiceAnswer;
+    expect([...backward.probabilities.keys()]).toEqual(["negative", "positive"]);
+    expect(backward.probabilities.get("positive")).toBe(forward.probabilities.get("positive"));
+    expect(backward.choice).toBe(forward.choice);
   });
 
   it("gives identical numbers for the same request", async () => {
@@ -265,7 +281,7 @@ describe("admission", () => {
     const question = { type: "noul" as const, instructions: "Is it Latin?" };
     const refused = await refusal(run(counting, release, { state, questions: { q7: question } }));
 
-    const [pass] = plan(state, question).passes;
+    const [pass] = plan(state, question).readings.map((r) => r.pass);
     let exact = 1;
     for (const s of pass!.segments) exact += (await real.tokenize({ text: s.text, special: s.special })).tokens.length;
     expect(exact).toBeGreaterThan(LIMITS.tokensPerPass);
@@ -298,7 +314,7 @@ describe("admission", () => {
     // Gemma reads a long run of spaces as few tokens: about 4,200 bytes, under 200 tokens.
     const state = `Ticket:${" ".repeat(4200)}refund please`;
     const question = { type: "noul" as const, instructions: "Does the ticket ask for a refund?" };
-    expect(passTokenBound(plan(asText(state), question).passes[0]!)).toBeGreaterThan(LIMITS.tokensPerPass);
+    expect(passTokenBound(plan(asText(state), question).readings[0]!.pass)).toBeGreaterThan(LIMITS.tokensPerPass);
     const result = await run(counting, release, { state, questions: { q: question } });
     expect(Answer.parse(result.answers.get("q")).type).toBe("noul");
     expect(counting.tokenized.length).toBeGreaterThan(0);
@@ -312,7 +328,7 @@ describe("admission", () => {
     const criteria = Object.fromEntries(Array.from({ length: 52 }, (_, i) => [`o${i}`, i % 26 < 13 ? long : null]));
     const question = { type: "choice" as const, criteria };
     const big = plan("A ticket.", question);
-    expect(big.passes.map(passTokenBound).every((bound) => bound <= LIMITS.tokensPerPass)).toBe(true);
+    expect(big.chunks.map(passTokenBound).every((bound) => bound <= LIMITS.tokensPerPass)).toBe(true);
     expect(big.finalPassBound).toBeGreaterThan(LIMITS.tokensPerPass);
 
     const refused = await refusal(run(counting, release, { state: "A ticket.", questions: { big: question } }));

@@ -48,8 +48,8 @@ describe("POST /v1/systemone", () => {
     expect(severity.score).toBeLessThanOrEqual(2);
 
     expect(Number.isInteger(response.usage.input_tokens)).toBe(true);
-    // Each question is read twice: about the state, and about the content-free state.
-    expect(response.usage.output_tokens).toBe(6);
+    // Each question is read about the state and about the content-free state, the 3-option choice in both orders.
+    expect(response.usage.output_tokens).toBe(8);
     expect(response.usage).not.toHaveProperty("billable_input_tokens");
     const usage = await query("SELECT * FROM usage_records WHERE request_id = $1", [reply.requestId]);
     expect(usage).toHaveLength(1);
@@ -59,7 +59,7 @@ describe("POST /v1/systemone", () => {
       release_id: stack().releaseId,
       source: "realtime",
       input_tokens: response.usage.input_tokens,
-      output_tokens: 6,
+      output_tokens: 8,
       billable_input_tokens: null,
     });
   });

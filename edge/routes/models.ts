@@ -1,9 +1,17 @@
 /**
  * GET /v1/models with an API key (runs in workerd): the serving releases the account may use (shared
- * ones and those it owns), each with its aliases. Addresses and secret names never leave the server.
+ * ones and those it owns), each with its aliases and, for a calibrated release, the address of its
+ * calibration report. Addresses and secret names never leave the server.
+ *
+ * GET /v1/models/{model}/calibration and /calibration.svg: a calibrated release's published report
+ * (contract/calibration.ts) and its reliability diagram, for a model name (alias or release id) the
+ * account may use. A release without calibration answers 404 `not_found`.
  */
 import { Hono } from "hono";
+import { CalibrationReport, QUESTION_TYPES } from "../../contract/calibration.ts";
 import type { ModelList } from "../../contract/models.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import { reliabilitySvg } from "../../server-shared/quality.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
@@ -11,9 +19,12 @@ import { services } from "../services.ts";
 
 export const models = new Hono<AppEnv>();
 
+/** Where a release's calibration report is served. */
+export const calibrationPath = (release: string) => `/v1/models/${encodeURIComponent(release)}/calibration`;
+
 models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
   const rows = await services(c.env).sql`
-    SELECT id, aliases, description, release_date::text AS release_date
+    SELECT id, aliases, description, release_date::text AS release_date, has_calibration_report
       FROM model_registry
      WHERE retired_at IS NULL AND (owners IS NULL OR ${c.get("account").id}::uuid = ANY (owners))
      ORDER BY release_date DESC, id`;
@@ -23,7 +34,42 @@ models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
       aliases: row.aliases as string[],
       description: String(row.description),
       release_date: String(row.release_date),
+      calibration: row.has_calibration_report ? calibrationPath(String(row.id)) : null,
     })),
   };
   return c.json(body);
+});
+
+/** The calibration report of the release a model name resolves to for the account; 404 when there is none. */
+async function report(env: AppEnv["Bindings"], name: string, accountId: string): Promise<CalibrationReport> {
+  const rows = await services(env).sql`
+    SELECT r.id, r.calibration_report
+      FROM model_releases r
+     WHERE r.retired_at IS NULL
+       AND (r.owners IS NULL OR ${accountId}::uuid = ANY (r.owners))
+       AND (r.id = ${name} OR r.id = (SELECT release_id FROM model_aliases WHERE alias = ${name}))
+     ORDER BY (r.id = ${name}) DESC
+     LIMIT 1`;
+  const row = rows[0];
+  if (!row) throw new ServiceError("model_not_found", "no model of that name is available to this account");
+  if (row.calibration_report === null) throw new ServiceError("not_found", "this release is not calibrated; it has no calibration report");
+  return CalibrationReport.parse(row.calibration_report);
+}
+
+models.get("/v1/models/:model/calibration", apiKeyAuth, quota(), async (c) => {
+  return c.json(await report(c.env, c.req.param("model"), c.get("account").id));
+});
+
+models.get("/v1/models/:model/calibration.svg", apiKeyAuth, quota(), async (c) => {
+  const found = await report(c.env, c.req.param("model"), c.get("account").id);
+  const series = QUESTION_TYPES.flatMap((type) => {
+    const evaluation = found.evaluation[type];
+    if (!evaluation) return [];
+    return [
+      { name: `${type}, before`, bins: evaluation.reliability_before },
+      { name: `${type}, after`, bins: evaluation.reliability_after },
+    ];
+  });
+  const svg = reliabilitySvg(`Reliability of ${found.release} (held-out items)`, series);
+  return c.body(svg, 200, { "content-type": "image/svg+xml; charset=utf-8", "x-content-type-options": "nosniff" });
 });

@@ -14,7 +14,7 @@ import type { Question } from "../../contract/decision.ts";
 import { formatPath } from "../../contract/json.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { asText, passTokenBound, planQuestion, wordCandidates, type Pass, type QuestionPlan, type Rendering } from "./render.ts";
+import { asText, passTokenBound, plannedPasses, planQuestion, wordCandidates, type Pass, type QuestionPlan, type Rendering } from "./render.ts";
 import { resolveWords, type ResolvedLabels } from "./labels.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
@@ -37,6 +37,8 @@ export interface AdmissionOptions {
   rendering: Rendering;
   /** Plan each single-pass question's content-free pass too. */
   contextual: boolean;
+  /** Plan a small choice's reading in reverse order too. */
+  bothOrders: boolean;
   tokensPerPass?: number;
 }
 
@@ -51,8 +53,12 @@ export async function admit(client: RuntimeClient, request: Decision, options: A
   for (const [id, question] of request.questions) {
     const candidates = wordCandidates(options.rendering, question);
     const words = candidates && (await resolveWords(client, candidates, signal));
-    const plan = planQuestion(options.rendering, stateText, question, { words: words !== null, contextual: options.contextual });
-    for (const pass of plan.contentFree ? [...plan.passes, plan.contentFree] : plan.passes) {
+    const plan = planQuestion(options.rendering, stateText, question, {
+      words: words !== null,
+      contextual: options.contextual,
+      bothOrders: options.bothOrders,
+    });
+    for (const pass of plannedPasses(plan)) {
       const tokens = await passTokens(client, pass, tokensPerPass, signal);
       if (tokens > tokensPerPass) {
         throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${tokensPerPass} per pass`);

@@ -28,6 +28,7 @@ import {
   chunkProbabilities,
   contextualProbabilities,
   labelLogprobs,
+  meanDistribution,
   mergeChunks,
   noulAnswer,
   optionMass,
@@ -56,11 +57,13 @@ export interface Steps {
   rendering: Rendering;
   /** Contextual calibration against a content-free pass. */
   contextual: boolean;
+  /** Read a small choice in both option orders and average (render.ts BOTH_ORDERS_MAX_OPTIONS). */
+  bothOrders: boolean;
   /** Apply the release's calibration. */
   calibration: boolean;
 }
 
-export const SERVED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: true, calibration: true };
+export const SERVED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: true, bothOrders: true, calibration: true };
 
 export interface Execution {
   /** Keyed by the request's question ids, in request order. */
@@ -102,7 +105,7 @@ export async function executeDecision(
   signal?.throwIfAborted();
   const runtime = release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
   const tokensPerPass = Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass);
-  const admission = await admit(client, request, { rendering: steps.rendering, contextual: steps.contextual, tokensPerPass }, signal);
+  const admission = await admit(client, request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders, tokensPerPass }, signal);
   const cached = labelCache.get(runtime.fingerprint);
   const runner = new PassRunner(client, runtime, cached ?? (await resolveFixedForms(client, signal)), signal);
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
@@ -129,11 +132,17 @@ async function answer(runner: PassRunner, rendering: Rendering, stateText: strin
     return logprobs;
   };
   let p: number[];
-  if (question.type === "choice" && plan.passes.length > 1) {
-    p = await chunkedChoice(read, rendering, stateText, question, plan.passes);
+  if (question.type === "choice" && plan.chunks.length > 0) {
+    p = await chunkedChoice(read, rendering, stateText, question, plan.chunks);
   } else {
-    const logprobs = await read(plan.passes[0]!);
-    p = plan.contentFree ? contextualProbabilities(logprobs, await runner.run(plan.contentFree, words)) : probabilities(logprobs);
+    // Each reading's distribution, back in key order (the second reading offers the options reversed).
+    const readings: number[][] = [];
+    for (const [i, { pass, contentFree }] of plan.readings.entries()) {
+      const logprobs = await read(pass);
+      const pi = contentFree ? contextualProbabilities(logprobs, await runner.run(contentFree, words)) : probabilities(logprobs);
+      readings.push(i === 0 ? pi : pi.reverse());
+    }
+    p = meanDistribution(readings);
   }
   const option_mass = masses.reduce((a, b) => a + b, 0) / masses.length;
   if (question.type === "noul") return { ...noulAnswer(p), option_mass };

@@ -88,6 +88,14 @@ export function contextualProbabilities(logprobs: readonly number[], contentFree
   return probabilities(logprobs.map((lp, i) => floored(lp) - floored(contentFreeLogprobs[i]!)));
 }
 
+/** The mean of distributions over the same labels (one reading per option order), renormalised. */
+export function meanDistribution(distributions: readonly (readonly number[])[]): number[] {
+  if (distributions.length === 0) throw new RangeError("no distributions to average");
+  const n = distributions[0]!.length;
+  if (distributions.some((d) => d.length !== n)) throw new RangeError("distributions over different label counts");
+  return normalise(Array.from({ length: n }, (_, i) => distributions.reduce((sum, d) => sum + d[i]!, 0) / distributions.length));
+}
+
 /** A yes/no answer from the probabilities of the labels [Yes, No]. */
 export function noulAnswer(p: readonly number[]): NoulAnswer {
   if (p.length !== 2) throw new RangeError(`a noul reads two labels, got ${p.length}`);

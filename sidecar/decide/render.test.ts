@@ -12,8 +12,10 @@ import {
   asText,
   choiceChunks,
   CHAT_RENDERING,
+  BOTH_ORDERS_MAX_OPTIONS,
   CONTENT_FREE_STATE,
   passTokenBound,
+  plannedPasses,
   planQuestion,
   renderChoice,
   OPTIONS_PER_PASS,
@@ -69,22 +71,25 @@ describe("rendering within the contract's budget", () => {
     fc.assert(
       fc.property(rendering, words, state, question, (r, w, s, q) => {
         const stateText = asText(s);
-        const plan = planQuestion(r, stateText, q, { words: w, contextual: true });
+        const plan = planQuestion(r, stateText, q, { words: w, contextual: true, bothOrders: true });
         const stateBytes = contentBytes(s);
         const instructions = contentBytes(q.instructions);
         if (q.type !== "choice" || q.criteria.size <= OPTIONS_PER_PASS) {
-          expect(plan.passes).toHaveLength(1);
-          expect(passTokenBound(plan.passes[0]!)).toBeLessThanOrEqual(passBound(stateBytes, instructions, itemBytes(q)));
-          expect(passTokenBound(plan.contentFree!)).toBeLessThanOrEqual(passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, itemBytes(q)));
+          const orders = q.type === "choice" && q.criteria.size <= BOTH_ORDERS_MAX_OPTIONS ? 2 : 1;
+          expect(plan.readings).toHaveLength(orders);
+          for (const { pass, contentFree } of plan.readings) {
+            expect(passTokenBound(pass)).toBeLessThanOrEqual(passBound(stateBytes, instructions, itemBytes(q)));
+            expect(passTokenBound(contentFree!)).toBeLessThanOrEqual(passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, itemBytes(q)));
+          }
           return;
         }
-        expect(plan.contentFree).toBeNull();
+        expect(plan.readings).toEqual([]);
         const names = [...q.criteria.keys()];
         const bytes = new Map(names.map((name, i) => [name, itemBytes(q)[i]!]));
         const chunks = choiceChunks(names);
         chunks.forEach((chunk, i) => {
           expect(chunk.length).toBeLessThanOrEqual(OPTIONS_PER_PASS);
-          expect(passTokenBound(plan.passes[i]!)).toBeLessThanOrEqual(passBound(stateBytes, instructions, chunk.map((n) => bytes.get(n)!)));
+          expect(passTokenBound(plan.chunks[i]!)).toBeLessThanOrEqual(passBound(stateBytes, instructions, chunk.map((n) => bytes.get(n)!)));
         });
       }),
       { numRuns: 300 },
@@ -94,9 +99,8 @@ describe("rendering within the contract's budget", () => {
   it("a question's passes, its worst final pass included, are within questionTokenBound", () => {
     fc.assert(
       fc.property(rendering, words, state, question, (r, w, s, q) => {
-        const plan = planQuestion(r, asText(s), q, { words: w, contextual: true });
-        const passes = plan.contentFree ? [...plan.passes, plan.contentFree] : plan.passes;
-        const total = passes.reduce((sum, p) => sum + passTokenBound(p), 0) + (plan.finalPassBound ?? 0);
+        const plan = planQuestion(r, asText(s), q, { words: w, contextual: true, bothOrders: true });
+        const total = plannedPasses(plan).reduce((sum, p) => sum + passTokenBound(p), 0) + (plan.finalPassBound ?? 0);
         expect(total).toBeLessThanOrEqual(questionTokenBound(contentBytes(s), q));
       }),
       { numRuns: 300 },

@@ -24,6 +24,7 @@
  * criterion. The edge reserves quota on that bound; a property test holds this file to it.
  */
 import { stringifyJson } from "../../contract/json.ts";
+import { BOTH_ORDERS_MAX } from "../../contract/budget.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import type { ChoiceQuestion, NoulQuestion, Question, ScoreQuestion } from "../../contract/decision.ts";
 import type { Segment } from "../../server-shared/runtime-protocol.ts";
@@ -75,6 +76,8 @@ export const FINALIST_MASS = 0.99;
  * CONTENT_FREE_STATE_MAX_BYTES (contract/budget.ts).
  */
 export const CONTENT_FREE_STATE = "N/A";
+/** A choice of at most this many options is read in key order and in reverse, and the two averaged. */
+export const BOTH_ORDERS_MAX_OPTIONS = BOTH_ORDERS_MAX;
 
 // Gemma's chat turn markers (the default model's template), used by the chat framing only.
 const TURN_OPEN: Segment = { text: "<start_of_turn>user\n", special: true };
@@ -180,11 +183,21 @@ export function wordCandidates(r: Rendering, q: Question): string[] | null {
   return q.criteria.size <= OPTIONS_PER_PASS ? [...q.criteria.keys()].map(wordForm) : null;
 }
 
-export interface QuestionPlan {
-  /** Passes known before execution (a large choice's chunks; otherwise its single pass). */
-  passes: Pass[];
-  /** The content-free pass of a single-pass question (contextual calibration); null when not read. */
+/** One reading of a single-pass question: the pass about the state, and its content-free twin. */
+export interface Reading {
+  pass: Pass;
+  /** The same pass about CONTENT_FREE_STATE (contextual calibration); null when not read. */
   contentFree: Pass | null;
+}
+
+export interface QuestionPlan {
+  /**
+   * A single-pass question's readings: the options in key order, then (a small choice read in both
+   * orders) in reverse key order. Empty for a choice read in chunks.
+   */
+  readings: Reading[];
+  /** A large choice's chunk passes, in key order; empty otherwise. */
+  chunks: Pass[];
   /**
    * For a choice read in chunks: the token bound of the worst final pass, the one offering the
    * OPTIONS_PER_PASS longest options. Null when no final pass is needed.
@@ -192,24 +205,39 @@ export interface QuestionPlan {
   finalPassBound: number | null;
 }
 
+/** Every pass a plan names before execution (a chunked choice's final pass is not known yet). */
+export function plannedPasses(plan: QuestionPlan): Pass[] {
+  return [...plan.readings.flatMap((r) => (r.contentFree ? [r.pass, r.contentFree] : [r.pass])), ...plan.chunks];
+}
+
 /**
  * The passes of one question. `words`: the caller tokenized `wordCandidates` and found them usable.
- * `contextual`: add the content-free pass (single-pass questions only: a chunked choice is not
- * calibrated against content, which would double its many passes).
+ * `contextual`: add the content-free pass of each reading (a chunked choice is not calibrated
+ * against content, which would double its many passes). `bothOrders`: read a choice of at most
+ * BOTH_ORDERS_MAX_OPTIONS options a second time in reverse order, to average out position bias.
  */
-export function planQuestion(r: Rendering, stateText: string, q: Question, opts: { words: boolean; contextual: boolean }): QuestionPlan {
-  const single = (render: (state: string) => Pass): QuestionPlan => ({
-    passes: [render(stateText)],
+export function planQuestion(
+  r: Rendering,
+  stateText: string,
+  q: Question,
+  opts: { words: boolean; contextual: boolean; bothOrders?: boolean },
+): QuestionPlan {
+  const reading = (render: (state: string) => Pass): Reading => ({
+    pass: render(stateText),
     contentFree: opts.contextual ? render(CONTENT_FREE_STATE) : null,
-    finalPassBound: null,
   });
-  if (q.type === "noul") return single((s) => renderNoul(r, s, q));
-  if (q.type === "score") return single((s) => renderScore(r, s, q, opts.words));
+  const single = (readings: Reading[]): QuestionPlan => ({ readings, chunks: [], finalPassBound: null });
+  if (q.type === "noul") return single([reading((s) => renderNoul(r, s, q))]);
+  if (q.type === "score") return single([reading((s) => renderScore(r, s, q, opts.words))]);
   const options = [...q.criteria.keys()];
   const chunks = choiceChunks(options);
-  if (chunks.length === 1) return single((s) => renderChoice(r, s, q, options, opts.words));
+  if (chunks.length === 1) {
+    const readings = [reading((s) => renderChoice(r, s, q, options, opts.words))];
+    if (opts.bothOrders && options.length <= BOTH_ORDERS_MAX_OPTIONS) readings.push(reading((s) => renderChoice(r, s, q, [...options].reverse(), opts.words)));
+    return single(readings);
+  }
   const passes = chunks.map((chunk) => renderChoice(r, stateText, q, chunk));
   const lineBytes = new Map(options.map((name) => [name, utf8Bytes(optionLine(q, name, "A"))]));
   const longest = [...options].sort((a, b) => lineBytes.get(b)! - lineBytes.get(a)!).slice(0, OPTIONS_PER_PASS);
-  return { passes, contentFree: null, finalPassBound: passTokenBound(renderChoice(r, stateText, q, longest)) };
+  return { readings: [], chunks: passes, finalPassBound: passTokenBound(renderChoice(r, stateText, q, longest)) };
 }

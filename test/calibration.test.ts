@@ -1,0 +1,161 @@
+/**
+ * Per-release calibration as an operator runs it (`npm run registry -- calibrate`) on the shared
+ * stack: fitted on labelled data through the real runtime, registered as a new release on the base's
+ * runtime, applied by the readout, and published at GET /v1/models/{model}/calibration(.svg).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { CalibrationReport } from "../contract/calibration.ts";
+import { DecisionResponse } from "../contract/decision.ts";
+import { stringifyJson } from "../contract/json.ts";
+import { ModelList } from "../contract/models.ts";
+import { ROOT } from "../local/tiers.ts";
+import { RUNTIME_TOKEN_ENV } from "../local/stack.ts";
+import { calibratedFingerprint } from "../server-shared/registry.ts";
+import { applyPlatt, applyTemperature } from "../sidecar/decide/calibration.ts";
+import { qualitySets } from "../bench/quality/data.ts";
+import { call, newAccount, query, stack } from "./support/api.ts";
+import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
+
+function registry(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(join(ROOT, "node_modules/.bin/bun"), [join(ROOT, "ops/registry.ts"), ...args], {
+    env: { ...process.env, DATABASE_URL: stack().databaseUrl, [RUNTIME_TOKEN_ENV]: stack().secrets.runtime },
+    encoding: "utf8",
+    timeout: 180_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+const dir = mkdtempSync(join(tmpdir(), "calibration-test-"));
+const id = `cal-${crypto.randomUUID().slice(0, 8)}`;
+const alias = `${id}-latest`;
+let report: CalibrationReport;
+let account: Awaited<ReturnType<typeof newAccount>>;
+
+const ticket = {
+  state: { ticket: "I was charged twice for my March invoice." },
+  questions: {
+    money: { type: "noul", instructions: "Is the ticket about money?" },
+    topic: { type: "choice", instructions: "What is it about?", criteria: { billing: null, bug: null, praise: null } },
+    severity: { type: "score", instructions: "How severe is it?", criteria: ["none", "minor", "major"] },
+  },
+};
+
+beforeAll(async () => {
+  account = await newAccount();
+  // The quality benchmark's fitting part at 4 items per set: noul, two-option choice and score items.
+  const data = join(dir, "labelled.jsonl");
+  writeFileSync(data, qualitySets(4).fitting.map((b) => stringifyJson(b.item)).join("\n") + "\n");
+  const ran = registry("calibrate", id, "--base", stack().releaseId, "--data", data, "--alias", alias);
+  expect(ran.status, ran.stderr).toBe(0);
+  report = CalibrationReport.parse(JSON.parse(ran.stdout));
+}, 200_000);
+
+describe("npm run registry -- calibrate", () => {
+  it("fits every type present, on one half of the lines, and measures the other half before and after", () => {
+    expect(report.release).toBe(id);
+    expect(report.base_release).toBe(stack().releaseId);
+    expect(report.parameters.noul).not.toBeNull();
+    expect(report.parameters.choice).not.toBeNull();
+    expect(report.parameters.score).not.toBeNull();
+    const { fitting_items: fit, evaluation_items: held } = report.data;
+    expect(fit.noul + held.noul).toBe(16);
+    expect(fit.noul).toBeGreaterThan(0);
+    expect(held.noul).toBeGreaterThan(0);
+    expect(report.data.file).toBe("labelled.jsonl");
+    for (const type of ["noul", "choice", "score"] as const) {
+      const evaluation = report.evaluation[type];
+      if (!evaluation) continue;
+      expect(evaluation.before.items).toBe(held[type]);
+      expect(evaluation.reliability_after).toHaveLength(10);
+    }
+  });
+
+  it("registers a new release on the base's runtime whose fingerprint covers the parameters, moves the alias, and keeps the base", async () => {
+    const [row] = await query<{ fingerprint: string; base_release: string; sidecar_url: string }>(
+      "SELECT fingerprint, base_release, sidecar_url FROM model_releases WHERE id = $1",
+      [id],
+    );
+    const [base] = await query<{ fingerprint: string; sidecar_url: string; retired_at: Date | null }>("SELECT fingerprint, sidecar_url, retired_at FROM model_releases WHERE id = $1", [
+      stack().releaseId,
+    ]);
+    expect(row!.base_release).toBe(stack().releaseId);
+    expect(row!.fingerprint).toBe(await calibratedFingerprint(base!.fingerprint, report.parameters));
+    expect(row!.sidecar_url).toBe(base!.sidecar_url);
+    expect(base!.retired_at).toBeNull();
+    expect(await query("SELECT release_id FROM model_aliases WHERE alias = $1", [alias])).toEqual([{ release_id: id }]);
+    // A release is immutable: its calibration cannot be edited after the fact.
+    await expect(query("UPDATE model_releases SET calibration = '{}' WHERE id = $1", [id])).rejects.toThrow(/immutable/);
+  });
+
+  it("answers through the alias with the calibrated release, whose readout applies the parameters to the base's", async () => {
+    const decide = async (model: string) => {
+      const reply = await call("/v1/systemone", { token: account.key.secret, body: { model, ...ticket } });
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+      return DecisionResponse.parse(reply.body);
+    };
+    const base = await decide(stack().releaseId);
+    const cal = await decide(alias);
+    expect(cal.model).toBe(id);
+    expect(cal.usage).toEqual(base.usage);
+    const [b, c] = [Object.fromEntries(base.answers), Object.fromEntries(cal.answers)];
+    if (b.money?.type !== "noul" || c.money?.type !== "noul" || b.topic?.type !== "choice" || c.topic?.type !== "choice") throw new Error("wrong answer types");
+    expect(c.money.noul).toBeCloseTo(applyPlatt(b.money.noul, report.parameters.noul!), 12);
+    expect([...c.topic.probabilities.values()].map((p) => p.toFixed(10))).toEqual(
+      applyTemperature([...b.topic.probabilities.values()], report.parameters.choice!.temperature).map((p) => p.toFixed(10)),
+    );
+    expect(c.money.option_mass).toBe(b.money.option_mass);
+  });
+
+  it("refuses a calibrated release whose fingerprint does not cover its parameters", async () => {
+    const forged = `${id}-forged`;
+    await query(
+      `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url, base_release, calibration)
+       SELECT $1, fingerprint, owners, url, token_env, release_date, '', sidecar_url, base_release, '{"noul":{"slope":-1,"bias":0},"choice":null,"score":null}'
+         FROM model_releases WHERE id = $2`,
+      [forged, id],
+    );
+    const reply = await call("/v1/systemone", { token: account.key.secret, body: { model: forged, ...ticket } });
+    expectError(reply, 503, "identity_mismatch");
+  });
+
+  it("refuses a labelled file with a bad line, naming the line, and registers nothing", async () => {
+    const data = join(dir, "bad.jsonl");
+    writeFileSync(data, `${stringifyJson(qualitySets(4).fitting[0]!.item)}\n{"state":"x","questions":{"q":{"type":"noul"}},"label":"maybe"}\n`);
+    const ran = registry("calibrate", `${id}-bad`, "--base", stack().releaseId, "--data", data);
+    expect(ran.status).toBe(2);
+    expect(ran.stderr).toMatch(/^line 2: a noul item's label must be true or false/m);
+    expect(await query("SELECT id FROM model_releases WHERE id = $1", [`${id}-bad`])).toEqual([]);
+  });
+});
+
+describe("GET /v1/models/{model}/calibration", () => {
+  it("serves the report and its reliability diagram for the alias and the release id, and lists the link", async () => {
+    for (const name of [alias, id]) {
+      const reply = await call(`/v1/models/${name}/calibration`, { token: account.key.secret });
+      expect(reply.status).toBe(200);
+      expect(CalibrationReport.parse(reply.body)).toEqual(report);
+    }
+    const res = await fetch(`${stack().baseUrl}/v1/models/${alias}/calibration.svg`, { headers: { authorization: `Bearer ${account.key.secret}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("image/svg+xml; charset=utf-8");
+    const svg = await res.text();
+    expect(svg.startsWith("<svg ")).toBe(true);
+    expect(svg).toContain("noul, after");
+    expect(svg).not.toContain("<script");
+
+    const listed = ModelList.parse((await call("/v1/models", { token: account.key.secret })).body).models;
+    expect(listed.find((m) => m.name === id)?.calibration).toBe(`/v1/models/${id}/calibration`);
+    expect(listed.find((m) => m.name === stack().releaseId)?.calibration).toBeNull();
+  });
+
+  it("answers 404 for an uncalibrated release and for a model the account may not use", async () => {
+    expectError(await call(`/v1/models/${stack().releaseId}/calibration`, { token: account.key.secret }), 404, "not_found");
+    expectError(await call("/v1/models/no-such-model/calibration.svg", { token: account.key.secret }), 404, "model_not_found");
+  });
+
+  apiKeyRouteSecurity(() => ({ method: "GET", path: `/v1/models/${alias}/calibration` }));
+});

@@ -7,8 +7,10 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CalibrationReport } from "../contract/calibration.ts";
+import { ErrorEnvelope } from "../contract/errors.ts";
 import { DecisionResponse } from "../contract/decision.ts";
 import { stringifyJson } from "../contract/json.ts";
 import { ModelList } from "../contract/models.ts";
@@ -155,6 +157,25 @@ describe("GET /v1/models/{model}/calibration", () => {
   it("answers 404 for an uncalibrated release and for a model the account may not use", async () => {
     expectError(await call(`/v1/models/${stack().releaseId}/calibration`, { token: account.key.secret }), 404, "not_found");
     expectError(await call("/v1/models/no-such-model/calibration.svg", { token: account.key.secret }), 404, "model_not_found");
+  });
+
+  it("answers any model name, however odd, with the report or a 404 envelope, never a crash", async () => {
+    const name = fc.oneof(
+      fc.string({ maxLength: 300 }),
+      fc.string({ unit: "grapheme", maxLength: 40 }),
+      fc.constantFrom("__proto__", "constructor", "..", "%00", "svc-shared%2Fcalibration", "a".repeat(5000)),
+    );
+    await fc.assert(
+      fc.asyncProperty(name, fc.boolean(), async (model, svg) => {
+        const reply = await call(`/v1/models/${encodeURIComponent(model)}/calibration${svg ? ".svg" : ""}`, { token: account.key.secret });
+        if (reply.status === 200) return;
+        expect([404, 414]).toContain(reply.status);
+        // An empty name leaves no route to match (not_found); any other is an unknown model, or the uncalibrated base.
+        if (reply.status === 404) expect(["model_not_found", "not_found"]).toContain(ErrorEnvelope.parse(reply.body).error.code);
+        expect(reply.requestId).toMatch(/^req_/);
+      }),
+      { numRuns: 40 },
+    );
   });
 
   apiKeyRouteSecurity(() => ({ method: "GET", path: `/v1/models/${alias}/calibration` }));

@@ -5,6 +5,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { auroc, binaryBrier, brier, ece, eceOfBins, escapeXml, reliabilityBins, reliabilitySvg } from "./quality.ts";
+import { seededRandom } from "../test/support/random.ts";
 
 /** The definition AUROC stands for, O(n²): P(score+ > score−) + P(score+ = score−)/2 over all pairs. */
 function pairwiseAuroc(scores: readonly number[], positives: readonly boolean[]): number | null {
@@ -21,17 +22,6 @@ function pairwiseAuroc(scores: readonly number[], positives: readonly boolean[])
   return pairs === 0 ? null : wins / pairs;
 }
 
-/** mulberry32: a seeded generator, so the large random inputs are the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("auroc", () => {
   it("is 1 for a perfect ranking, 0 for a reversed one, 0.5 when every score ties", () => {
@@ -69,7 +59,7 @@ describe("auroc", () => {
   });
 
   it("ranks 100k items well under a second (sort-based, not pairwise)", () => {
-    const random = prng(7);
+    const random = seededRandom(7);
     const scores = Array.from({ length: 100_000 }, () => Math.round(random() * 1000) / 1000);
     const labels = scores.map((s) => random() < s);
     const started = performance.now();
@@ -130,7 +120,7 @@ describe("ece", () => {
   });
 
   it("is the figure of the reliability bins", () => {
-    const random = prng(11);
+    const random = seededRandom(11);
     const confidences = Array.from({ length: 1000 }, () => random());
     const correct = confidences.map((c) => random() < c * c);
     expect(ece(confidences, correct, 15)).toBe(eceOfBins(reliabilityBins(confidences, correct, 15)));

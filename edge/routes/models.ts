@@ -15,6 +15,7 @@ import { reliabilitySvg } from "../../server-shared/quality.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
+import { resolveModel } from "../models.ts";
 import { services } from "../services.ts";
 
 export const models = new Hono<AppEnv>();
@@ -42,17 +43,11 @@ models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
 
 /** The calibration report of the release a model name resolves to for the account; 404 when there is none. */
 async function report(env: AppEnv["Bindings"], name: string, accountId: string): Promise<CalibrationReport> {
-  const rows = await services(env).sql`
-    SELECT r.id, r.calibration_report
-      FROM model_releases r
-     WHERE r.retired_at IS NULL
-       AND (r.owners IS NULL OR ${accountId}::uuid = ANY (r.owners))
-       AND (r.id = ${name} OR r.id = (SELECT release_id FROM model_aliases WHERE alias = ${name}))
-     ORDER BY (r.id = ${name}) DESC
-     LIMIT 1`;
-  const row = rows[0];
-  if (!row) throw new ServiceError("model_not_found", "no model of that name is available to this account");
-  if (row.calibration_report === null) throw new ServiceError("not_found", "this release is not calibrated; it has no calibration report");
+  const { sql } = services(env);
+  const resolved = await resolveModel(sql, name, accountId);
+  if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
+  const [row] = await sql`SELECT calibration_report FROM model_releases WHERE id = ${resolved.release.id}`;
+  if (!row || row.calibration_report === null) throw new ServiceError("not_found", "this release is not calibrated; it has no calibration report");
   return CalibrationReport.parse(row.calibration_report);
 }
 

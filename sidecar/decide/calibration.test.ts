@@ -15,18 +15,8 @@ import {
   plattNll,
   temperatureNll,
 } from "./calibration.ts";
+import { seededRandom } from "../../test/support/random.ts";
 
-/** mulberry32: a seeded generator, so the synthetic data sets are the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
 const sum = (values: readonly number[]) => values.reduce((a, b) => a + b, 0);
@@ -37,7 +27,7 @@ const mean = (values: readonly number[]) => sum(values) / values.length;
  * probability σ(slope·x + bias): the readout is calibrated exactly when slope = 1 and bias = 0.
  */
 function plattData(seed: number, n: number, slope: number, bias: number): { p: number[]; yes: boolean[] } {
-  const random = prng(seed);
+  const random = seededRandom(seed);
   const p: number[] = [];
   const yes: boolean[] = [];
   for (let i = 0; i < n; i++) {
@@ -237,7 +227,7 @@ describe("fitPlatt", () => {
 describe("fitTemperature", () => {
   it("finds T ≈ 2 for distributions sharpened at T = 0.5: softening by 2 undoes sharpening by 0.5", () => {
     // Observed q ∝ p^(1/0.5) = p²; softmax(log q / T) ∝ p^(2/T), which is the true p at T = 2.
-    const random = prng(41);
+    const random = seededRandom(41);
     const truthDistributions = trueDistributions(random, 20_000, 4);
     const labels = truthDistributions.map((p) => sample(p, random()));
     const sharpened = truthDistributions.map((p) => applyTemperature(p, 0.5));
@@ -246,14 +236,14 @@ describe("fitTemperature", () => {
   });
 
   it("finds T ≈ 1 for distributions that are already calibrated", () => {
-    const random = prng(43);
+    const random = seededRandom(43);
     const truthDistributions = trueDistributions(random, 20_000, 5);
     const labels = truthDistributions.map((p) => sample(p, random()));
     expect(Math.abs(fitTemperature(truthDistributions, labels) - 1)).toBeLessThan(0.05);
   });
 
   it("is a minimum of the mean NLL", () => {
-    const random = prng(47);
+    const random = seededRandom(47);
     const truthDistributions = trueDistributions(random, 2_000, 3);
     const labels = truthDistributions.map((p) => sample(p, random()));
     const overconfident = truthDistributions.map((p) => applyTemperature(p, 0.7));

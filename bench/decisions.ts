@@ -1,9 +1,10 @@
 /**
  * `npm run bench:decisions`: real-time decision latency through edge and sidecar against the same
  * passes called directly on the runtime (the baseline), measured in one run on an isolated stack with
- * the default model; then the passes and time of a 255-option choice, and the sidecar's resident
- * memory. Requests go one at a time: the GPU lane is serial, so concurrency would only measure queueing.
- * Settings: RUNS (per path, default 30).
+ * the default model, the two paths interleaved (A, B, B, A, ...); where the added time goes, hop by
+ * hop, from the Server-Timing the edge and the sidecar record; then the passes and time of a
+ * 255-option choice, and the sidecar's resident memory. Requests go one at a time: the GPU lane is
+ * serial, so concurrency would only measure queueing. Settings: RUNS (per path, default 30).
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,9 +14,24 @@ import { CreatedKey } from "../contract/keys.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { RUNTIME_PATHS, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
+import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
 
 const runs = Number(process.env.RUNS ?? 30);
+
+/** What each Server-Timing entry times. */
+const HOPS: Record<string, string> = {
+  key: "edge: the key and account query (Postgres)",
+  quota: "edge: quota admission (Redis)",
+  model: "edge: model resolution (Postgres)",
+  sidecar: "edge: the whole sidecar call",
+  registry: "sidecar: release lookup (Postgres)",
+  identity: "sidecar: runtime identity call",
+  queue: "sidecar: wait for the GPU lane",
+  tokenize: "sidecar: tokenize calls (summed; they run in parallel)",
+  score: "sidecar: runtime passes",
+  usage: "sidecar: usage row (Postgres)",
+};
 const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
 chmodSync(dataDir, 0o711);
 const stack = await startStack({ dataDir, log: () => {} });
@@ -50,6 +66,7 @@ try {
     state: { ticket: "The invoice was charged twice this month.", customer: "ACME" },
     questions: { urgent: { type: "noul" as const, instructions: "Does the customer report a problem with money?" } },
   };
+  const hops: Map<string, number>[] = [];
   const decide = async (body: unknown) => {
     const res = await fetch(`${stack.baseUrl}/v1/systemone`, {
       method: "POST",
@@ -57,6 +74,7 @@ try {
       body: JSON.stringify(body),
     });
     if (res.status !== 200) throw new Error(`decision answered ${res.status}: ${await res.text()}`);
+    hops.push(Timings.parse(res.headers.get(SERVER_TIMING_HEADER)));
     return DecisionResponse.parse(await res.json());
   };
 
@@ -84,8 +102,22 @@ try {
 
   await decide(request);
   await direct();
-  const endToEnd = percentiles(await timed(runs, async () => void (await decide(request))));
-  const baseline = percentiles(await timed(runs, direct));
+  hops.length = 0;
+  // Interleaved, alternating which path goes first, so that drift (heat, caches) falls on both alike.
+  const e2eSamples: number[] = [];
+  const directSamples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const pair = [() => timed(1, async () => void (await decide(request))), () => timed(1, direct)] as const;
+    const [first, second] = i % 2 === 0 ? [0, 1] : [1, 0];
+    const a = await pair[first]!();
+    const b = await pair[second]!();
+    (first === 0 ? e2eSamples : directSamples).push(...a);
+    (first === 0 ? directSamples : e2eSamples).push(...b);
+  }
+  const endToEnd = percentiles(e2eSamples);
+  const baseline = percentiles(directSamples);
+  const hopNames = [...new Set(hops.flatMap((h) => [...h.keys()]))];
+  const medianOf = (name: string) => percentiles(hops.map((h) => h.get(name) ?? 0)).p50;
 
   const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option-${i}`, i % 3 === 0 ? null : `description ${i}`]));
   const t0 = performance.now();
@@ -100,7 +132,13 @@ try {
   console.log(`${"runtime /v1/score directly (baseline)".padEnd(40)} ${baseline.p50.toFixed(1).padStart(9)} ${baseline.p99.toFixed(1).padStart(9)}`);
   console.log(`${"edge + sidecar + runtime".padEnd(40)} ${endToEnd.p50.toFixed(1).padStart(9)} ${endToEnd.p99.toFixed(1).padStart(9)}`);
   console.log(`${"ratio".padEnd(40)} ${(endToEnd.p50 / baseline.p50).toFixed(2).padStart(9)} ${(endToEnd.p99 / baseline.p99).toFixed(2).padStart(9)}`);
-  console.log(`255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);
+  console.log(`added at p50: ${(endToEnd.p50 - baseline.p50).toFixed(1)} ms; at p99: ${(endToEnd.p99 - baseline.p99).toFixed(1)} ms`);
+  console.log("\nwhere the time goes (median of each hop's Server-Timing over the end-to-end runs, ms):");
+  for (const name of hopNames) console.log(`  ${name.padEnd(10)} ${medianOf(name).toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
+  const inside = ["registry", "identity", "queue", "tokenize", "score", "usage"].reduce((sum, name) => sum + medianOf(name), 0);
+  console.log(`  ${"(edge, outside its timed hops)".padEnd(10)} ${(endToEnd.p50 - medianOf("key") - medianOf("quota") - medianOf("model") - medianOf("sidecar")).toFixed(2).padStart(8)}  wrangler dev, workerd, body parsing, the client's own loopback`);
+  console.log(`  ${"(sidecar, outside its timed hops)".padEnd(10)} ${(medianOf("sidecar") - inside).toFixed(2).padStart(8)}  the edge->sidecar hop, body parsing, admission and readout`);
+  console.log(`\n255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);
   console.log(`sidecar resident memory after the runs: ${rss ? (Number(rss) / 1024).toFixed(1) : "?"} MiB`);
 } finally {
   await stack.stop();

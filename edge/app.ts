@@ -7,6 +7,7 @@ import { Hono } from "hono";
 import { cors } from "hono/cors";
 import { REQUEST_ID_HEADER } from "../contract/limits.ts";
 import { errorRenderer, notFound } from "../server-shared/http.ts";
+import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import type { AppEnv } from "./env.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
@@ -20,8 +21,13 @@ export function createApp(): Hono<AppEnv> {
   app.use(async (c, next) => {
     const requestId = `req_${crypto.randomUUID().replaceAll("-", "")}`;
     c.set("requestId", requestId);
+    const timings = new Timings();
+    c.set("timings", timings);
     await next();
     c.res.headers.set(REQUEST_ID_HEADER, requestId);
+    // The hops this request went through (edge and sidecar), names and milliseconds only.
+    const header = timings.header();
+    if (header) c.res.headers.set(SERVER_TIMING_HEADER, header);
   });
 
   app.use(
@@ -32,7 +38,7 @@ export function createApp(): Hono<AppEnv> {
       },
       allowMethods: ["GET", "POST", "OPTIONS"],
       allowHeaders: ["authorization", "content-type", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
-      exposeHeaders: [REQUEST_ID_HEADER, "retry-after", "retry-after-ms"],
+      exposeHeaders: [REQUEST_ID_HEADER, "retry-after", "retry-after-ms", SERVER_TIMING_HEADER],
       maxAge: 600,
     }),
   );

@@ -1,6 +1,7 @@
 /** The edge Worker's bindings and request variables, typed once and read through Hono's context. */
 import type { AccountSettings, AccountStatus } from "../server-shared/accounts.ts";
 import type { DecisionRequest } from "../contract/decision.ts";
+import type { Timings } from "../server-shared/timing.ts";
 
 /** What workerd binds: R2 and the raw settings (parsed once in edge/settings.ts). */
 export interface Env {
@@ -31,5 +32,7 @@ export type AppEnv = {
     reservedTokens: number;
     /** The validated decision request, once the decisions route has read it. */
     decision: DecisionRequest;
+    /** The hops this request has timed so far (server-shared/timing.ts). */
+    timings: Timings;
   };
 };

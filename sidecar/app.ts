@@ -15,7 +15,8 @@ import type { Identity } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
 import { executeDecision, IdentityMismatchError, type Release } from "./decide/execute.ts";
 import type { Lanes } from "./lanes.ts";
-import { identityMatches, runtimeClientFor, type RuntimeClient } from "./runtime/client.ts";
+import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
+import { identityMatches, runtimeClientFor, timedClient, type RuntimeClient } from "./runtime/client.ts";
 import { servedRelease, servedReleases } from "./runtime/registry.ts";
 import { recordUsage } from "./usage.ts";
 
@@ -33,8 +34,12 @@ export interface SidecarDeps {
  * The runtime of a release the edge resolved, looked up in the registry by this sidecar and checked
  * before the request is admitted to a lane (every pass is checked again).
  */
-async function verifiedRuntime(deps: SidecarDeps, release: ResolvedRelease): Promise<{ client: RuntimeClient; identity: Identity; entry: RegistryEntry }> {
-  const entry = await servedRelease(deps.pool, deps.selfUrl, release.id);
+async function verifiedRuntime(
+  deps: SidecarDeps,
+  release: ResolvedRelease,
+  timings: Timings,
+): Promise<{ client: RuntimeClient; identity: Identity; entry: RegistryEntry }> {
+  const entry = await timings.time("registry", () => servedRelease(deps.pool, deps.selfUrl, release.id));
   if (!entry) {
     throw new ServiceError(
       "unavailable",
@@ -46,7 +51,7 @@ async function verifiedRuntime(deps: SidecarDeps, release: ResolvedRelease): Pro
   // A calibrated release's fingerprint must cover its parameters, so a row edited by hand is refused.
   const expected = entry.calibration ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration) : entry.runtime_fingerprint;
   if (expected !== entry.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: expected });
-  const client = runtimeClientFor(entry, deps.env);
+  const client = timedClient(runtimeClientFor(entry, deps.env), timings);
   const identity = await client.identity(AbortSignal.timeout(5000));
   if (!identityMatches(runtimeOf(entry), identity)) throw new IdentityMismatchError(runtimeOf(entry), identity);
   return { client, identity, entry };
@@ -65,7 +70,9 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
 
   app.post(SIDECAR_PATHS.decide, async (c) => {
     const call = await readJson(c, SidecarDecideRequest, SIDECAR_BODY);
-    const { client, identity, entry } = await verifiedRuntime(deps, call.release);
+    // Every hop's time, returned to the edge in Server-Timing (names and milliseconds only).
+    const timings = new Timings();
+    const { client, identity, entry } = await verifiedRuntime(deps, call.release, timings);
     const release: Release = {
       ...call.release,
       runtime: runtimeOf(entry),
@@ -74,15 +81,21 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     };
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
-    const result = await deps.lanes.run("realtime", () => executeDecision(client, release, call.request, signal), signal);
-    await recordUsage(deps.pool, {
+    const queued = performance.now();
+    const execute = () => {
+      timings.add("queue", performance.now() - queued);
+      return executeDecision(client, release, call.request, signal);
+    };
+    const result = await deps.lanes.run("realtime", execute, signal);
+    await timings.time("usage", () => recordUsage(deps.pool, {
       accountId: call.account_id,
       keyId: call.key_id,
       releaseId: call.release.id,
       source: "realtime",
       requestId: call.request_id,
       usage: result.usage,
-    });
+    }));
+    c.header(SERVER_TIMING_HEADER, timings.header());
     return orderedJson(c, { answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
   });
 

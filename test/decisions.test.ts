@@ -4,6 +4,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { DecisionResponse } from "../contract/decision.ts";
 import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
+import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { pointAlias, registerRelease, retireRelease } from "../ops/registry.ts";
 import { readFileSync } from "node:fs";
@@ -62,6 +63,23 @@ describe("POST /v1/systemone", () => {
       output_tokens: 8,
       billable_input_tokens: null,
     });
+  });
+
+  it("says where the time went, hop by hop, in Server-Timing: names and milliseconds only", async () => {
+    const res = await fetch(`${stack().baseUrl}/v1/systemone`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${account.key.secret}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: SHARED_ALIAS, ...ticket }),
+    });
+    expect(res.status).toBe(200);
+    const header = res.headers.get(SERVER_TIMING_HEADER) ?? "";
+    const hops = Timings.parse(header);
+    // tokenize: the choice's option names are tokenized to see whether they can be read as words.
+    expect([...hops.keys()]).toEqual(["key", "quota", "model", "sidecar", "registry", "identity", "queue", "tokenize", "score", "usage"]);
+    for (const ms of hops.values()) expect(ms).toBeGreaterThanOrEqual(0);
+    // The sidecar's own hops happen inside the edge's call to it.
+    expect(hops.get("sidecar")!).toBeGreaterThanOrEqual(hops.get("score")! + hops.get("usage")!);
+    expect(header).toMatch(/^([a-z][a-z0-9-]*;dur=\d+\.\d\d)(, [a-z][a-z0-9-]*;dur=\d+\.\d\d)*$/);
   });
 
   it("gives the same numbers for the same input, by alias or by release id", async () => {

@@ -23,11 +23,11 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
     }
     throw new ServiceError("invalid_credentials", "malformed API key");
   }
-  const rows = await services(c.env).sql`
+  const rows = await c.var.timings.time("key", () => services(c.env).sql`
     SELECT k.digest, k.revoked_at, a.id, a.status, a.requests_per_second, a.tokens_per_second,
            a.max_active_batches, a.max_batch_storage_bytes
       FROM api_keys k JOIN accounts a ON a.id = k.account_id
-     WHERE k.id = ${key.id}`;
+     WHERE k.id = ${key.id}`);
   const row = rows[0];
   const presented = await sha256Hex(token);
   if (!row || !digestsEqual(presented, String(row.digest))) throw new ServiceError("invalid_credentials", "invalid API key");

@@ -13,7 +13,7 @@ import { services } from "../services.ts";
 export function quota() {
   return createMiddleware<AppEnv>(async (c, next) => {
     const account = c.get("account");
-    const admission = await admit(services(c.env).redis, account, c.get("reservedTokens") ?? 0);
+    const admission = await c.var.timings.time("quota", () => admit(services(c.env).redis, account, c.get("reservedTokens") ?? 0));
     if (!admission.admitted) {
       const unit = admission.limit === "requests_per_second" ? "requests" : "tokens";
       c.header("retry-after", String(Math.ceil(admission.retryAfterMs / 1000)));

@@ -12,6 +12,7 @@ import { parseJson, stringifyJson, type Json } from "../../contract/json.ts";
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { orderedJson } from "../../server-shared/http.ts";
+import { SERVER_TIMING_HEADER, Timings } from "../../server-shared/timing.ts";
 import { SIDECAR_PATHS, SidecarDecideResponse, type SidecarDecideRequest } from "../../server-shared/sidecar-protocol.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
@@ -48,7 +49,8 @@ decisions.post(
     const { sql, settings } = services(c.env);
     const request = c.get("decision");
     const account = c.get("account");
-    const resolved = await resolveModel(sql, request.model, account.id);
+    const timings = c.var.timings;
+    const resolved = await timings.time("model", () => resolveModel(sql, request.model, account.id));
     if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
     const { release, sidecarUrl } = resolved;
     if (!sidecarUrl) {
@@ -62,6 +64,7 @@ decisions.post(
       key_id: c.get("keyId"),
       request_id: c.get("requestId"),
     };
+    const sidecarStarted = performance.now();
     let res: Response;
     try {
       res = await sidecarFetch(settings, sidecarUrl, SIDECAR_PATHS.decide, {
@@ -73,6 +76,9 @@ decisions.post(
       throw new ServiceError("unavailable", "the model service is unreachable; retry shortly", `sidecar of release ${release.id} unreachable`);
     }
     const text = await res.text().catch(() => "");
+    // The whole sidecar call as the edge saw it, then the sidecar's own hops inside it.
+    timings.add("sidecar", performance.now() - sidecarStarted);
+    timings.merge(Timings.parse(res.headers.get(SERVER_TIMING_HEADER)));
     if (!res.ok) {
       // The sidecar speaks the same envelope; its status (422, 503, 504, 529) is the client's answer.
       const envelope = ErrorEnvelope.safeParse(parseOrUndefined(text));

@@ -17,6 +17,7 @@ import {
   type TokenizeRequest,
 } from "../../server-shared/runtime-protocol.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
+import type { Timings } from "../../server-shared/timing.ts";
 
 export interface RuntimeClient {
   identity(signal?: AbortSignal): Promise<Identity>;
@@ -87,6 +88,15 @@ export class HttpRuntimeClient implements RuntimeClient {
     if (!parsed.success) throw new RuntimeError(`runtime sent a malformed ${path} response`, res.status, "malformed");
     return parsed.data;
   }
+}
+
+/** `inner`, adding the time of each call to `timings` under its name (identity, tokenize, score). */
+export function timedClient(inner: RuntimeClient, timings: Timings): RuntimeClient {
+  return {
+    identity: (signal) => timings.time("identity", () => inner.identity(signal)),
+    tokenize: (request, signal) => timings.time("tokenize", () => inner.tokenize(request, signal)),
+    score: (request, signal) => timings.time("score", () => inner.score(request, signal)),
+  };
 }
 
 /** The client for a registry entry, with the secret read from the variable its `token_env` names. */

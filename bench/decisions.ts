@@ -30,7 +30,6 @@ const HOPS: Record<string, string> = {
   queue: "sidecar: wait for the GPU lane",
   tokenize: "sidecar: tokenize calls (summed; they run in parallel)",
   score: "sidecar: runtime passes",
-  usage: "sidecar: usage row (Postgres)",
 };
 const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
 chmodSync(dataDir, 0o711);
@@ -135,7 +134,7 @@ try {
   console.log(`added at p50: ${(endToEnd.p50 - baseline.p50).toFixed(1)} ms; at p99: ${(endToEnd.p99 - baseline.p99).toFixed(1)} ms`);
   console.log("\nwhere the time goes (median of each hop's Server-Timing over the end-to-end runs, ms):");
   for (const name of hopNames) console.log(`  ${name.padEnd(10)} ${medianOf(name).toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
-  const inside = ["registry", "identity", "queue", "tokenize", "score", "usage"].reduce((sum, name) => sum + medianOf(name), 0);
+  const inside = ["registry", "identity", "queue", "tokenize", "score"].reduce((sum, name) => sum + medianOf(name), 0);
   console.log(`  ${"(edge, outside its timed hops)".padEnd(10)} ${(endToEnd.p50 - medianOf("key") - medianOf("quota") - medianOf("model") - medianOf("sidecar")).toFixed(2).padStart(8)}  wrangler dev, workerd, body parsing, the client's own loopback`);
   console.log(`  ${"(sidecar, outside its timed hops)".padEnd(10)} ${(medianOf("sidecar") - inside).toFixed(2).padStart(8)}  the edge->sidecar hop, body parsing, admission and readout`);
   console.log(`\n255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);

@@ -18,7 +18,7 @@ import type { Lanes } from "./lanes.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { identityMatches, runtimeClientFor, timedClient, type RuntimeClient } from "./runtime/client.ts";
 import { servedRelease, servedReleases } from "./runtime/registry.ts";
-import { recordUsage } from "./usage.ts";
+import type { UsageWriter } from "./usage.ts";
 
 export interface SidecarDeps {
   pool: Pool;
@@ -28,6 +28,8 @@ export interface SidecarDeps {
   /** Where runtime secrets are read from (the variable a registry entry's `token_env` names). */
   env: Record<string, string | undefined>;
   lanes: Lanes;
+  /** Where successful usage goes, after the answer (sidecar/usage.ts). */
+  usage: UsageWriter;
 }
 
 /**
@@ -87,14 +89,15 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
       return executeDecision(client, release, call.request, signal);
     };
     const result = await deps.lanes.run("realtime", execute, signal);
-    await timings.time("usage", () => recordUsage(deps.pool, {
+    // Recorded after the answer, off the customer's wait; a clean shutdown flushes it.
+    deps.usage.record({
       accountId: call.account_id,
       keyId: call.key_id,
       releaseId: call.release.id,
       source: "realtime",
       requestId: call.request_id,
       usage: result.usage,
-    }));
+    });
     c.header(SERVER_TIMING_HEADER, timings.header());
     return orderedJson(c, { answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
   });

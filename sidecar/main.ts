@@ -6,6 +6,7 @@ import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
 import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
+import { UsageWriter } from "./usage.ts";
 import { SidecarSettings } from "./settings.ts";
 
 let settings: SidecarSettings;
@@ -21,12 +22,15 @@ const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 // An idle connection dropped by the server must not crash the process.
 pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", err.message));
 
-const app = createSidecarApp({ pool, secret: settings.SIDECAR_SECRET, selfUrl: settings.SIDECAR_URL, env: process.env, lanes: new Lanes() });
+const usage = new UsageWriter(pool);
+const app = createSidecarApp({ pool, secret: settings.SIDECAR_SECRET, selfUrl: settings.SIDECAR_URL, env: process.env, lanes: new Lanes(), usage });
 const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
+/** A clean shutdown: stop taking requests, let those in flight answer, write every usage row, then close the pool. */
 async function shutdown(): Promise<void> {
   await server.stop();
+  await usage.flush();
   await pool.end().catch(() => {});
   process.exit(0);
 }

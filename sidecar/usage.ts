@@ -30,3 +30,52 @@ export async function recordUsage(db: Pool | PoolClient, record: UsageRecord): P
     ],
   );
 }
+
+/**
+ * Usage rows written after the answer has gone out, so that the customer never waits on Postgres
+ * (runs in the sidecar). A write that fails is tried again (three attempts in all, 100 ms then
+ * 200 ms apart); one that still fails is reported to the operator by request id, never by content.
+ * `flush` resolves once every row handed over so far is written or has failed for good: a clean
+ * shutdown stops taking requests, flushes, and only then closes the pool, so no usage of an
+ * answered request is lost to a restart.
+ *
+ *     usage.record({ accountId, keyId, releaseId, source: "realtime", requestId, usage });
+ *     await usage.flush(); // on SIGTERM, after the server has stopped
+ */
+export class UsageWriter {
+  private readonly pending = new Set<Promise<void>>();
+
+  constructor(
+    private readonly db: Pool,
+    private readonly log: (line: string) => void = (line) => console.error(line),
+  ) {}
+
+  record(record: UsageRecord): void {
+    const write = this.write(record).finally(() => this.pending.delete(write));
+    this.pending.add(write);
+  }
+
+  /** Rows handed over and not yet settled. */
+  get backlog(): number {
+    return this.pending.size;
+  }
+
+  async flush(): Promise<void> {
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+  }
+
+  private async write(record: UsageRecord): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await recordUsage(this.db, record);
+        return;
+      } catch (err) {
+        if (attempt === 3) {
+          this.log(`sidecar: usage of request ${record.requestId ?? "(none)"} not recorded after 3 attempts: ${err instanceof Error ? err.message : String(err)}`);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
+  }
+}

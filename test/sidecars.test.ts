@@ -15,7 +15,7 @@ import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "../local/tiers.ts";
 import { registerRelease, retireRelease } from "../ops/registry.ts";
-import { call, newAccount, query, remember, stack, withDb } from "./support/api.ts";
+import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";
 
 const SECOND = `second-${randomBytes(4).toString("hex")}`;
 const runtimeSecret = remember(randomBytes(32).toString("base64url"));
@@ -65,8 +65,8 @@ const ticket = { state: "The invoice was charged twice.", questions: { money: { 
 const decide = (model: string) => call<Record<string, unknown>>("/v1/systemone", { token: account.key.secret, body: { model, ...ticket } });
 
 /** A decide call straight to a sidecar, as the edge makes it. */
-function direct(sidecarUrl: string, secret: string, release: { id: string; fingerprint: string }): Promise<Response> {
-  const body = { release, request: ticket, account_id: account.accountId, key_id: account.key.id, request_id: "req_direct" };
+function direct(sidecarUrl: string, secret: string, release: { id: string; fingerprint: string }, requestId = "req_direct"): Promise<Response> {
+  const body = { release, request: ticket, account_id: account.accountId, key_id: account.key.id, request_id: requestId };
   return fetch(`${sidecarUrl}${SIDECAR_PATHS.decide}`, {
     method: "POST",
     headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
@@ -81,7 +81,7 @@ describe("two sidecars serving different releases", () => {
     expect([first.status, second.status], JSON.stringify([first.body, second.body])).toEqual([200, 200]);
     expect(DecisionResponse.parse(first.body).model).toBe(stack().releaseId);
     expect(DecisionResponse.parse(second.body).model).toBe(SECOND);
-    const used = await query<{ release_id: string }>("SELECT release_id FROM usage_records WHERE request_id = $1", [second.requestId]);
+    const used = await usageRows<{ release_id: string }>(second.requestId!, 1, "release_id");
     expect(used).toEqual([{ release_id: SECOND }]);
   });
 
@@ -95,13 +95,36 @@ describe("two sidecars serving different releases", () => {
       expect(res.status).toBe(503);
       expect(ErrorEnvelope.parse(await res.json()).error.code).toBe("unavailable");
     }
-    expect(await query("SELECT 1 FROM usage_records WHERE request_id = 'req_direct'")).toHaveLength(0);
+    expect(await usageRows("req_direct")).toHaveLength(0);
   });
 
   it("reports both sidecars' links in the health report", async () => {
     const res = await fetch(`${stack().baseUrl}/health`);
     const names = HealthReport.parse(await res.json()).links.map((link) => link.name);
     expect(names).toEqual(expect.arrayContaining(["edge->sidecar #1", "edge->sidecar #2", `sidecar->runtime ${SECOND} #2`]));
+  });
+
+  it("answers without waiting for the usage row, and writes every answered request's row before a clean shutdown ends", async () => {
+    const release = { id: SECOND, fingerprint: runtime.ready.fingerprint };
+    const ids = [1, 2].map((n) => `req_shutdown_${n}_${randomBytes(4).toString("hex")}`);
+    await withDb(async (db) => {
+      // Until this transaction ends, every usage insert waits: the answers must not.
+      await db.query("BEGIN");
+      await db.query("LOCK TABLE usage_records IN EXCLUSIVE MODE");
+      try {
+        for (const id of ids) expect((await direct(secondSidecarUrl, stack().secrets.sidecar, release, id)).status).toBe(200);
+        const stopping = sidecar.stop(); // SIGTERM: a clean shutdown
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        // Still flushing its usage: it has not exited while the rows cannot be written.
+        expect(sidecar.proc.exitCode).toBeNull();
+        await db.query("COMMIT");
+        await stopping;
+      } finally {
+        await db.query("ROLLBACK").catch(() => undefined);
+      }
+    });
+    expect(sidecar.proc.exitCode).toBe(0);
+    for (const id of ids) expect(await usageRows(id)).toHaveLength(1);
   });
 
   it("keeps serving the first release when the second sidecar stops, and says the second is unavailable", async () => {

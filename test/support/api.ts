@@ -93,3 +93,17 @@ export async function withDb<T>(run: (db: pg.Client) => Promise<T>): Promise<T> 
     await db.end();
   }
 }
+
+/**
+ * The usage rows of a request. The sidecar records usage after answering, so a row may land a few
+ * milliseconds after the 200: this polls until `count` rows are there or 3 s have passed (which is
+ * also how long a test waits before it believes that no row will come).
+ */
+export async function usageRows<T extends pg.QueryResultRow = Record<string, unknown>>(requestId: string, count = 1, columns = "*"): Promise<T[]> {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const rows = await query<T>(`SELECT ${columns} FROM usage_records WHERE request_id = $1 ORDER BY id`, [requestId]);
+    if (rows.length >= count || Date.now() > deadline) return rows;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

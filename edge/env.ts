@@ -2,6 +2,7 @@
 import type { AccountSettings, AccountStatus } from "../server-shared/accounts.ts";
 import type { DecisionRequest } from "../contract/decision.ts";
 import type { Timings } from "../server-shared/timing.ts";
+import type { Resolution } from "./models.ts";
 
 /** What workerd binds: R2 and the raw settings (parsed once in edge/settings.ts). */
 export interface Env {
@@ -32,6 +33,8 @@ export type AppEnv = {
     reservedTokens: number;
     /** The validated decision request, once the decisions route has read it. */
     decision: DecisionRequest;
+    /** The decision's model as the key's query resolved it; null when unknown or not allowed. */
+    model: Resolution | null;
     /** The hops this request has timed so far (server-shared/timing.ts). */
     timings: Timings;
   };

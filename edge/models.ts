@@ -1,10 +1,13 @@
 /**
  * Model resolution (runs in workerd): an alias or a release id the account may use, among serving
  * releases, and the sidecar that serves it. Unknown and forbidden names both resolve to null, so the
- * caller answers one identical 404.
+ * caller answers one identical 404. The decisions route reads it in the same query as the key
+ * (`keyAndModel`), so a decision costs one Postgres round trip at the edge; nothing is cached, so a
+ * retired release or a moved alias applies on the very next request.
  */
 import type { NeonQueryFunction } from "@neondatabase/serverless";
 import type { ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
+import { KEY_COLUMNS } from "./auth/api-key.ts";
 
 export interface Resolution {
   release: ResolvedRelease;
@@ -12,19 +15,42 @@ export interface Resolution {
   sidecarUrl: string | null;
 }
 
-export async function resolveModel(sql: NeonQueryFunction<false, false>, name: string, accountId: string): Promise<Resolution | null> {
-  const rows = await sql`
-    SELECT r.id, r.fingerprint, r.sidecar_url
-      FROM model_releases r
-     WHERE r.retired_at IS NULL
-       AND (r.owners IS NULL OR ${accountId}::uuid = ANY (r.owners))
-       AND (r.id = ${name} OR r.id = (SELECT release_id FROM model_aliases WHERE alias = ${name}))
-     ORDER BY (r.id = ${name}) DESC
-     LIMIT 1`;
+type Sql = NeonQueryFunction<false, false>;
+
+/** The release a name (parameter `$name`) resolves to for an account (SQL expression `account`): at most one row. */
+const releaseFor = (name: string, account: string) => `
+  SELECT r.id, r.fingerprint, r.sidecar_url
+    FROM model_releases r
+   WHERE r.retired_at IS NULL
+     AND (r.owners IS NULL OR ${account} = ANY (r.owners))
+     AND (r.id = ${name} OR r.id = (SELECT release_id FROM model_aliases WHERE alias = ${name}))
+   ORDER BY (r.id = ${name}) DESC
+   LIMIT 1`;
+
+function resolution(id: unknown, fingerprint: unknown, sidecarUrl: unknown): Resolution | null {
+  if (id === null || id === undefined) return null;
+  return { release: { id: String(id), fingerprint: String(fingerprint) }, sidecarUrl: sidecarUrl === null ? null : String(sidecarUrl) };
+}
+
+export async function resolveModel(sql: Sql, name: string, accountId: string): Promise<Resolution | null> {
+  const rows = await sql.query(releaseFor("$1", "$2::uuid"), [name, accountId]);
   const row = rows[0];
-  if (!row) return null;
-  return {
-    release: { id: String(row.id), fingerprint: String(row.fingerprint) },
-    sidecarUrl: row.sidecar_url === null ? null : String(row.sidecar_url),
-  };
+  return row ? resolution(row.id, row.fingerprint, row.sidecar_url) : null;
+}
+
+/**
+ * The key's row (auth/api-key.ts KEY_COLUMNS, for `acceptKey`) and the model its account resolves
+ * `name` to, in one query. The row is undefined for an unknown key; the resolution null for an
+ * unknown or forbidden model.
+ */
+export async function keyAndModel(sql: Sql, keyId: string, name: string): Promise<{ key: Record<string, unknown> | undefined; model: Resolution | null }> {
+  const rows = await sql.query(
+    `SELECT ${KEY_COLUMNS}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       LEFT JOIN LATERAL (${releaseFor("$2", "a.id")}) m ON true
+      WHERE k.id = $1`,
+    [keyId, name],
+  );
+  const row = rows[0];
+  return { key: row, model: row ? resolution(row.release_id, row.release_fingerprint, row.release_sidecar_url) : null };
 }

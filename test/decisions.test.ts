@@ -76,11 +76,27 @@ describe("POST /v1/systemone", () => {
     const hops = Timings.parse(header);
     // tokenize: the choice's option names are tokenized to see whether they can be read as words.
     // No usage hop: the usage row is written after the answer, off the customer's wait.
-    expect([...hops.keys()]).toEqual(["key", "quota", "model", "sidecar", "registry", "identity", "queue", "tokenize", "score"]);
+    // key-model: the key and the model are read in one query.
+    expect([...hops.keys()]).toEqual(["key-model", "quota", "sidecar", "registry", "identity", "queue", "tokenize", "score"]);
     for (const ms of hops.values()) expect(ms).toBeGreaterThanOrEqual(0);
     // The sidecar's own hops happen inside the edge's call to it.
     expect(hops.get("sidecar")!).toBeGreaterThanOrEqual(hops.get("score")!);
     expect(header).toMatch(/^([a-z][a-z0-9-]*;dur=\d+\.\d\d)(, [a-z][a-z0-9-]*;dur=\d+\.\d\d)*$/);
+  });
+
+  it("answers a wrong key before a bad body, and a revoked key or a moved alias on the very next request", async () => {
+    const other = await newAccount();
+    const wrong = other.key.secret.slice(0, -1) + (other.key.secret.endsWith("A") ? "B" : "A");
+    expectError(await call("/v1/systemone", { token: wrong, rawBody: "{" }), 401, "invalid_credentials");
+    expectError(await call("/v1/systemone", { token: other.key.secret, rawBody: "{" }), 422, "invalid_request");
+
+    const alias = `moving-${other.accountId}`;
+    await withDb((db) => pointAlias(db, alias, stack().releaseId));
+    expect((await call("/v1/systemone", { token: other.key.secret, body: { model: alias, ...ticket } })).status).toBe(200);
+    await query("DELETE FROM model_aliases WHERE alias = $1", [alias]);
+    expectError(await call("/v1/systemone", { token: other.key.secret, body: { model: alias, ...ticket } }), 404, "model_not_found");
+    await query("UPDATE api_keys SET revoked_at = now() WHERE id = $1", [other.key.id]);
+    expectError(await call("/v1/systemone", { token: other.key.secret, body: { model: SHARED_ALIAS, ...ticket } }), 401, "revoked_key");
   });
 
   it("gives the same numbers for the same input, by alias or by release id", async () => {

@@ -2,8 +2,10 @@
  * API-key authentication for models, decisions and bulk (runs in workerd). Every request looks the
  * key up by its identifier and re-reads revocation and account status in the same query: no cache,
  * so a revoked key or a disabled account fails on its very next request. The digest comparison is
- * constant-time.
+ * constant-time. The decisions route reads the key and the model in one query (`presentedKey`,
+ * `KEY_COLUMNS`, `acceptKey`); every other route uses `apiKeyAuth`.
  */
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { digestsEqual, bearerToken, sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
@@ -13,7 +15,8 @@ import { services } from "../services.ts";
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
-export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
+/** A presented API key, parsed without I/O: its identifier and the whole secret. Throws 401 when absent or malformed. */
+export function presentedKey(c: Context<AppEnv>): { id: string; token: string } {
   const token = bearerToken(c.req.header("authorization"));
   if (!token) throw new ServiceError("missing_credentials", "missing API key: send Authorization: Bearer <API key>");
   const key = parseApiKey(token);
@@ -23,18 +26,35 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
     }
     throw new ServiceError("invalid_credentials", "malformed API key");
   }
-  const rows = await c.var.timings.time("key", () => services(c.env).sql`
-    SELECT k.digest, k.revoked_at, a.id, a.status, a.requests_per_second, a.tokens_per_second,
-           a.max_active_batches, a.max_batch_storage_bytes
-      FROM api_keys k JOIN accounts a ON a.id = k.account_id
-     WHERE k.id = ${key.id}`);
-  const row = rows[0];
-  const presented = await sha256Hex(token);
+  return { id: key.id, token };
+}
+
+/** The columns `acceptKey` reads, from `api_keys k JOIN accounts a`. */
+export const KEY_COLUMNS = "k.digest, k.revoked_at, a.id, a.status, a.requests_per_second, a.tokens_per_second, a.max_active_batches, a.max_batch_storage_bytes";
+
+/**
+ * Checks a key row read fresh in this request (digest in constant time, revocation, account status)
+ * and sets the request's key and account; throws 401 otherwise.
+ */
+export async function acceptKey(c: Context<AppEnv>, key: { id: string; token: string }, row: Record<string, unknown> | undefined): Promise<void> {
+  const presented = await sha256Hex(key.token);
   if (!row || !digestsEqual(presented, String(row.digest))) throw new ServiceError("invalid_credentials", "invalid API key");
   if (row.revoked_at !== null) throw new ServiceError("revoked_key", "this API key has been revoked");
   if (row.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
   c.set("keyId", key.id);
   c.set("account", accountFrom(row));
+}
+
+/** Reads the presented key's row and accepts it (or throws 401). */
+export async function verifyKey(c: Context<AppEnv>, key: { id: string; token: string }): Promise<void> {
+  const rows = await c.var.timings.time("key", () =>
+    services(c.env).sql.query(`SELECT ${KEY_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = $1`, [key.id]),
+  );
+  await acceptKey(c, key, rows[0]);
+}
+
+export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
+  await verifyKey(c, presentedKey(c));
   await next();
 });
 

@@ -1,7 +1,8 @@
 /**
- * POST /v1/systemone with an API key (runs in workerd): validate once with the contract, bound the
- * worst-case input tokens (contract/budget.ts, no template needed), admit them against the account's
- * quotas, resolve the model, and forward to the sidecar that serves it. Neither the request nor the
+ * POST /v1/systemone with an API key (runs in workerd): read the key and the model in one query
+ * (edge/models.ts `keyAndModel`), validate once with the contract, bound the worst-case input tokens
+ * (contract/budget.ts, no template needed), admit them against the account's quotas, and forward to
+ * the sidecar that serves the model. Neither the request nor the
  * response body is logged or persisted here.
  */
 import { Hono } from "hono";
@@ -14,10 +15,10 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import { orderedJson } from "../../server-shared/http.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../../server-shared/timing.ts";
 import { SIDECAR_PATHS, SidecarDecideResponse, type SidecarDecideRequest } from "../../server-shared/sidecar-protocol.ts";
-import { apiKeyAuth } from "../auth/api-key.ts";
+import { acceptKey, presentedKey, verifyKey } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
-import { resolveModel } from "../models.ts";
+import { keyAndModel } from "../models.ts";
 import { services, sidecarFetch } from "../services.ts";
 
 export const decisions = new Hono<AppEnv>();
@@ -32,9 +33,19 @@ function parseOrUndefined(text: string): Json | undefined {
 
 decisions.post(
   "/v1/systemone",
-  apiKeyAuth,
   async (c, next) => {
-    const request = await readJson(c, DecisionRequest);
+    // The credential's shape first (no I/O), then the body, then the key and the model in one query.
+    const key = presentedKey(c);
+    let request: DecisionRequest;
+    try {
+      request = await readJson(c, DecisionRequest);
+    } catch (err) {
+      // A bad key is answered before a bad body, as on every API-key route.
+      await verifyKey(c, key);
+      throw err;
+    }
+    const found = await c.var.timings.time("key-model", () => keyAndModel(services(c.env).sql, key.id, request.model));
+    await acceptKey(c, key, found.key);
     if (request.images !== undefined) {
       throw new ServiceError("invalid_request", "images: image decisions are not enabled on this service");
     }
@@ -42,15 +53,16 @@ decisions.post(
     if (violation) throw new ServiceError("invalid_request", violation);
     c.set("decision", request);
     c.set("reservedTokens", requestTokenBound(request));
+    c.set("model", found.model);
     await next();
   },
   quota(),
   async (c) => {
-    const { sql, settings } = services(c.env);
+    const { settings } = services(c.env);
     const request = c.get("decision");
     const account = c.get("account");
     const timings = c.var.timings;
-    const resolved = await timings.time("model", () => resolveModel(sql, request.model, account.id));
+    const resolved = c.get("model");
     if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
     const { release, sidecarUrl } = resolved;
     if (!sidecarUrl) {

@@ -21,7 +21,7 @@ import type { Identity, ScoreRequest, ScoreResponse, TokenizeRequest, TokenizeRe
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
 import { executeDecision, IdentityMismatchError, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
-import { LabelError, labelCache, resolveFixedForms } from "../sidecar/decide/labels.ts";
+import { LabelError, labelCache, resolveFixedForms, wordCache } from "../sidecar/decide/labels.ts";
 import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
 import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { startRuntime } from "../local/tiers.ts";
@@ -47,7 +47,10 @@ afterAll(async () => {
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
 
-beforeEach(() => labelCache.clear());
+beforeEach(() => {
+  labelCache.clear();
+  wordCache.clear();
+});
 
 /** Forwards every call to the real runtime and records it; optionally runs a hook after each score. */
 class CountingRuntime implements RuntimeClient {
@@ -133,6 +136,17 @@ describe("labels", () => {
     expect(labelCache.has(release.fingerprint)).toBe(true);
     await run(counting, release, request);
     expect(counting.tokenized).toHaveLength(labelCount);
+  });
+
+  it("tokenize a choice's option names once per fingerprint: the same question again costs no tokenize call", async () => {
+    const counting = new CountingRuntime(real);
+    const request = { state: "Paris", questions: { where: { type: "choice" as const, criteria: { Europe: null, Asia: null } } } };
+    const first = await run(counting, release, request);
+    const afterFirst = counting.tokenized.length;
+    expect(counting.tokenized.map((t) => t.text)).toEqual(expect.arrayContaining([" Europe", " Asia"]));
+    const second = await run(counting, release, request);
+    expect(counting.tokenized.length).toBe(afterFirst);
+    expect(second).toEqual(first);
   });
 
   it("refuse a model whose label is several tokens (LabelError, no pass run)", async () => {
@@ -344,8 +358,9 @@ describe("runtime identity", () => {
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(err).toMatchObject({ status: 503, release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
     expect(wrong.scored).toHaveLength(1);
-    // Labels read from a runtime that turned out to be another release are not kept.
+    // Labels and option words read from a runtime that turned out to be another release are not kept.
     expect(labelCache.has(release.fingerprint)).toBe(false);
+    expect(wordCache.size).toBe(0);
   });
 
   it("checks every pass, not only the first", async () => {

@@ -15,7 +15,7 @@ import { formatPath } from "../../contract/json.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { asText, passTokenBound, plannedPasses, planQuestion, wordCandidates, type Pass, type QuestionPlan, type Rendering } from "./render.ts";
-import { resolveWords, type ResolvedLabels } from "./labels.ts";
+import { resolveWords, type ResolvedLabels, type WordTokens } from "./labels.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
@@ -39,6 +39,8 @@ export interface AdmissionOptions {
   contextual: boolean;
   /** Plan a small choice's reading in reverse order too. */
   bothOrders: boolean;
+  /** First tokens of option names and level texts known on this runtime (labels.ts). */
+  words: WordTokens;
   tokensPerPass?: number;
 }
 
@@ -52,7 +54,7 @@ export async function admit(client: RuntimeClient, request: Decision, options: A
   const questions: AdmittedQuestion[] = [];
   for (const [id, question] of request.questions) {
     const candidates = wordCandidates(options.rendering, question);
-    const words = candidates && (await resolveWords(client, candidates, signal));
+    const words = candidates && (await resolveWords(client, candidates, options.words, signal));
     const plan = planQuestion(options.rendering, stateText, question, {
       words: words !== null,
       contextual: options.contextual,

@@ -21,7 +21,7 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type AdmittedQuestion } from "./admission.ts";
 import { IDENTITY_CALIBRATION, type Calibration } from "./calibration.ts";
-import { labelCache, labelTokens, resolveFixedForms, type ResolvedLabels } from "./labels.ts";
+import { labelCache, labelTokens, resolveFixedForms, WordTokens, type ResolvedLabels } from "./labels.ts";
 import {
   calibratedAnswer,
   choiceAnswer,
@@ -105,7 +105,8 @@ export async function executeDecision(
   signal?.throwIfAborted();
   const runtime = release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
   const tokensPerPass = Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass);
-  const admission = await admit(client, request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders, tokensPerPass }, signal);
+  const words = new WordTokens(runtime.fingerprint);
+  const admission = await admit(client, request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders, tokensPerPass, words }, signal);
   const cached = labelCache.get(runtime.fingerprint);
   const runner = new PassRunner(client, runtime, cached ?? (await resolveFixedForms(client, signal)), signal);
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
@@ -116,6 +117,7 @@ export async function executeDecision(
   }
   // Kept only now that the passes have proved the runtime serves this fingerprint.
   if (!cached) labelCache.set(runtime.fingerprint, runner.fixed);
+  words.keep();
   return {
     answers,
     usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes },

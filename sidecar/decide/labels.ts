@@ -58,20 +58,64 @@ export async function resolveFixedForms(client: RuntimeClient, signal?: AbortSig
   return resolved;
 }
 
+/** A word's first token and the text it decodes to. */
+export interface FirstToken {
+  token: number;
+  piece: string;
+}
+
+/**
+ * First tokens of words (option names, level texts) per runtime fingerprint, so that a question
+ * asked again costs no tokenize call. A word's tokens on one fingerprint never change; like
+ * `labelCache`, entries are added only once a pass has proved the fingerprint. Bounded: the oldest
+ * entries go first.
+ */
+export const wordCache = new Map<string, FirstToken>();
+export const WORD_CACHE_ENTRIES = 100_000;
+const wordKey = (fingerprint: string, word: string) => `${fingerprint}\u0000${word}`;
+
+/** What a word lookup knows on one fingerprint, and what it learned in this execution (kept once proved). */
+export class WordTokens {
+  readonly learned = new Map<string, FirstToken>();
+  constructor(private readonly fingerprint: string) {}
+
+  known(word: string): FirstToken | undefined {
+    return this.learned.get(word) ?? wordCache.get(wordKey(this.fingerprint, word));
+  }
+
+  /** Keeps what this execution learned, once its passes proved the fingerprint. */
+  keep(): void {
+    for (const [word, first] of this.learned) {
+      const key = wordKey(this.fingerprint, word);
+      wordCache.delete(key);
+      wordCache.set(key, first);
+    }
+    for (const key of wordCache.keys()) {
+      if (wordCache.size <= WORD_CACHE_ENTRIES) break;
+      wordCache.delete(key);
+    }
+  }
+}
+
 /**
  * The first tokens of `words` (each an option name or level text as render.ts `wordForm` writes it),
  * or null when they cannot label a question: a first token that is blank or does not decode to the
- * start of its word (a byte fragment), or two words that share one.
+ * start of its word (a byte fragment), or two words that share one. Words `tokens` does not know yet
+ * are tokenized (in parallel) and learned.
  */
-export async function resolveWords(client: RuntimeClient, words: readonly string[], signal?: AbortSignal): Promise<ResolvedLabels | null> {
-  const tokenized = await Promise.all(words.map((text) => client.tokenize({ text, special: false }, signal)));
+export async function resolveWords(client: RuntimeClient, words: readonly string[], tokens: WordTokens, signal?: AbortSignal): Promise<ResolvedLabels | null> {
+  const missing = [...new Set(words.filter((word) => tokens.known(word) === undefined))];
+  const tokenized = await Promise.all(missing.map((text) => client.tokenize({ text, special: false }, signal)));
+  missing.forEach((word, i) => {
+    const { tokens: ids, pieces } = tokenized[i]!;
+    // A word with no token at all (never for a non-empty text) is learned as unusable: token -1.
+    tokens.learned.set(word, { token: ids[0] ?? -1, piece: pieces[0] ?? "" });
+  });
   const resolved = new Map<string, number>();
   const seen = new Set<number>();
-  for (const [i, word] of words.entries()) {
-    const { tokens, pieces } = tokenized[i]!;
-    const token = tokens[0];
-    const piece = pieces[0] ?? "";
-    if (token === undefined || piece.trim() === "" || !word.startsWith(piece) || seen.has(token)) return null;
+  for (const word of words) {
+    const { token, piece } = tokens.known(word)!;
+    if (token < 0 || piece.trim() === "" || !word.startsWith(piece) || seen.has(token)) return null;
     seen.add(token);
     resolved.set(word, token);
   }

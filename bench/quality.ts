@@ -15,9 +15,8 @@
  * first, with the alternatives to the served framing and labels); the targets are checked on the
  * evaluation part only.
  */
-import { writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";

@@ -29,7 +29,7 @@ export const LabelledItem = fields({
 });
 export type LabelledItem = z.infer<typeof LabelledItem>;
 
-/** An item's answer as read, with its true answer as an index (noul: 0 yes, 1 no) and the first-offered index. */
+/** An item's answer as read, with its true answer as an index into the answer's labels (noul: 0 yes, 1 no). */
 export interface ReadItem {
   type: QuestionType;
   answer: Answer;

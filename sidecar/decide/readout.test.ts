@@ -38,11 +38,6 @@ describe("probabilities", () => {
     expect(probabilities([Math.log(0.006), Math.log(0.002)])).toEqual([expect.closeTo(0.75, 14), expect.closeTo(0.25, 14)]);
   });
 
-  it("divides by the temperature: T = 2 halves the log-odds", () => {
-    const [yes, no] = probabilities([Math.log(0.9), Math.log(0.1)], 2);
-    expect(Math.log(yes! / no!)).toBeCloseTo(Math.log(9) / 2, 12);
-  });
-
   it("gives equal values equal probabilities, at the float32 floor too", () => {
     expect(probabilities([LOGPROB_FLOOR, LOGPROB_FLOOR, LOGPROB_FLOOR, LOGPROB_FLOOR])).toEqual([0.25, 0.25, 0.25, 0.25]);
     expect(probabilities([-3, -3])).toEqual([0.5, 0.5]);
@@ -58,11 +53,10 @@ describe("probabilities", () => {
     expect(probabilities([-Infinity, -Infinity])).toEqual([0.5, 0.5]);
   });
 
-  it("refuses what no runtime may send: NaN, +Infinity, nothing, a non-positive temperature", () => {
+  it("refuses what no runtime may send: NaN, +Infinity, nothing", () => {
     expect(() => probabilities([0, Number.NaN])).toThrow(RangeError);
     expect(() => probabilities([0, Infinity])).toThrow(RangeError);
     expect(() => probabilities([])).toThrow(RangeError);
-    expect(() => probabilities([0, -1], 0)).toThrow(RangeError);
   });
 });
 
@@ -197,7 +191,6 @@ const logprob = fc.oneof(
   fc.double({ min: -1e300, max: 0, noNaN: true }),
   fc.constant(-Infinity),
 );
-const temperature = fc.oneof(fc.constant(1), fc.double({ min: 0.01, max: 100, noNaN: true }));
 const vector = (min: number, max: number) =>
   fc.oneof(
     fc.array(logprob, { minLength: min, maxLength: max }),
@@ -217,16 +210,16 @@ function expectDistribution(p: readonly number[]) {
 describe("properties", () => {
   it("probabilities: finite, in [0, 1], summing to 1", () => {
     fc.assert(
-      fc.property(vector(1, 300), temperature, (lps, t) => {
-        expectDistribution(probabilities(lps, t));
+      fc.property(vector(1, 300), (lps) => {
+        expectDistribution(probabilities(lps));
       }),
     );
   });
 
   it("choice: a well-formed answer whose choice has the largest probability", () => {
     fc.assert(
-      fc.property(vector(2, 26), temperature, (lps, t) => {
-        const p = probabilities(lps, t);
+      fc.property(vector(2, 26), (lps) => {
+        const p = probabilities(lps);
         const answer = choiceAnswer(names(p.length), p);
         expect(Answer.safeParse(answer).success).toBe(true);
         expect(answer.confidence).toBeGreaterThanOrEqual(0);
@@ -238,8 +231,8 @@ describe("properties", () => {
 
   it("score: within [0, n − 1], confidence within [0, 1]", () => {
     fc.assert(
-      fc.property(vector(2, 10), temperature, (lps, t) => {
-        const p = probabilities(lps, t);
+      fc.property(vector(2, 10), (lps) => {
+        const p = probabilities(lps);
         const answer = scoreAnswer(p.map((_, i) => ({ level: i })), p);
         expect(Answer.safeParse(answer).success).toBe(true);
         expect(answer.score).toBeGreaterThanOrEqual(0);
@@ -253,8 +246,8 @@ describe("properties", () => {
 
   it("noul: p(Yes) in [0, 1]", () => {
     fc.assert(
-      fc.property(vector(2, 2), temperature, (lps, t) => {
-        expect(Answer.safeParse(noulAnswer(probabilities(lps, t))).success).toBe(true);
+      fc.property(vector(2, 2), (lps) => {
+        expect(Answer.safeParse(noulAnswer(probabilities(lps))).success).toBe(true);
       }),
     );
   });
@@ -264,18 +257,17 @@ describe("properties", () => {
       fc.record({
         chunks: fc.array(logprob, { minLength: n, maxLength: n }),
         final: fc.array(logprob, { minLength: OPTIONS_PER_PASS, maxLength: OPTIONS_PER_PASS }),
-        t: temperature,
       }),
     );
     fc.assert(
-      fc.property(chunked, ({ chunks, final, t }) => {
+      fc.property(chunked, ({ chunks, final }) => {
         const all = names(chunks.length);
-        const pChunk = chunkProbabilities([chunks.slice(0, 100), chunks.slice(100)], t);
+        const pChunk = chunkProbabilities([chunks.slice(0, 100), chunks.slice(100)]);
         const finalists = selectFinalists(all, pChunk);
         expect(finalists.length).toBeGreaterThanOrEqual(1);
         expect(finalists.length).toBeLessThanOrEqual(OPTIONS_PER_PASS);
         expect(finalists).toEqual(all.filter((name) => finalists.includes(name)));
-        const pFinal = mergeChunks(all, pChunk, finalists, finalists.length > 1 ? final.slice(0, finalists.length) : null, t);
+        const pFinal = mergeChunks(all, pChunk, finalists, finalists.length > 1 ? final.slice(0, finalists.length) : null);
         expectDistribution(pFinal);
         all.forEach((name, i) => {
           if (!finalists.includes(name)) expect(Math.abs(pFinal[i]! - pChunk[i]!)).toBeLessThanOrEqual(1e-12);

@@ -35,20 +35,20 @@ export const CONFIDENCE_DEFINITIONS = {
 } as const;
 
 /**
- * Softmax over the labels' log-probabilities at `temperature` (float64, shifted by the maximum so
- * that nothing overflows and the largest term is exactly 1). A value of −∞ counts as probability 0;
- * when every value is −∞ nothing distinguishes the labels, so they are equally likely.
+ * Softmax over the labels' log-probabilities (float64, shifted by the maximum so that nothing
+ * overflows and the largest term is exactly 1). A value of −∞ counts as probability 0; when every
+ * value is −∞ nothing distinguishes the labels, so they are equally likely. A release's temperature
+ * is applied afterwards, to the answer (`calibratedAnswer`).
  */
-export function probabilities(logprobs: readonly number[], temperature = 1): number[] {
+export function probabilities(logprobs: readonly number[]): number[] {
   if (logprobs.length === 0) throw new RangeError("no log-probabilities to normalise");
-  if (!(temperature > 0) || !Number.isFinite(temperature)) throw new RangeError(`temperature must be a positive finite number, got ${temperature}`);
   for (const lp of logprobs) {
     if (Number.isNaN(lp) || lp === Infinity) throw new RangeError(`log-probabilities must be finite or -Infinity, got ${lp}`);
   }
   const max = Math.max(...logprobs);
   if (max === -Infinity) return logprobs.map(() => 1 / logprobs.length);
-  // (lp - max) / T is <= 0, so each term is in [0, 1] and the maximum's term is 1: the sum is >= 1.
-  return normalise(logprobs.map((lp) => Math.exp((lp - max) / temperature)));
+  // lp - max is <= 0, so each term is in [0, 1] and the maximum's term is 1: the sum is >= 1.
+  return normalise(logprobs.map((lp) => Math.exp(lp - max)));
 }
 
 /**
@@ -143,8 +143,8 @@ export function scoreAnswer(legend: readonly Json[], p: readonly number[]): Scor
  * gathered from all chunk passes in key order. The runtime's values are full-vocabulary
  * log-probabilities, so values from different passes are on one scale and normalise together.
  */
-export function chunkProbabilities(chunkLogprobs: readonly (readonly number[])[], temperature = 1): number[] {
-  return probabilities(chunkLogprobs.flat(), temperature);
+export function chunkProbabilities(chunkLogprobs: readonly (readonly number[])[]): number[] {
+  return probabilities(chunkLogprobs.flat());
 }
 
 /**
@@ -178,7 +178,6 @@ export function mergeChunks(
   pChunk: readonly number[],
   finalists: readonly string[],
   finalLogprobs: readonly number[] | null,
-  temperature = 1,
 ): number[] {
   if (finalLogprobs === null) {
     if (finalists.length > 1) throw new RangeError(`${finalists.length} finalists need a final pass`);
@@ -191,7 +190,7 @@ export function mergeChunks(
     if (i === undefined) throw new RangeError(`finalist ${JSON.stringify(name)} is not an option`);
     return i;
   });
-  const pJoint = probabilities(finalLogprobs, temperature);
+  const pJoint = probabilities(finalLogprobs);
   const finalistMass = at.reduce((sum, i) => sum + pChunk[i]!, 0);
   const pFinal = [...pChunk];
   at.forEach((i, k) => (pFinal[i] = pJoint[k]! * finalistMass));

@@ -47,7 +47,7 @@ export interface Pass {
 export interface Rendering {
   /** "completion": a plain prompt ending in "Answer:"; "chat": the model's chat turn, as render-v1 did. */
   framing: "completion" | "chat";
-  /** Sum each label's surface forms (" Yes" and "yes" with "Yes"); false reads one form only. */
+  /** Sum each label's surface forms (" Yes" and "yes" with "Yes"); false reads the first form only ("Yes", "A"), as render-v1 did. */
   labelForms: boolean;
   /** Read options and levels by their own first word where it tells them apart. */
   wordLabels: boolean;
@@ -158,7 +158,7 @@ export function renderChoice(r: Rendering, stateText: string, q: ChoiceQuestion,
   }
   const lines = options.map((name, i) => optionLine(q, name, CHOICE_LETTERS[i]!));
   const answer = { chat: "Answer with the letter of one option only.", completion: "Answer:" };
-  return pass(r, stateText, listBody(question, "Options:", lines), answer, options.map((_, i) => forms(r, [` ${CHOICE_LETTERS[i]!}`, CHOICE_LETTERS[i]!])));
+  return pass(r, stateText, listBody(question, "Options:", lines), answer, options.map((_, i) => forms(r, [CHOICE_LETTERS[i]!, ` ${CHOICE_LETTERS[i]!}`])));
 }
 
 /** Options split into balanced chunks of at most OPTIONS_PER_PASS, in key order. */

@@ -24,3 +24,12 @@ export function portInUse(port: number): Promise<boolean> {
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(false)));
   });
 }
+
+/** A free port P whose neighbour P+1 is free too (npm start listens on PORT and PORT+1). */
+export async function freePortPair(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = await freePort();
+    if (port < 65535 && !(await portInUse(port + 1))) return port;
+  }
+  throw new Error("no two adjacent free loopback ports found");
+}

@@ -8,7 +8,7 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../local/ports.ts";
+import { freePortPair } from "../local/ports.ts";
 import { ROOT } from "../local/tiers.ts";
 
 const BUN = join(ROOT, "node_modules/.bin/bun");
@@ -53,7 +53,8 @@ function alive(pid: number): boolean {
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "svc-start-"));
   chmodSync(dataDir, 0o711);
-  const port = await freePort();
+  // npm start listens on PORT and PORT+1: both must be free (an outgoing connection may hold PORT+1).
+  const port = await freePortPair();
   env = { ...process.env, SVC_STACK_DIR: dataDir, PORT: String(port) };
   delete env.DATABASE_URL;
   delete env.REDIS_URL;

@@ -27,13 +27,19 @@ ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS base_release text REFERENCES
 ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS calibration jsonb;
 ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS calibration_report jsonb;
 
+-- Every change to a release's row bumps its revision (trigger below). The edge reads the revision with
+-- the release and names it to the sidecar, which keeps registry entries by it: a change to an
+-- address, an assignment or a retirement applies on the next request, with no lookup per request.
+ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1;
+
 CREATE TABLE IF NOT EXISTS model_aliases (
   alias       text PRIMARY KEY CHECK (alias ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
   release_id  text NOT NULL REFERENCES model_releases (id),
   updated_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- A release is immutable: its id and fingerprint never change once written.
+-- A release is immutable: its id and fingerprint never change once written. Any other change bumps
+-- its revision.
 CREATE OR REPLACE FUNCTION model_release_immutable() RETURNS trigger AS $$
 BEGIN
   IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint
@@ -41,6 +47,7 @@ BEGIN
     RAISE EXCEPTION 'release % is immutable: id, fingerprint, base and calibration cannot change', OLD.id
       USING ERRCODE = 'check_violation';
   END IF;
+  NEW.revision := OLD.revision + 1;
   RETURN NEW;
 END
 $$ LANGUAGE plpgsql;
@@ -56,7 +63,7 @@ CREATE OR REPLACE VIEW model_registry AS
          coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
          r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url,
          coalesce(b.id, r.id) AS runtime_release, coalesce(b.fingerprint, r.fingerprint) AS runtime_fingerprint,
-         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report
+         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report, r.revision
     FROM model_releases r
     LEFT JOIN model_releases b ON b.id = r.base_release
     LEFT JOIN model_aliases a ON a.release_id = r.id

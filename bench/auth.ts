@@ -1,15 +1,20 @@
 /**
  * `npm run bench:auth`: latency of API-key verification and quota admission at fixed request rates
  * (open loop) on loopback, against an unauthenticated route of the same Worker as the baseline, all
- * measured in one run on an isolated stack; then the highest rate at which key + quota admission
- * keeps p99 under 10 ms (a bisection of short runs). The load generator shares this machine's cores.
- * Settings: RATES (requests/s, default "50,200,500"), SECONDS (per route and rate, default 20).
+ * measured in one run on an isolated stack, with the CPU the edge spends per request; first the
+ * highest rate at which key + quota admission keeps p99 under 10 ms (a bisection of short runs).
+ * Each is measured for the edge under Miniflare's own API (workerd alone, the default local edge)
+ * and under `wrangler dev` (its proxy Worker and Node relay in front), one after the other over the
+ * same services. The load generator shares this machine's cores.
+ * Settings: RATES (requests/s, default "50,200,500"), SECONDS (per route and rate, default 20),
+ * EDGES (default "miniflare,wrangler-dev").
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { CreatedKey } from "../contract/keys.ts";
+import { EDGE_KINDS, type EdgeKind } from "../local/edge.ts";
 import { startStack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
 import { setSettings } from "../ops/accounts.ts";
@@ -17,6 +22,7 @@ import { fixedRate, printResults } from "./load.ts";
 
 const rates = (process.env.RATES ?? process.env.RATE ?? "50,200,500").split(",").map(Number);
 const seconds = Number(process.env.SECONDS ?? 20);
+const edgeKinds = (process.env.EDGES ?? EDGE_KINDS.join(",")).split(",") as EdgeKind[];
 /** The p99 a rate must keep to count as sustained. */
 const P99_TARGET_MS = 10;
 const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
@@ -41,41 +47,48 @@ try {
   await setSettings(db, "bench-metered", { requests_per_second: 100_000, tokens_per_second: 1_000_000_000 });
   await db.end();
 
-  const get = (path: string, secret?: string) => () =>
-    fetch(`${stack.baseUrl}${path}`, { headers: secret ? { authorization: `Bearer ${secret}` } : {} });
-  // Warm every path once so that the figures are steady-state.
-  for (const send of [get("/"), get("/v1/models", unmetered), get("/v1/models", metered)]) await (await send()).arrayBuffer();
-
-  // The highest sustained rate first, before any overload: bisection between 10 and 1,000 requests/s
-  // on 5-second runs, with a pause after each so that a saturated run's backlog drains.
-  let [low, high] = [0, 1000];
-  for (let probe = 10; high - low > 10; probe = Math.round((low + high) / 2)) {
-    const result = await fixedRate(`key + quota at ${probe}/s`, probe, 5, get("/v1/models", metered));
-    const ok = result.p99 < P99_TARGET_MS && Object.keys(result.statuses).every((status) => status === "200");
-    console.log(`  ${String(probe).padStart(4)} requests/s: p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms ${ok ? "(kept)" : ""}`);
-    if (ok) low = probe;
-    else high = probe;
-    await new Promise((resolve) => setTimeout(resolve, 3000));
+  for (const kind of edgeKinds) {
+    const edge = kind === "miniflare" ? { baseUrl: stack.baseUrl, child: stack.children.find((child) => child.name === "edge")! } : await stack.addEdge(kind);
+    console.log(`\n=== edge: ${kind === "miniflare" ? "the bundle under Miniflare's API (workerd alone)" : "wrangler dev (proxy Worker + Node relay + workerd)"} ===`);
+    await measure(edge.baseUrl, edge.child.proc.pid!);
   }
-  console.log(`highest rate with key + quota p99 under ${P99_TARGET_MS} ms: ${low > 0 ? `about ${low} requests/s` : "none (not even 10 requests/s)"}`);
 
-  for (const [n, rate] of rates.entries()) {
-    console.log(`\nfixed rate ${rate} requests/s for ${seconds} s per route, loopback, ${new Date().toISOString()}`);
-    const routes = [
-      () => fixedRate("GET / (no auth, no I/O): baseline", rate, seconds, get("/")),
-      () => fixedRate("GET /v1/models, key (no quota)", rate, seconds, get("/v1/models", unmetered)),
-      () => fixedRate("GET /v1/models, key + quota admission", rate, seconds, get("/v1/models", metered)),
-    ];
-    // Alternate the order from one rate to the next, so that drift does not always favour one route.
-    const order = n % 2 === 0 ? [0, 1, 2] : [2, 1, 0];
-    const results = new Array<Awaited<ReturnType<typeof fixedRate>>>(3);
-    for (const i of order) {
-      results[i] = await routes[i]!();
+  async function measure(baseUrl: string, edgeGroup: number): Promise<void> {
+    const get = (path: string, secret?: string) => () => fetch(`${baseUrl}${path}`, { headers: secret ? { authorization: `Bearer ${secret}` } : {} });
+    // Warm every path once so that the figures are steady-state.
+    for (const send of [get("/"), get("/v1/models", unmetered), get("/v1/models", metered)]) await (await send()).arrayBuffer();
+
+    // The highest sustained rate first, before any overload: bisection between 10 and 1,000 requests/s
+    // on 5-second runs, with a pause after each so that a saturated run's backlog drains.
+    let [low, high] = [0, 1000];
+    for (let probe = 10; high - low > 10; probe = Math.round((low + high) / 2)) {
+      const result = await fixedRate(`key + quota at ${probe}/s`, probe, 5, get("/v1/models", metered));
+      const ok = result.p99 < P99_TARGET_MS && Object.keys(result.statuses).every((status) => status === "200");
+      console.log(`  ${String(probe).padStart(4)} requests/s: p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms ${ok ? "(kept)" : ""}`);
+      if (ok) low = probe;
+      else high = probe;
       await new Promise((resolve) => setTimeout(resolve, 3000));
     }
-    const [baseline, keyOnly, withQuota] = results as [Awaited<ReturnType<typeof fixedRate>>, Awaited<ReturnType<typeof fixedRate>>, Awaited<ReturnType<typeof fixedRate>>];
-    printResults([baseline, keyOnly, withQuota], baseline);
-    console.log(`quota admission adds p50 ${(withQuota.p50 - keyOnly.p50).toFixed(2)} ms, p99 ${(withQuota.p99 - keyOnly.p99).toFixed(2)} ms`);
+    console.log(`highest rate with key + quota p99 under ${P99_TARGET_MS} ms: ${low > 0 ? `about ${low} requests/s` : "none (not even 10 requests/s)"}`);
+
+    for (const [n, rate] of rates.entries()) {
+      console.log(`\nfixed rate ${rate} requests/s for ${seconds} s per route, loopback, ${new Date().toISOString()}`);
+      const routes = [
+        () => fixedRate("GET / (no auth, no I/O): baseline", rate, seconds, get("/"), edgeGroup),
+        () => fixedRate("GET /v1/models, key (no quota)", rate, seconds, get("/v1/models", unmetered), edgeGroup),
+        () => fixedRate("GET /v1/models, key + quota admission", rate, seconds, get("/v1/models", metered), edgeGroup),
+      ];
+      // Alternate the order from one rate to the next, so that drift does not always favour one route.
+      const order = n % 2 === 0 ? [0, 1, 2] : [2, 1, 0];
+      const results = new Array<Awaited<ReturnType<typeof fixedRate>>>(3);
+      for (const i of order) {
+        results[i] = await routes[i]!();
+        await new Promise((resolve) => setTimeout(resolve, 3000));
+      }
+      const [baseline, keyOnly, withQuota] = results as [Awaited<ReturnType<typeof fixedRate>>, Awaited<ReturnType<typeof fixedRate>>, Awaited<ReturnType<typeof fixedRate>>];
+      printResults([baseline, keyOnly, withQuota], baseline);
+      console.log(`quota admission adds p50 ${(withQuota.p50 - keyOnly.p50).toFixed(2)} ms, p99 ${(withQuota.p99 - keyOnly.p99).toFixed(2)} ms`);
+    }
   }
 } finally {
   await stack.stop();

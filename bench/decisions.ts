@@ -1,10 +1,13 @@
 /**
  * `npm run bench:decisions`: real-time decision latency through edge and sidecar against the same
  * passes called directly on the runtime (the baseline), measured in one run on an isolated stack with
- * the default model, the two paths interleaved (A, B, B, A, ...); where the added time goes, hop by
- * hop, from the Server-Timing the edge and the sidecar record; then the passes and time of a
- * 255-option choice, and the sidecar's resident memory. Requests go one at a time: the GPU lane is
- * serial, so concurrency would only measure queueing. Settings: RUNS (per path, default 30).
+ * the default model. The edge runs twice over the same sidecar: the production bundle under
+ * Miniflare's own API (workerd alone) and `wrangler dev` (its proxy and Node relay); the three paths
+ * are interleaved, each run starting with another one. It prints where the added time goes, hop by
+ * hop, from the Server-Timing the edge and the sidecar record; the CPU each edge spends per decision
+ * (its processes' user + system time); then the passes and time of a 255-option choice, and the
+ * sidecar's resident memory. Requests go one at a time: the GPU lane is serial, so concurrency would
+ * only measure queueing. Settings: RUNS (per path, default 30).
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,21 +19,21 @@ import { RUNTIME_PATHS, TokenizeResponse } from "../server-shared/runtime-protoc
 import { startStack } from "../local/stack.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
+import { groupCpuMs } from "./load.ts";
 
 const runs = Number(process.env.RUNS ?? 30);
 
 /** What each Server-Timing entry times. */
 const HOPS: Record<string, string> = {
-  key: "edge: the key and account query (Postgres)",
+  "key-model": "edge: the key, account and model in one query (Postgres)",
   quota: "edge: quota admission (Redis)",
-  model: "edge: model resolution (Postgres)",
   sidecar: "edge: the whole sidecar call",
   registry: "sidecar: release lookup (Postgres)",
-  identity: "sidecar: runtime identity call",
+  tokenize: "sidecar: admission's tokenize call (verifies the runtime's identity)",
   queue: "sidecar: wait for the GPU lane",
-  tokenize: "sidecar: tokenize calls (summed; they run in parallel)",
   score: "sidecar: runtime passes",
 };
+const SIDECAR_HOPS = ["registry", "tokenize", "queue", "score"];
 const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
 chmodSync(dataDir, 0o711);
 const stack = await startStack({ dataDir, log: () => {} });
@@ -65,15 +68,14 @@ try {
     state: { ticket: "The invoice was charged twice this month.", customer: "ACME" },
     questions: { urgent: { type: "noul" as const, instructions: "Does the customer report a problem with money?" } },
   };
-  const hops: Map<string, number>[] = [];
-  const decide = async (body: unknown) => {
-    const res = await fetch(`${stack.baseUrl}/v1/systemone`, {
+  const decide = async (baseUrl: string, body: unknown, hops?: Map<string, number>[]) => {
+    const res = await fetch(`${baseUrl}/v1/systemone`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify(body),
     });
     if (res.status !== 200) throw new Error(`decision answered ${res.status}: ${await res.text()}`);
-    hops.push(Timings.parse(res.headers.get(SERVER_TIMING_HEADER)));
+    hops?.push(Timings.parse(res.headers.get(SERVER_TIMING_HEADER)));
     return DecisionResponse.parse(await res.json());
   };
 
@@ -81,12 +83,12 @@ try {
   const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}`, "content-type": "application/json" };
   const plan = planQuestion(SERVED_RENDERING, asText(request.state), request.questions.urgent, { words: false, contextual: true });
   const passes = plannedPasses(plan);
-  const labelTokens = await Promise.all(
-    passes[0]!.labels.flat().map(async (form) => {
-      const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ text: form }) });
-      return TokenizeResponse.parse(await res.json()).tokens[0]!;
-    }),
-  );
+  const tokenized = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, {
+    method: "POST",
+    headers: runtimeHeaders,
+    body: JSON.stringify({ texts: passes[0]!.labels.flat().map((text) => ({ text })) }),
+  });
+  const labelTokens = TokenizeResponse.parse(await tokenized.json()).results.map((result) => result.tokens[0]!);
   const direct = async () => {
     for (const pass of passes) {
       const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, {
@@ -99,44 +101,55 @@ try {
     }
   };
 
-  await decide(request);
+  const wrangler = await stack.addEdge("wrangler-dev");
+  const edges = [
+    { name: "edge (Miniflare) + sidecar + runtime", baseUrl: stack.baseUrl, child: stack.children.find((child) => child.name === "edge")!, hops: [] as Map<string, number>[], samples: [] as number[] },
+    { name: "edge (wrangler dev) + sidecar + runtime", baseUrl: wrangler.baseUrl, child: wrangler.child, hops: [] as Map<string, number>[], samples: [] as number[] },
+  ];
+  for (const edge of edges) await decide(edge.baseUrl, request);
   await direct();
-  hops.length = 0;
-  // Interleaved, alternating which path goes first, so that drift (heat, caches) falls on both alike.
-  const e2eSamples: number[] = [];
+  // Interleaved, each run starting with the next path, so that drift (heat, caches) falls on all alike.
   const directSamples: number[] = [];
+  const paths = [
+    async () => directSamples.push(...(await timed(1, direct))),
+    ...edges.map((edge) => async () => edge.samples.push(...(await timed(1, async () => void (await decide(edge.baseUrl, request, edge.hops)))))),
+  ];
+  const cpuBefore = edges.map((edge) => groupCpuMs(edge.child.proc.pid!));
   for (let i = 0; i < runs; i++) {
-    const pair = [() => timed(1, async () => void (await decide(request))), () => timed(1, direct)] as const;
-    const [first, second] = i % 2 === 0 ? [0, 1] : [1, 0];
-    const a = await pair[first]!();
-    const b = await pair[second]!();
-    (first === 0 ? e2eSamples : directSamples).push(...a);
-    (first === 0 ? directSamples : e2eSamples).push(...b);
+    for (let j = 0; j < paths.length; j++) await paths[(i + j) % paths.length]!();
   }
-  const endToEnd = percentiles(e2eSamples);
+  const cpuPerDecision = edges.map((edge, i) => (groupCpuMs(edge.child.proc.pid!) - cpuBefore[i]!) / runs);
   const baseline = percentiles(directSamples);
-  const hopNames = [...new Set(hops.flatMap((h) => [...h.keys()]))];
-  const medianOf = (name: string) => percentiles(hops.map((h) => h.get(name) ?? 0)).p50;
 
   const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option-${i}`, i % 3 === 0 ? null : `description ${i}`]));
   const t0 = performance.now();
-  const big = await decide({ model: "svc-shared", state: "Pick the option that best fits a billing question.", questions: { big: { type: "choice", criteria } } });
+  const big = await decide(stack.baseUrl, { model: "svc-shared", state: "Pick the option that best fits a billing question.", questions: { big: { type: "choice", criteria } } });
   const bigMs = performance.now() - t0;
 
   const sidecarPid = stack.children.find((child) => child.name === "sidecar")!.proc.pid!;
   const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${sidecarPid}/status`, "utf8"))?.[1];
 
-  console.log(`one noul question, ${runs} sequential runs per path, loopback, CPU runtime, ${new Date().toISOString()}`);
-  console.log(`${"path".padEnd(40)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)}`);
-  console.log(`${"runtime /v1/score directly (baseline)".padEnd(40)} ${baseline.p50.toFixed(1).padStart(9)} ${baseline.p99.toFixed(1).padStart(9)}`);
-  console.log(`${"edge + sidecar + runtime".padEnd(40)} ${endToEnd.p50.toFixed(1).padStart(9)} ${endToEnd.p99.toFixed(1).padStart(9)}`);
-  console.log(`${"ratio".padEnd(40)} ${(endToEnd.p50 / baseline.p50).toFixed(2).padStart(9)} ${(endToEnd.p99 / baseline.p99).toFixed(2).padStart(9)}`);
-  console.log(`added at p50: ${(endToEnd.p50 - baseline.p50).toFixed(1)} ms; at p99: ${(endToEnd.p99 - baseline.p99).toFixed(1)} ms`);
-  console.log("\nwhere the time goes (median of each hop's Server-Timing over the end-to-end runs, ms):");
-  for (const name of hopNames) console.log(`  ${name.padEnd(10)} ${medianOf(name).toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
-  const inside = ["registry", "identity", "queue", "tokenize", "score"].reduce((sum, name) => sum + medianOf(name), 0);
-  console.log(`  ${"(edge, outside its timed hops)".padEnd(10)} ${(endToEnd.p50 - medianOf("key") - medianOf("quota") - medianOf("model") - medianOf("sidecar")).toFixed(2).padStart(8)}  wrangler dev, workerd, body parsing, the client's own loopback`);
-  console.log(`  ${"(sidecar, outside its timed hops)".padEnd(10)} ${(medianOf("sidecar") - inside).toFixed(2).padStart(8)}  the edge->sidecar hop, body parsing, admission and readout`);
+  const row = (name: string, p50: string, p99: string) => console.log(`${name.padEnd(44)} ${p50.padStart(9)} ${p99.padStart(9)}`);
+  console.log(`one noul question (2 passes), ${runs} sequential runs per path, loopback, CPU runtime, ${new Date().toISOString()}`);
+  row("path", "p50 ms", "p99 ms");
+  row("runtime /v1/score directly (baseline)", baseline.p50.toFixed(1), baseline.p99.toFixed(1));
+  for (const edge of edges) {
+    const e2e = percentiles(edge.samples);
+    row(edge.name, e2e.p50.toFixed(1), e2e.p99.toFixed(1));
+    row("  ratio to the baseline", (e2e.p50 / baseline.p50).toFixed(2), (e2e.p99 / baseline.p99).toFixed(2));
+    row("  added ms", (e2e.p50 - baseline.p50).toFixed(1), (e2e.p99 - baseline.p99).toFixed(1));
+  }
+  for (const [i, edge] of edges.entries()) {
+    const medianOf = (name: string) => percentiles(edge.hops.map((h) => h.get(name) ?? 0)).p50;
+    const e2e = percentiles(edge.samples);
+    console.log(`\nwhere the time goes, ${edge.name} (median of each hop's Server-Timing, ms):`);
+    for (const name of [...new Set(edge.hops.flatMap((h) => [...h.keys()]))]) console.log(`  ${name.padEnd(34)} ${medianOf(name).toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
+    const edgeHops = ["key-model", "quota", "sidecar"].reduce((sum, name) => sum + medianOf(name), 0);
+    const sidecarHops = SIDECAR_HOPS.reduce((sum, name) => sum + medianOf(name), 0);
+    console.log(`  ${"(sidecar, outside its timed hops)".padEnd(34)} ${(medianOf("sidecar") - sidecarHops).toFixed(2).padStart(8)}  the edge->sidecar hop, body parsing, readout`);
+    console.log(`  ${"(edge, outside its timed hops)".padEnd(34)} ${(e2e.p50 - edgeHops).toFixed(2).padStart(8)}  workerd${i === 1 ? " and wrangler's proxy" : ""}, body parsing, the client's loopback`);
+    console.log(`  ${"edge CPU per decision".padEnd(34)} ${cpuPerDecision[i]!.toFixed(1).padStart(8)}  user + system time of the edge's processes`);
+  }
   console.log(`\n255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);
   console.log(`sidecar resident memory after the runs: ${rss ? (Number(rss) / 1024).toFixed(1) : "?"} MiB`);
 } finally {

@@ -1,7 +1,10 @@
 /**
  * An open-loop load generator for the benchmarks: sends requests at a fixed rate whatever the
- * latency (so slow answers cannot hide by slowing the sender) and reports latency percentiles.
+ * latency (so slow answers cannot hide by slowing the sender) and reports latency percentiles, and
+ * the CPU time a process group (a local stack child and its descendants) spent per request.
  */
+import { readdirSync, readFileSync } from "node:fs";
+
 export interface LoadResult {
   label: string;
   sent: number;
@@ -9,9 +12,12 @@ export interface LoadResult {
   p50: number;
   p99: number;
   max: number;
+  /** CPU milliseconds the measured process group spent per request; NaN when none was measured. */
+  cpuMsPerRequest: number;
 }
 
-export async function fixedRate(label: string, ratePerSecond: number, seconds: number, send: () => Promise<Response>): Promise<LoadResult> {
+export async function fixedRate(label: string, ratePerSecond: number, seconds: number, send: () => Promise<Response>, cpuGroup?: number): Promise<LoadResult> {
+  const cpuBefore = cpuGroup === undefined ? NaN : groupCpuMs(cpuGroup);
   const total = Math.round(ratePerSecond * seconds);
   const interval = 1000 / ratePerSecond;
   const latencies: number[] = [];
@@ -33,16 +39,36 @@ export async function fixedRate(label: string, ratePerSecond: number, seconds: n
     );
   }
   await Promise.all(inflight);
+  const cpuMsPerRequest = cpuGroup === undefined ? NaN : (groupCpuMs(cpuGroup) - cpuBefore) / total;
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
-  return { label, sent: total, statuses, p50: at(0.5), p99: at(0.99), max: latencies.at(-1) ?? NaN };
+  return { label, sent: total, statuses, p50: at(0.5), p99: at(0.99), max: latencies.at(-1) ?? NaN, cpuMsPerRequest };
 }
 
 export function printResults(results: LoadResult[], baseline: LoadResult): void {
-  console.log(`${"route".padEnd(44)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)} ${"max ms".padStart(8)} ${"p50 ratio".padStart(10)} ${"p99 ratio".padStart(10)}  statuses`);
+  console.log(`${"route".padEnd(44)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)} ${"max ms".padStart(8)} ${"p50 ratio".padStart(10)} ${"p99 ratio".padStart(10)} ${"CPU ms/req".padStart(10)}  statuses`);
   for (const r of results) {
     console.log(
-      `${r.label.padEnd(44)} ${r.p50.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${r.max.toFixed(2).padStart(8)} ${(r.p50 / baseline.p50).toFixed(2).padStart(10)} ${(r.p99 / baseline.p99).toFixed(2).padStart(10)}  ${JSON.stringify(r.statuses)}`,
+      `${r.label.padEnd(44)} ${r.p50.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${r.max.toFixed(2).padStart(8)} ${(r.p50 / baseline.p50).toFixed(2).padStart(10)} ${(r.p99 / baseline.p99).toFixed(2).padStart(10)} ${r.cpuMsPerRequest.toFixed(2).padStart(10)}  ${JSON.stringify(r.statuses)}`,
     );
   }
+}
+
+/** Linux's USER_HZ: /proc reports CPU time in these ticks. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU milliseconds (user + system) of every live process in the group `pgid` (a stack child leads its own group). */
+export function groupCpuMs(pgid: number): number {
+  let ticks = 0;
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      // The fields after the command (which may hold spaces): state, ppid, pgrp (3rd), ..., utime (12th), stime (13th).
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[2]) === pgid) ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
 }

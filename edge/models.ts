@@ -3,7 +3,8 @@
  * releases, and the sidecar that serves it. Unknown and forbidden names both resolve to null, so the
  * caller answers one identical 404. The decisions route reads it in the same query as the key
  * (`keyAndModel`), so a decision costs one Postgres round trip at the edge; nothing is cached, so a
- * retired release or a moved alias applies on the very next request.
+ * retired release or a moved alias applies on the very next request. The release's row revision goes
+ * to the sidecar with it, so the sidecar's copy of the entry is renewed on the next request too.
  */
 import type { NeonQueryFunction } from "@neondatabase/serverless";
 import type { ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
@@ -19,7 +20,7 @@ type Sql = NeonQueryFunction<false, false>;
 
 /** The release a name (parameter `$name`) resolves to for an account (SQL expression `account`): at most one row. */
 const releaseFor = (name: string, account: string) => `
-  SELECT r.id, r.fingerprint, r.sidecar_url
+  SELECT r.id, r.fingerprint, r.sidecar_url, r.revision
     FROM model_releases r
    WHERE r.retired_at IS NULL
      AND (r.owners IS NULL OR ${account} = ANY (r.owners))
@@ -27,15 +28,18 @@ const releaseFor = (name: string, account: string) => `
    ORDER BY (r.id = ${name}) DESC
    LIMIT 1`;
 
-function resolution(id: unknown, fingerprint: unknown, sidecarUrl: unknown): Resolution | null {
+function resolution(id: unknown, fingerprint: unknown, sidecarUrl: unknown, revision: unknown): Resolution | null {
   if (id === null || id === undefined) return null;
-  return { release: { id: String(id), fingerprint: String(fingerprint) }, sidecarUrl: sidecarUrl === null ? null : String(sidecarUrl) };
+  return {
+    release: { id: String(id), fingerprint: String(fingerprint), revision: Number(revision) },
+    sidecarUrl: sidecarUrl === null ? null : String(sidecarUrl),
+  };
 }
 
 export async function resolveModel(sql: Sql, name: string, accountId: string): Promise<Resolution | null> {
   const rows = await sql.query(releaseFor("$1", "$2::uuid"), [name, accountId]);
   const row = rows[0];
-  return row ? resolution(row.id, row.fingerprint, row.sidecar_url) : null;
+  return row ? resolution(row.id, row.fingerprint, row.sidecar_url, row.revision) : null;
 }
 
 /**
@@ -45,12 +49,12 @@ export async function resolveModel(sql: Sql, name: string, accountId: string): P
  */
 export async function keyAndModel(sql: Sql, keyId: string, name: string): Promise<{ key: Record<string, unknown> | undefined; model: Resolution | null }> {
   const rows = await sql.query(
-    `SELECT ${KEY_COLUMNS}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url
+    `SELECT ${KEY_COLUMNS}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url, m.revision AS release_revision
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
        LEFT JOIN LATERAL (${releaseFor("$2", "a.id")}) m ON true
       WHERE k.id = $1`,
     [keyId, name],
   );
   const row = rows[0];
-  return { key: row, model: row ? resolution(row.release_id, row.release_fingerprint, row.release_sidecar_url) : null };
+  return { key: row, model: row ? resolution(row.release_id, row.release_fingerprint, row.release_sidecar_url, row.release_revision) : null };
 }

@@ -7,10 +7,10 @@
  *     await stack.stop();
  *
  * Order: model file, Postgres and Redis, schema, the Neon and Upstash bridges, the runtime, the
- * registry entry for what the runtime reports, the sidecar, then the edge under `wrangler dev`.
+ * registry entry for what the runtime reports, the sidecar, then the edge (local/edge.ts).
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
 import { SHARED_ALIAS } from "../contract/limits.ts";
@@ -21,13 +21,12 @@ import { startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
 import { startNeonBridge } from "./neon-bridge.ts";
 import { freePort } from "./ports.ts";
-import { ROOT, sidecarAddress, startRuntime, startSidecar } from "./tiers.ts";
+import { sidecarAddress, startRuntime, startSidecar } from "./tiers.ts";
+import { startEdge, type EdgeKind } from "./edge.ts";
 import { startPostgres } from "./postgres.ts";
-import { start, type Child } from "./process.ts";
+import type { Child } from "./process.ts";
 import { startRedis } from "./redis.ts";
 import { startUpstashBridge } from "./upstash-bridge.ts";
-
-const WRANGLER = join(ROOT, "node_modules/wrangler/bin/wrangler.js");
 
 /** The variable that holds the local runtime's secret; the registry entry's `token_env`. */
 export const RUNTIME_TOKEN_ENV = "SVC_RUNTIME_SECRET";
@@ -40,6 +39,8 @@ export interface StackOptions {
   idpPort?: number;
   /** Extra settings of the edge Worker, such as ALLOWED_ORIGIN. */
   edgeVars?: Record<string, string>;
+  /** How the edge Worker runs (local/edge.ts); "miniflare" when absent. */
+  edge?: EdgeKind;
   /** Progress lines (to stderr by default). */
   log?: (line: string) => void;
 }
@@ -62,6 +63,8 @@ export interface Stack {
   secrets: { runtime: string; sidecar: string; upstash: string };
   urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string };
   children: Child[];
+  /** Another edge over the same services, on a free port, stopped with the stack (benchmarks compare the two kinds). */
+  addEdge(kind: EdgeKind): Promise<{ baseUrl: string; child: Child }>;
   /** Stops one data service (tests use it to show what an outage does). */
   stopService(name: "postgres" | "redis"): Promise<void>;
   stop(): Promise<void>;
@@ -167,41 +170,13 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       { mode: 0o600 },
     );
     chmodSync(envFile, 0o600);
-    const edge = await start({
-      name: "edge",
-      // wrangler needs Node; under Bun (npm start) the `node` on PATH runs it.
-      command: process.versions.bun ? "node" : process.execPath,
-      args: [
-        WRANGLER, "dev",
-        "--config", join(ROOT, "wrangler.toml"),
-        "--ip", "127.0.0.1",
-        "--port", String(edgePort),
-        "--inspector-port", String(await freePort()),
-        "--persist-to", join(dataDir, "wrangler"),
-        "--env-file", envFile,
-        "--show-interactive-dev-session=false",
-        "--log-level", "log",
-      ],
-      cwd: ROOT,
-      env: {
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-        WRANGLER_SEND_METRICS: "false",
-        XDG_CONFIG_HOME: join(dataDir, "config"),
-        // wrangler appends every message of every level to a debug file, outgoing fetch responses
-        // included (decision answers, SQL results): real-time bodies must not be logged, so that
-        // file is /dev/null. Its console output (edge.log) keeps the operator's lines.
-        WRANGLER_LOG_PATH: discardedLog(dataDir),
-        CI: "true",
-      },
-      logPath: join(logDir, "edge.log"),
-      ready: async () => (await fetch(`${baseUrl}/__ready`)).status === 404,
-      timeoutMs: 90_000,
-    });
+    const edgeKind = opts.edge ?? "miniflare";
+    const edge = await startEdge({ kind: edgeKind, port: edgePort, envFile, dataDir, logDir });
     children.push(edge);
     stoppers.push(edge.stop);
 
     const pieces: Piece[] = [
-      { name: "edge (wrangler dev)", where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
+      { name: `edge (${edgeKind === "miniflare" ? "workerd via Miniflare" : "wrangler dev"})`, where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
       { name: "sidecar (bun)", where: sidecarAt.url, pid: sidecar.proc.pid, log: sidecar.logPath },
       { name: `runtime ${release.release_id}`, where: runtime.url, pid: runtime.child.proc.pid, log: runtime.child.logPath },
       { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
@@ -221,6 +196,13 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
       urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
       children,
+      addEdge: async (kind) => {
+        const port = await freePort();
+        const child = await startEdge({ kind, port, envFile, dataDir, logDir, logName: `edge-${kind}-${port}.log` });
+        children.push(child);
+        stoppers.push(child.stop);
+        return { baseUrl: `http://127.0.0.1:${port}`, child };
+      },
       stopService: (name) => (name === "postgres" ? postgres.stop() : redis.stop()),
       stop,
     };
@@ -243,14 +225,6 @@ async function startAll<T extends readonly Promise<{ stop(): Promise<void> }>[]>
   const failed = results.find((result) => result.status === "rejected");
   if (failed) throw failed.reason;
   return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
-}
-
-/** A `.log` path that discards what is written to it (wrangler takes a path ending in `.log` as the file itself). */
-function discardedLog(dataDir: string): string {
-  const path = join(dataDir, "wrangler-debug.log");
-  rmSync(path, { force: true });
-  symlinkSync("/dev/null", path);
-  return path;
 }
 
 /** A connection URL without its password, for printing. */

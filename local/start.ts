@@ -4,10 +4,12 @@
  * survives restarts; `stack.json` there names the running stack for the local commands.
  *
  * Settings: PORT (edge, default 8787), DATABASE_URL, REDIS_URL (use these instead of the private
- * servers), SVC_MODEL_PATH (any GGUF instead of the default model).
+ * servers), SVC_MODEL_PATH (any GGUF instead of the default model), SVC_EDGE=wrangler-dev (run the
+ * edge under `wrangler dev`, which rebuilds on every edit, instead of the bundle under Miniflare).
  */
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { EDGE_KINDS, type EdgeKind } from "./edge.ts";
 import { portInUse } from "./ports.ts";
 import { runningStack, stackDir, type RunningStack } from "./running.ts";
 import { RUNTIME_TOKEN_ENV, startStack } from "./stack.ts";
@@ -17,6 +19,12 @@ const lockPath = join(dataDir, "stack.json");
 const edgePort = Number(process.env.PORT ?? 8787);
 // A fixed issuer port keeps user tokens and the CLI's sign-in valid across restarts.
 const idpPort = edgePort + 1;
+
+const edge = process.env.SVC_EDGE || "miniflare";
+if (!(EDGE_KINDS as readonly string[]).includes(edge)) {
+  console.error(`SVC_EDGE must be one of ${EDGE_KINDS.join(", ")}; got ${JSON.stringify(edge)}.`);
+  process.exit(1);
+}
 
 const other = runningStack();
 if (other) {
@@ -32,7 +40,7 @@ for (const port of [edgePort, idpPort]) {
 
 const started = performance.now();
 console.error("Starting the decision service on loopback (first start installs the model once)...");
-const stack = await startStack({ dataDir, edgePort, idpPort, log: (line) => console.error(`  ${line}`) });
+const stack = await startStack({ dataDir, edgePort, idpPort, edge: edge as EdgeKind, log: (line) => console.error(`  ${line}`) });
 const lock: RunningStack = {
   pid: process.pid,
   baseUrl: stack.baseUrl,

@@ -19,7 +19,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { ServiceError } from "../server-shared/errors.ts";
-import { LOGPROB_FLOOR, type TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { LOGPROB_FLOOR, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import type { Segment } from "../server-shared/runtime-protocol.ts";
 
 export interface EngineOptions {
@@ -38,7 +38,7 @@ export interface ScoreResult {
 
 /** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
 export interface ScoringEngine {
-  tokenize(text: string, special: boolean): TokenizeResponse;
+  tokenize(text: string, special: boolean): Tokenized;
   score(segments: readonly Segment[], labelTokens: readonly number[]): Promise<ScoreResult>;
 }
 
@@ -78,7 +78,7 @@ export class Engine implements ScoringEngine {
   }
 
   /** The model's own tokens for `text` (special-token markers parsed only when `special`), no beginning-of-sequence token added. */
-  tokenize(text: string, special: boolean): TokenizeResponse {
+  tokenize(text: string, special: boolean): Tokenized {
     const tokens = this.model.tokenize(text, special);
     // Decoded one token at a time, so a byte-fallback token shows as U+FFFD rather than as a merged character.
     const pieces = tokens.map((token) => this.model.detokenize([token], true));

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import { readJson } from "../server-shared/body.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts";
-import { RUNTIME_BODY, RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse } from "../server-shared/runtime-protocol.ts";
+import { RUNTIME_BODY, RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse, type TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import type { ScoringEngine } from "./engine.ts";
 
 export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secret: string): Hono {
@@ -19,7 +19,13 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
 
   app.post(RUNTIME_PATHS.tokenize, async (c) => {
     const body = await readJson(c, TokenizeRequest, RUNTIME_BODY);
-    return c.json(engine.tokenize(body.text, body.special));
+    const response: TokenizeResponse = {
+      release_id: identity.release_id,
+      fingerprint: identity.fingerprint,
+      max_tokens_per_pass: identity.max_tokens_per_pass,
+      results: body.texts.map(({ text, special }) => engine.tokenize(text, special)),
+    };
+    return c.json(response);
   });
 
   app.post(RUNTIME_PATHS.score, async (c) => {

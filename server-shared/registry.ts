@@ -25,11 +25,13 @@ export const RegistryEntry = z.object({
   /** Applied by the readout; null for an uncalibrated release. */
   calibration: Calibration.nullable(),
   has_calibration_report: z.boolean(),
+  /** Bumped by every change to the release's row (schema.sql); caches of the entry are keyed by it. */
+  revision: z.coerce.number().int().positive(),
 });
 export type RegistryEntry = z.infer<typeof RegistryEntry>;
 
 export const REGISTRY_COLUMNS =
-  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report";
+  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report, revision";
 
 /** The fingerprint of a calibrated release: its base's fingerprint and its parameters, hashed together. */
 export async function calibratedFingerprint(baseFingerprint: string, calibration: Calibration): Promise<string> {

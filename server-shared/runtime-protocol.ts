@@ -14,10 +14,12 @@
  *        before admitting work.
  *
  *   POST /v1/tokenize   TokenizeRequest -> TokenizeResponse
- *        The runtime's own tokenizer. Special-token markers in `text` are parsed as special tokens
- *        only when `special` is true; no beginning-of-sequence token is added. `pieces[i]` is the
- *        text that token i decodes to, so a caller can check that a label is one token that decodes
- *        to itself.
+ *        The runtime's own tokenizer, for every text of the request in one call: `results[i]` is
+ *        `texts[i]` tokenized. Special-token markers in a text are parsed as special tokens only when
+ *        its `special` is true; no beginning-of-sequence token is added. `pieces[j]` is the text that
+ *        token j decodes to, so a caller can check that a label is one token that decodes to itself.
+ *        The response carries the runtime's stamp (release id, fingerprint, per-pass limit), so that
+ *        the one call a sidecar makes before admitting a request also verifies whom it talks to.
  *
  *   POST /v1/score      ScoreRequest -> ScoreResponse
  *        One pass. The prompt is a list of segments, tokenized one after the other; only segments
@@ -56,12 +58,28 @@ export const Identity = z.object({
 });
 export type Identity = z.infer<typeof Identity>;
 
-export const TokenizeRequest = looseFields({ text: z.string(), special: z.boolean().default(false) });
+/** What every tokenize and score response repeats of the identity, so each one is verifiable. */
+export const Stamp = z.object({ release_id: z.string(), fingerprint: z.string() });
+export type Stamp = z.infer<typeof Stamp>;
+
+export const TokenizeText = looseFields({ text: z.string(), special: z.boolean().default(false) });
+export type TokenizeText = z.infer<typeof TokenizeText>;
+
+/** Texts per tokenize call: a request's labels and over-long passes fit (see contract/limits.ts). */
+export const TOKENIZE_TEXTS_MAX = 65_536;
+
+export const TokenizeRequest = looseFields({ texts: z.array(TokenizeText).max(TOKENIZE_TEXTS_MAX) });
 export type TokenizeRequest = z.infer<typeof TokenizeRequest>;
 
-export const TokenizeResponse = z.object({
+export const Tokenized = z.object({
   tokens: z.array(z.number().int().nonnegative()),
   pieces: z.array(z.string()),
+});
+export type Tokenized = z.infer<typeof Tokenized>;
+
+export const TokenizeResponse = Stamp.extend({
+  max_tokens_per_pass: z.number().int().positive(),
+  results: z.array(Tokenized),
 });
 export type TokenizeResponse = z.infer<typeof TokenizeResponse>;
 
@@ -77,9 +95,7 @@ export const ScoreRequest = looseFields({
 });
 export type ScoreRequest = z.infer<typeof ScoreRequest>;
 
-export const ScoreResponse = z.object({
-  release_id: z.string(),
-  fingerprint: z.string(),
+export const ScoreResponse = Stamp.extend({
   prompt_tokens: z.number().int().positive(),
   logprobs: z.array(z.number().max(0)),
 });

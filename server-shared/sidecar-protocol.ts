@@ -3,9 +3,10 @@
  *
  *   POST /internal/decide   SidecarDecideRequest -> SidecarDecideResponse
  *        One real-time decision. The edge has authenticated, validated, budgeted, admitted and
- *        resolved the model to a release the account may use; it names only that release's id and
- *        fingerprint. The sidecar looks up the release's runtime address and secret in the registry
- *        itself (it is the only caller of a runtime), and re-checks only what it alone can know:
+ *        resolved the model to a release the account may use; it names only that release's id,
+ *        fingerprint and row revision. The sidecar looks up the release's runtime address and secret
+ *        in the registry itself (it is the only caller of a runtime), keeping each entry until the
+ *        edge names a newer revision of its row, and re-checks only what it alone can know:
  *        exact token counts per rendered pass, the runtime's published limits and its identity.
  *
  *   GET  /internal/health   -> SidecarHealth
@@ -23,6 +24,8 @@ import { LinkStatus } from "../contract/health.ts";
 export const ResolvedRelease = fields({
   id: z.string(),
   fingerprint: z.string(),
+  /** The release row's revision as the edge read it in this request (schema.sql). */
+  revision: z.number().int().positive(),
 });
 export type ResolvedRelease = z.infer<typeof ResolvedRelease>;
 

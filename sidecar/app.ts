@@ -11,12 +11,12 @@ import { ServiceError } from "../server-shared/errors.ts";
 import { checkLink } from "../server-shared/health.ts";
 import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
 import { calibratedFingerprint, type RegistryEntry } from "../server-shared/registry.ts";
-import type { Identity } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
-import { executeDecision, IdentityMismatchError, type Release } from "./decide/execute.ts";
+import { admitDecision, runDecision, type Release } from "./decide/execute.ts";
+import { IdentityMismatchError } from "./decide/identity.ts";
 import type { Lanes } from "./lanes.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
-import { identityMatches, runtimeClientFor, timedClient, type RuntimeClient } from "./runtime/client.ts";
+import { identityMatches, runtimeClientFor, timedClient } from "./runtime/client.ts";
 import { servedRelease, servedReleases } from "./runtime/registry.ts";
 import type { UsageWriter } from "./usage.ts";
 
@@ -33,30 +33,39 @@ export interface SidecarDeps {
 }
 
 /**
- * The runtime of a release the edge resolved, looked up in the registry by this sidecar and checked
- * before the request is admitted to a lane (every pass is checked again).
+ * The registry entry of a release the edge resolved, as this sidecar read and checked it. Entries
+ * are kept by release id with the row revision they were read at; the edge names the revision it
+ * read in the same request, so a changed row (address, assignment, retirement) is read again on the
+ * next request, and an unchanged one costs no Postgres round trip.
  */
-async function verifiedRuntime(
-  deps: SidecarDeps,
-  release: ResolvedRelease,
-  timings: Timings,
-): Promise<{ client: RuntimeClient; identity: Identity; entry: RegistryEntry }> {
-  const entry = await timings.time("registry", () => servedRelease(deps.pool, deps.selfUrl, release.id));
-  if (!entry) {
-    throw new ServiceError(
-      "unavailable",
-      "the model service cannot serve this model right now; retry shortly",
-      `release ${release.id} is not served by this sidecar (${deps.selfUrl}): the registry names another sidecar, or none`,
-    );
+class RegistryEntries {
+  private readonly entries = new Map<string, RegistryEntry>();
+  constructor(private readonly deps: SidecarDeps) {}
+
+  async get(release: ResolvedRelease): Promise<RegistryEntry> {
+    const kept = this.entries.get(release.id);
+    if (kept && kept.revision === release.revision && kept.fingerprint === release.fingerprint) return kept;
+    const entry = await this.read(release);
+    this.entries.set(release.id, entry);
+    return entry;
   }
-  if (entry.fingerprint !== release.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: entry.fingerprint });
-  // A calibrated release's fingerprint must cover its parameters, so a row edited by hand is refused.
-  const expected = entry.calibration ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration) : entry.runtime_fingerprint;
-  if (expected !== entry.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: expected });
-  const client = timedClient(runtimeClientFor(entry, deps.env), timings);
-  const identity = await client.identity(AbortSignal.timeout(5000));
-  if (!identityMatches(runtimeOf(entry), identity)) throw new IdentityMismatchError(runtimeOf(entry), identity);
-  return { client, identity, entry };
+
+  private async read(release: ResolvedRelease): Promise<RegistryEntry> {
+    const entry = await servedRelease(this.deps.pool, this.deps.selfUrl, release.id);
+    if (!entry) {
+      this.entries.delete(release.id);
+      throw new ServiceError(
+        "unavailable",
+        "the model service cannot serve this model right now; retry shortly",
+        `release ${release.id} is not served by this sidecar (${this.deps.selfUrl}): the registry names another sidecar, or none`,
+      );
+    }
+    if (entry.fingerprint !== release.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: entry.fingerprint });
+    // A calibrated release's fingerprint must cover its parameters, so a row edited by hand is refused.
+    const expected = entry.calibration ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration) : entry.runtime_fingerprint;
+    if (expected !== entry.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: expected });
+    return entry;
+  }
 }
 
 /** The identity a release's runtime reports (its base's, for a calibrated release). */
@@ -70,23 +79,23 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
 
   app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
 
+  const registry = new RegistryEntries(deps);
   app.post(SIDECAR_PATHS.decide, async (c) => {
     const call = await readJson(c, SidecarDecideRequest, SIDECAR_BODY);
     // Every hop's time, returned to the edge in Server-Timing (names and milliseconds only).
     const timings = new Timings();
-    const { client, identity, entry } = await verifiedRuntime(deps, call.release, timings);
-    const release: Release = {
-      ...call.release,
-      runtime: runtimeOf(entry),
-      ...(entry.calibration ? { calibration: entry.calibration } : {}),
-      maxTokensPerPass: identity.max_tokens_per_pass,
-    };
+    // The runtime proves its identity on every response: admission's tokenize call and every pass.
+    const entry = await timings.time("registry", () => registry.get(call.release));
+    const client = timedClient(runtimeClientFor(entry, deps.env), timings);
+    const release: Release = { ...call.release, runtime: runtimeOf(entry), ...(entry.calibration ? { calibration: entry.calibration } : {}) };
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
+    // Admitted (identity, labels, per-pass limits) before it takes a lane: a refusal never waits for the GPU.
+    const admission = await admitDecision(client, release, call.request, signal);
     const queued = performance.now();
     const execute = () => {
       timings.add("queue", performance.now() - queued);
-      return executeDecision(client, release, call.request, signal);
+      return runDecision(client, release, admission, signal);
     };
     const result = await deps.lanes.run("realtime", execute, signal);
     // Recorded after the answer, off the customer's wait; a clean shutdown flushes it.

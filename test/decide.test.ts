@@ -17,11 +17,12 @@ import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { CONTENT_FREE_STATE, FIXED_FORMS, OPTIONS_PER_PASS, SERVED_RENDERING, passTokenBound, planQuestion, asText } from "../sidecar/decide/render.ts";
-import type { Identity, ScoreRequest, ScoreResponse, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import type { Identity, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
-import { executeDecision, IdentityMismatchError, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
-import { LabelError, labelCache, resolveFixedForms, wordCache } from "../sidecar/decide/labels.ts";
+import { executeDecision, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
+import { IdentityMismatchError } from "../sidecar/decide/identity.ts";
+import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
 import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
 import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { startRuntime } from "../local/tiers.ts";
@@ -51,6 +52,11 @@ beforeEach(() => {
   labelCache.clear();
   wordCache.clear();
 });
+
+/** One text on the real runtime. */
+async function tokenizeOne(text: string, special = false): Promise<Tokenized> {
+  return (await real.tokenize({ texts: [{ text, special }] })).results[0]!;
+}
 
 /** Forwards every call to the real runtime and records it; optionally runs a hook after each score. */
 class CountingRuntime implements RuntimeClient {
@@ -119,33 +125,31 @@ async function refusal(run: Promise<unknown>): Promise<ServiceError> {
 
 describe("labels", () => {
   it("resolve to single tokens of Gemma that decode to themselves, all distinct", async () => {
-    const labels = await resolveFixedForms(real);
+    const labels = checkFixedForms((await real.tokenize({ texts: FIXED_FORMS.map((text) => ({ text, special: false })) })).results);
     const tokens = FIXED_FORMS.map((form) => labels.get(form));
     for (const [i, form] of FIXED_FORMS.entries()) {
-      expect(await real.tokenize({ text: form, special: false })).toEqual({ tokens: [tokens[i]], pieces: [form] });
+      expect(await tokenizeOne(form)).toEqual({ tokens: [tokens[i]], pieces: [form] });
     }
     expect(new Set(tokens).size).toBe(FIXED_FORMS.length);
   });
 
-  it("are tokenized once per fingerprint, and cached only after a pass proved the fingerprint", async () => {
+  it("are tokenized once per fingerprint; every request makes one tokenize call, which verifies the runtime", async () => {
     const counting = new CountingRuntime(real);
     const request = { state: "The sky is blue.", questions: { q: { type: "noul" as const } } };
     await run(counting, release, request);
-    const labelCount = FIXED_FORMS.length;
-    expect(counting.tokenized).toHaveLength(labelCount);
     expect(labelCache.has(release.fingerprint)).toBe(true);
     await run(counting, release, request);
-    expect(counting.tokenized).toHaveLength(labelCount);
+    expect(counting.tokenized.map((call) => call.texts.map((t) => t.text))).toEqual([[...FIXED_FORMS], []]);
   });
 
-  it("tokenize a choice's option names once per fingerprint: the same question again costs no tokenize call", async () => {
+  it("tokenize a choice's option names once per fingerprint: the same question again tokenizes nothing", async () => {
     const counting = new CountingRuntime(real);
     const request = { state: "Paris", questions: { where: { type: "choice" as const, criteria: { Europe: null, Asia: null } } } };
     const first = await run(counting, release, request);
-    const afterFirst = counting.tokenized.length;
-    expect(counting.tokenized.map((t) => t.text)).toEqual(expect.arrayContaining([" Europe", " Asia"]));
+    expect(counting.tokenized).toHaveLength(1);
+    expect(counting.tokenized[0]!.texts.map((t) => t.text)).toEqual([...FIXED_FORMS, " Europe", " Asia"]);
     const second = await run(counting, release, request);
-    expect(counting.tokenized.length).toBe(afterFirst);
+    expect(counting.tokenized.map((call) => call.texts.length)).toEqual([FIXED_FORMS.length + 2, 0]);
     expect(second).toEqual(first);
   });
 
@@ -158,7 +162,10 @@ describe("labels", () => {
   });
 
   it("refuse a model on which two labels share a token", async () => {
-    await expect(resolveFixedForms(new SharedTokenLabelRuntime(real, "B", "A"))).rejects.toMatchObject({ problem: expect.stringMatching(/labels "A" and "B" share token/) });
+    const counting = new CountingRuntime(new SharedTokenLabelRuntime(real, "B", "A"));
+    await expect(run(counting, release, mixed())).rejects.toMatchObject({ problem: expect.stringMatching(/labels "A" and "B" share token/) });
+    expect(counting.scored).toHaveLength(0);
+    expect(labelCache.has(release.fingerprint)).toBe(false);
   });
 });
 
@@ -215,7 +222,7 @@ describe("a decision", () => {
     // The first question's two orders, each with its content-free pass, then the second's.
     const [words, , reversed, , letters] = counting.scored.map((s) => s.request);
     expect(reversed!.segments[0]!.text).toContain("Options:\n- Africa\n- Asia\n- Europe\nAnswer:");
-    expect(words!.label_tokens).toEqual(await Promise.all([" Europe", " Asia", " Africa"].map(async (w) => (await real.tokenize({ text: w, special: false })).tokens[0])));
+    expect(words!.label_tokens).toEqual(await Promise.all([" Europe", " Asia", " Africa"].map(async (w) => (await tokenizeOne(w)).tokens[0])));
     expect(words!.segments[0]!.text).toContain("Options:\n- Europe\n- Asia\n- Africa\nAnswer:");
     // Letters, each in two forms (" A" and "A").
     expect(letters!.label_tokens).toHaveLength(6);
@@ -297,7 +304,7 @@ describe("admission", () => {
 
     const [pass] = plan(state, question).readings.map((r) => r.pass);
     let exact = 1;
-    for (const s of pass!.segments) exact += (await real.tokenize({ text: s.text, special: s.special })).tokens.length;
+    for (const s of pass!.segments) exact += (await tokenizeOne(s.text, s.special)).tokens.length;
     expect(exact).toBeGreaterThan(LIMITS.tokensPerPass);
     expect(refused.message).toBe(`questions.q7: a pass of this question needs ${exact} tokens; at most ${LIMITS.tokensPerPass} per pass`);
     expect(counting.scored).toHaveLength(0);
@@ -307,7 +314,7 @@ describe("admission", () => {
     const counting = new CountingRuntime(real);
     const question = { type: "noul" as const, instructions: "Is it short?" };
     const state = "a short state that still renders to well over one hundred and twenty-eight bytes of prompt";
-    const refused = await refusal(run(counting, { ...release, maxTokensPerPass: 16 }, { state, questions: { small: question } }));
+    const refused = await refusal(run(new SmallPassRuntime(counting, 16), release, { state, questions: { small: question } }));
     expect(refused.message).toMatch(/^questions\.small: a pass of this question needs \d+ tokens; at most 16 per pass$/);
     expect(counting.scored).toHaveLength(0);
   });
@@ -321,6 +328,19 @@ describe("admission", () => {
     const refused = await refusal(run(counting, release, { state: "Lorem ipsum.", questions }));
     expect(refused.message).toMatch(/^questions\.q7: a pass of this question needs \d+ tokens; at most 4096 per pass$/);
     expect(counting.scored).toHaveLength(0);
+  });
+
+  it("counts every long pass of a request with one more tokenize call, each distinct segment once", async () => {
+    const counting = new CountingRuntime(real);
+    const state = "lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(600);
+    const latin = { type: "noul" as const, instructions: "Is it Latin?" };
+    const questions = { q1: latin, q2: latin, q3: { type: "noul" as const, instructions: "Is it English?" } };
+    await refusal(run(counting, release, { state, questions }));
+    expect(counting.tokenized).toHaveLength(2);
+    // Three long passes (the content-free ones are short), two of them the same.
+    const texts = counting.tokenized[1]!.texts.map((t) => t.text);
+    expect(texts).toHaveLength(2);
+    expect(texts.every((text) => text.includes(state))).toBe(true);
   });
 
   it("admits a pass whose byte bound is over the limit when its exact count is not", async () => {
@@ -352,15 +372,24 @@ describe("admission", () => {
 });
 
 describe("runtime identity", () => {
+  it("fails admission with IdentityMismatchError when the tokenize call comes back from another fingerprint: no pass, nothing kept", async () => {
+    const wrong = new CountingRuntime(new WrongStampRuntime(real));
+    const choice = { state: "Paris", questions: { where: { type: "choice" as const, criteria: { Europe: null, Asia: null } } } };
+    const err = await run(wrong, release, choice).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdentityMismatchError);
+    expect(err).toMatchObject({ status: 503, code: "identity_mismatch", release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
+    expect(wrong.scored).toHaveLength(0);
+    // Labels and option words read from a runtime that is another release are not kept.
+    expect(labelCache.has(release.fingerprint)).toBe(false);
+    expect(wordCache.size).toBe(0);
+  });
+
   it("fails the decision with IdentityMismatchError when a pass comes back from another fingerprint", async () => {
     const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 1));
     const err = await run(wrong, release, mixed()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(err).toMatchObject({ status: 503, release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
     expect(wrong.scored).toHaveLength(1);
-    // Labels and option words read from a runtime that turned out to be another release are not kept.
-    expect(labelCache.has(release.fingerprint)).toBe(false);
-    expect(wordCache.size).toBe(0);
   });
 
   it("checks every pass, not only the first", async () => {
@@ -388,34 +417,66 @@ class WrongFingerprintRuntime implements RuntimeClient {
   }
 }
 
-/** Fake: a model whose tokenizer splits `label` into two tokens. */
-class MultiTokenLabelRuntime implements RuntimeClient {
+/** Fake: a runtime whose tokenize responses name another fingerprint (a misrouted runtime). */
+class WrongStampRuntime implements RuntimeClient {
+  constructor(private readonly inner: RuntimeClient) {}
+  identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    return { ...(await this.inner.tokenize(request, signal)), fingerprint: "0".repeat(64) };
+  }
+}
+
+/** Fake: a runtime that publishes a per-pass limit of `max` tokens (the real one takes it from its settings at start). */
+class SmallPassRuntime implements RuntimeClient {
   constructor(
     private readonly inner: RuntimeClient,
-    private readonly label: string,
+    private readonly max: number,
   ) {}
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
-    if (request.text !== this.label) return this.inner.tokenize(request, signal);
-    const [head, tail] = [request.text.slice(0, 1), request.text.slice(1)];
-    const [a, b] = await Promise.all([this.inner.tokenize({ ...request, text: head }, signal), this.inner.tokenize({ ...request, text: tail }, signal)]);
-    return { tokens: [...a.tokens, ...b.tokens], pieces: [...a.pieces, ...b.pieces] };
+    return { ...(await this.inner.tokenize(request, signal)), max_tokens_per_pass: this.max };
+  }
+}
+
+/** A runtime that rewrites the tokenization of some texts, each text on its own. */
+abstract class RetokenizingRuntime implements RuntimeClient {
+  constructor(protected readonly inner: RuntimeClient) {}
+  identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  protected abstract retokenize(text: string): Promise<Tokenized> | null;
+  async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    const response = await this.inner.tokenize(request, signal);
+    const results = await Promise.all(request.texts.map((t, i) => this.retokenize(t.text) ?? response.results[i]!));
+    return { ...response, results };
+  }
+}
+
+/** Fake: a model whose tokenizer splits `label` into two tokens. */
+class MultiTokenLabelRuntime extends RetokenizingRuntime {
+  constructor(
+    inner: RuntimeClient,
+    private readonly label: string,
+  ) {
+    super(inner);
+  }
+  protected retokenize(text: string): Promise<Tokenized> | null {
+    if (text !== this.label) return null;
+    return Promise.all([tokenizeOne(text.slice(0, 1)), tokenizeOne(text.slice(1))]).then(([a, b]) => ({ tokens: [...a.tokens, ...b.tokens], pieces: [...a.pieces, ...b.pieces] }));
   }
 }
 
 /** Fake: a model on which `label` is the very token of `sameAs`. */
-class SharedTokenLabelRuntime implements RuntimeClient {
+class SharedTokenLabelRuntime extends RetokenizingRuntime {
   constructor(
-    private readonly inner: RuntimeClient,
+    inner: RuntimeClient,
     private readonly label: string,
     private readonly sameAs: string,
-  ) {}
-  identity = (signal?: AbortSignal) => this.inner.identity(signal);
-  score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
-  async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
-    if (request.text !== this.label) return this.inner.tokenize(request, signal);
-    const { tokens } = await this.inner.tokenize({ ...request, text: this.sameAs }, signal);
-    return { tokens, pieces: [this.label] };
+  ) {
+    super(inner);
+  }
+  protected retokenize(text: string): Promise<Tokenized> | null {
+    return text === this.label ? tokenizeOne(this.sameAs).then(({ tokens }) => ({ tokens, pieces: [this.label] })) : null;
   }
 }

@@ -74,10 +74,10 @@ describe("POST /v1/systemone", () => {
     expect(res.status).toBe(200);
     const header = res.headers.get(SERVER_TIMING_HEADER) ?? "";
     const hops = Timings.parse(header);
-    // key-model: the key and the model are read in one query. No usage hop: the usage row is written
-    // after the answer, off the customer's wait. tokenize appears only while the sidecar does not know
-    // the choice's option names yet (an earlier test may have asked the same question).
-    expect([...hops.keys()].filter((name) => name !== "tokenize")).toEqual(["key-model", "quota", "sidecar", "registry", "identity", "queue", "score"]);
+    // key-model: the key and the model are read in one query. No identity hop: admission's one
+    // tokenize call carries the runtime's identity. No usage hop: the usage row is written after the
+    // answer, off the customer's wait.
+    expect([...hops.keys()]).toEqual(["key-model", "quota", "sidecar", "registry", "tokenize", "queue", "score"]);
     for (const ms of hops.values()) expect(ms).toBeGreaterThanOrEqual(0);
     // The sidecar's own hops happen inside the edge's call to it.
     expect(hops.get("sidecar")!).toBeGreaterThanOrEqual(hops.get("score")!);

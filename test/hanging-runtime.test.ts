@@ -1,6 +1,7 @@
 /**
  * A runtime that hangs, the one fault the real runtime cannot show on demand. `HangingRuntime`
- * answers identity itself, forwards tokenize to the real runtime, and never answers a pass. Against
+ * answers identity itself, forwards tokenize to the real runtime (stamping the answer as its own),
+ * and never answers a pass. Against
  * it, a real sidecar process keeps one execution running, one waiting, answers 529 at once to a
  * third, and 504 to the waiting one after the full 30 s, without ever opening a second slot.
  */
@@ -36,7 +37,8 @@ class HangingRuntime {
         for await (const chunk of req) chunks.push(chunk as Buffer);
         const real = await fetch(`${realRuntime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: { authorization: `Bearer ${realSecret}`, "content-type": "application/json" }, body: Buffer.concat(chunks) });
         res.setHeader("content-type", "application/json");
-        res.end(await real.text());
+        // Stamped as this runtime, as every tokenize response is.
+        res.end(JSON.stringify({ ...((await real.json()) as object), release_id: "hanging", fingerprint: FINGERPRINT }));
       } else {
         this.scoreCalls++;
         this.inFlight++;
@@ -98,7 +100,7 @@ afterAll(async () => {
 
 function decide(signal?: AbortSignal): Promise<Response> {
   const call = {
-    release: { id: "hanging", fingerprint: FINGERPRINT },
+    release: { id: "hanging", fingerprint: FINGERPRINT, revision: 1 },
     request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } },
     account_id: crypto.randomUUID(),
     key_id: "k",

@@ -31,11 +31,11 @@ interface Route {
 }
 
 let account: Awaited<ReturnType<typeof newAccount>>;
-let fingerprint: string;
+let release: { id: string; fingerprint: string; revision: number };
 
 beforeAll(async () => {
   account = await newAccount();
-  fingerprint = (await query<{ fingerprint: string }>("SELECT fingerprint FROM model_releases WHERE id = $1", [stack().releaseId]))[0]!.fingerprint;
+  release = (await query<typeof release>("SELECT id, fingerprint, revision::int AS revision FROM model_releases WHERE id = $1", [stack().releaseId]))[0]!;
 });
 
 const decision = (): Json => ({
@@ -62,14 +62,14 @@ const ROUTES: Route[] = [
     url: () => `${stack().sidecarUrl}${SIDECAR_PATHS.decide}`,
     token: () => stack().secrets.sidecar,
     body: () => ({
-      release: { id: stack().releaseId, fingerprint },
+      release,
       request: { state: "charged twice", questions: { money: { type: "noul", instructions: "Money?" } } },
       account_id: account.accountId,
       key_id: account.key.id,
       request_id: "req_hostile",
     }),
   },
-  { name: "runtime tokenize", url: () => `${stack().runtimeUrl}${RUNTIME_PATHS.tokenize}`, token: () => stack().secrets.runtime, body: () => ({ text: "Yes", special: false }) },
+  { name: "runtime tokenize", url: () => `${stack().runtimeUrl}${RUNTIME_PATHS.tokenize}`, token: () => stack().secrets.runtime, body: () => ({ texts: [{ text: "Yes", special: false }] }) },
   {
     name: "runtime score",
     url: () => `${stack().runtimeUrl}${RUNTIME_PATHS.score}`,

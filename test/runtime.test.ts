@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import { ensureModel, type ModelFile } from "../local/model.ts";
 import { start } from "../local/process.ts";
 import { cachedSha256, sha256File } from "../server-shared/digest.ts";
@@ -88,7 +88,7 @@ describe("identity", () => {
 describe("authorization", () => {
   const routes = [
     ["GET", RUNTIME_PATHS.identity, undefined],
-    ["POST", RUNTIME_PATHS.tokenize, { text: "Yes" }],
+    ["POST", RUNTIME_PATHS.tokenize, { texts: [{ text: "Yes" }] }],
     ["POST", RUNTIME_PATHS.score, { segments: [{ text: "Yes", special: true }], label_tokens: [1] }],
   ] as const;
   const presented: [string, () => Record<string, string>][] = [
@@ -119,7 +119,7 @@ describe("authorization", () => {
 describe("tokenize", () => {
   it("returns the model's tokens and what each decodes to, chat markers parsed, no BOS added", async () => {
     const text = "<start_of_turn>user\nIs the sky blue?<end_of_turn>";
-    const { tokens, pieces } = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text, special: true }));
+    const { tokens, pieces } = await tokenize(text, true);
     expect(pieces).toHaveLength(tokens.length);
     expect(pieces.join("")).toBe(text);
     expect(pieces[0]).toBe("<start_of_turn>");
@@ -136,19 +136,30 @@ describe("tokenize", () => {
   it("parses no special marker in text that is not marked special (customer text cannot open a turn)", async () => {
     const marker = "<start_of_turn>";
     const special = await tokenize(marker, true);
-    const plain = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text: marker }));
+    // `special` defaults to false.
+    const plain = (await tokenizeAll([{ text: marker }])).results[0]!;
     expect(special.tokens).toHaveLength(1);
     expect(plain.tokens.length).toBeGreaterThan(1);
     expect(plain.tokens).not.toContain(special.tokens[0]);
     const [yes] = await labelTokens("Yes");
     const asText = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { segments: [{ text: marker.repeat(3), special: false }], label_tokens: [yes!] }));
-    const plainThree = TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text: marker.repeat(3) }));
+    const plainThree = await tokenize(marker.repeat(3), false);
     expect(plainThree.tokens).not.toContain(special.tokens[0]);
     expect(asText.prompt_tokens).toBe(1 + plainThree.tokens.length);
   });
 
   it("returns nothing for empty text", async () => {
     expect(await tokenize("")).toEqual({ tokens: [], pieces: [] });
+  });
+
+  it("tokenizes every text of one call in order, stamped with the identity and the per-pass limit", async () => {
+    const texts = [{ text: " Yes", special: false }, { text: "<end_of_turn>", special: true }, { text: "", special: false }, { text: " Yes", special: false }];
+    const response = await tokenizeAll(texts);
+    const identity = Identity.parse(await call(main, "GET", RUNTIME_PATHS.identity));
+    expect(response).toMatchObject({ release_id: identity.release_id, fingerprint: identity.fingerprint, max_tokens_per_pass: identity.max_tokens_per_pass });
+    expect(response.results).toEqual(await Promise.all(texts.map((t) => tokenize(t.text, t.special))));
+    expect(response.results[0]).toEqual(response.results[3]);
+    expect((await tokenizeAll([])).results).toEqual([]);
   });
 });
 
@@ -256,10 +267,13 @@ describe("score", () => {
       });
     }
 
-    it("tokenize without text", async () => {
-      const refused = await callRaw(main, RUNTIME_PATHS.tokenize, { txt: "x" });
+    it("tokenize without texts, or with a text that is not text", async () => {
+      const refused = await callRaw(main, RUNTIME_PATHS.tokenize, { text: "x" });
       expect(refused.status).toBe(422);
-      expect(refused.body.error.message).toContain("text");
+      expect(refused.body.error.message).toContain("texts");
+      const notText = await callRaw(main, RUNTIME_PATHS.tokenize, { texts: [{ text: "a" }, { text: 7 }] });
+      expect(notText.status).toBe(422);
+      expect(notText.body.error.message).toContain("texts.1.text");
     });
   });
 });
@@ -414,8 +428,12 @@ async function call(runtime: Runtime, method: "GET" | "POST", path: string, body
   return json;
 }
 
-async function tokenize(text: string, special = true): Promise<TokenizeResponse> {
-  return TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { text, special }));
+async function tokenizeAll(texts: { text: string; special?: boolean }[]): Promise<TokenizeResponse> {
+  return TokenizeResponse.parse(await call(main, "POST", RUNTIME_PATHS.tokenize, { texts }));
+}
+
+async function tokenize(text: string, special = true): Promise<Tokenized> {
+  return (await tokenizeAll([{ text, special }])).results[0]!;
 }
 
 async function score(runtime: Runtime, prompt: string, label_tokens: number[]): Promise<ScoreResponse> {

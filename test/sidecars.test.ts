@@ -10,11 +10,12 @@ import { DecisionResponse } from "../contract/decision.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { HealthReport } from "../contract/health.ts";
 import { SHARED_ALIAS } from "../contract/limits.ts";
-import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
+import { SIDECAR_PATHS, type ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "../local/tiers.ts";
 import { registerRelease, retireRelease } from "../ops/registry.ts";
+import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";
 
 const SECOND = `second-${randomBytes(4).toString("hex")}`;
@@ -64,8 +65,13 @@ afterAll(async () => {
 const ticket = { state: "The invoice was charged twice.", questions: { money: { type: "noul", instructions: "Is this about money?" } } };
 const decide = (model: string) => call<Record<string, unknown>>("/v1/systemone", { token: account.key.secret, body: { model, ...ticket } });
 
+/** A release as the edge resolves it: id, fingerprint and row revision. */
+async function resolved(id: string): Promise<ResolvedRelease> {
+  return (await query<ResolvedRelease>("SELECT id, fingerprint, revision::int AS revision FROM model_releases WHERE id = $1", [id]))[0]!;
+}
+
 /** A decide call straight to a sidecar, as the edge makes it. */
-function direct(sidecarUrl: string, secret: string, release: { id: string; fingerprint: string }, requestId = "req_direct"): Promise<Response> {
+function direct(sidecarUrl: string, secret: string, release: ResolvedRelease, requestId = "req_direct"): Promise<Response> {
   const body = { release, request: ticket, account_id: account.accountId, key_id: account.key.id, request_id: requestId };
   return fetch(`${sidecarUrl}${SIDECAR_PATHS.decide}`, {
     method: "POST",
@@ -86,10 +92,9 @@ describe("two sidecars serving different releases", () => {
   });
 
   it("a sidecar refuses a release the registry assigns to another sidecar, before any pass", async () => {
-    const firstRelease = (await query<{ fingerprint: string }>("SELECT fingerprint FROM model_releases WHERE id = $1", [stack().releaseId]))[0]!;
     const misrouted = [
-      await direct(secondSidecarUrl, stack().secrets.sidecar, { id: stack().releaseId, fingerprint: firstRelease.fingerprint }),
-      await direct(stack().sidecarUrl, stack().secrets.sidecar, { id: SECOND, fingerprint: runtime.ready.fingerprint }),
+      await direct(secondSidecarUrl, stack().secrets.sidecar, await resolved(stack().releaseId)),
+      await direct(stack().sidecarUrl, stack().secrets.sidecar, await resolved(SECOND)),
     ];
     for (const res of misrouted) {
       expect(res.status).toBe(503);
@@ -104,8 +109,31 @@ describe("two sidecars serving different releases", () => {
     expect(names).toEqual(expect.arrayContaining(["edge->sidecar #1", "edge->sidecar #2", `sidecar->runtime ${SECOND} #2`]));
   });
 
+  it("reads a changed registry row again on the next request, though it keeps unchanged ones", async () => {
+    expect((await decide(SECOND)).status).toBe(200);
+    const before = await resolved(SECOND);
+    // The runtime moves away (nothing listens on port 1): the very next request goes there and fails.
+    await query("UPDATE model_releases SET url = 'http://127.0.0.1:1' WHERE id = $1", [SECOND]);
+    const moved = await resolved(SECOND);
+    expect(moved.revision).toBe(before.revision + 1);
+    const refused = await decide(SECOND);
+    expect(refused.status).toBe(503);
+    expect(ErrorEnvelope.parse(refused.body).error.code).toBe("unavailable");
+    // Back again: the next request finds the runtime.
+    await query("UPDATE model_releases SET url = $2 WHERE id = $1", [SECOND, runtime.url]);
+    expect((await decide(SECOND)).status).toBe(200);
+    // Unchanged, the entry is reused: the sidecar's registry hop reads no row.
+    const timed = await fetch(`${stack().baseUrl}/v1/systemone`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${account.key.secret}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: SECOND, ...ticket }),
+    });
+    expect(timed.status).toBe(200);
+    expect(Timings.parse(timed.headers.get(SERVER_TIMING_HEADER)).get("registry")).toBeLessThan(0.5);
+  });
+
   it("answers without waiting for the usage row, and writes every answered request's row before a clean shutdown ends", async () => {
-    const release = { id: SECOND, fingerprint: runtime.ready.fingerprint };
+    const release = await resolved(SECOND);
     const ids = [1, 2].map((n) => `req_shutdown_${n}_${randomBytes(4).toString("hex")}`);
     await withDb(async (db) => {
       // Until this transaction ends, every usage insert waits: the answers must not.

@@ -77,7 +77,7 @@ describe("npm start", () => {
     expect(output).toContain("Decision service is up");
     const base = /Base URL: (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
     expect(base).toBe(`http://127.0.0.1:${env.PORT}`);
-    for (const piece of ["edge (wrangler dev)", "sidecar (bun)", "runtime local-", "identity provider", "postgres (embedded)", "redis (private)", "neon bridge", "upstash bridge", "r2 (local)"]) {
+    for (const piece of ["edge (workerd via Miniflare)", "sidecar (bun)", "runtime local-", "identity provider", "postgres (embedded)", "redis (private)", "neon bridge", "upstash bridge", "r2 (local)"]) {
       expect(output).toContain(piece);
     }
     expect(output).toContain("npm run -s user-token");
@@ -94,7 +94,7 @@ describe("npm start", () => {
 
   it("stops every process it started on Ctrl-C", async () => {
     const started = descendants(launcher.pid!);
-    // Postgres, Redis, the IdP, runtime, sidecar and wrangler with its workerd at least.
+    // Postgres, Redis, the IdP, runtime, sidecar, the edge launcher and its workerd at least.
     expect(started.length).toBeGreaterThanOrEqual(7);
     const exited = new Promise<number | null>((resolve) => launcher.once("exit", (code) => resolve(code)));
     launcher.kill("SIGINT");

@@ -14,10 +14,12 @@ import type { Question } from "../../contract/decision.ts";
 import { formatPath } from "../../contract/json.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { asText, passTokenBound, plannedPasses, planQuestion, wordCandidates, type Pass, type QuestionPlan, type Rendering } from "./render.ts";
-import { resolveWords, type ResolvedLabels, type WordTokens } from "./labels.ts";
+import type { TokenizeResponse, TokenizeText } from "../../server-shared/runtime-protocol.ts";
+import { asText, FIXED_FORMS, passTokenBound, plannedPasses, planQuestion, wordCandidates, type Pass, type QuestionPlan, type Rendering } from "./render.ts";
+import { checkFixedForms, firstToken, knownWord, labelCache, learnWord, wordLabels, type FirstToken, type ResolvedLabels } from "./labels.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
-import type { RuntimeClient } from "../runtime/client.ts";
+import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
+import { IdentityMismatchError, type RuntimeIdentity } from "./identity.ts";
 
 export interface AdmittedQuestion {
   id: string;
@@ -31,6 +33,8 @@ export interface Admission {
   stateText: string;
   /** In request order. */
   questions: AdmittedQuestion[];
+  /** The fixed label forms on this runtime. */
+  fixed: ResolvedLabels;
 }
 
 export interface AdmissionOptions {
@@ -39,32 +43,47 @@ export interface AdmissionOptions {
   contextual: boolean;
   /** Plan a small choice's reading in reverse order too. */
   bothOrders: boolean;
-  /** First tokens of option names and level texts known on this runtime (labels.ts). */
-  words: WordTokens;
-  tokensPerPass?: number;
 }
 
 /**
- * Plans every question (tokenizing its option names or level texts to see whether it can be read by
- * words) and checks the per-pass limit; throws ServiceError("invalid_request") on a violation.
+ * Plans every question and checks the per-pass limit, with one tokenize call to the runtime (two
+ * when a pass's byte bound is over the limit): its stamp verifies the runtime's identity and gives
+ * its per-pass limit; it tokenizes the fixed label forms the first time a fingerprint is seen and
+ * option names or level texts not seen before. Throws IdentityMismatchError (503) when the stamp
+ * names another release, ServiceError("invalid_request") when a pass is over the limit.
  */
-export async function admit(client: RuntimeClient, request: Decision, options: AdmissionOptions, signal?: AbortSignal): Promise<Admission> {
-  const tokensPerPass = options.tokensPerPass ?? LIMITS.tokensPerPass;
+export async function admit(client: RuntimeClient, runtime: RuntimeIdentity, request: Decision, options: AdmissionOptions, signal?: AbortSignal): Promise<Admission> {
   const stateText = asText(request.state);
+  const cachedFixed = labelCache.get(runtime.fingerprint);
+  const candidates = new Map([...request.questions].map(([id, question]) => [id, wordCandidates(options.rendering, question)]));
+  const unknown = [...new Set([...candidates.values()].flatMap((words) => words ?? []))].filter((word) => knownWord(runtime.fingerprint, word) === undefined);
+  const labelTexts = [...(cachedFixed ? [] : FIXED_FORMS), ...unknown];
+  const labels = await stampedTokenize(client, runtime, labelTexts.map((text) => ({ text, special: false })), signal);
+  const tokensPerPass = Math.min(LIMITS.tokensPerPass, labels.max_tokens_per_pass);
+  const fixed = cachedFixed ?? checkFixedForms(labels.results);
+  labelCache.set(runtime.fingerprint, fixed);
+  // What this request learned, kept for it even if the bounded cache drops some of it meanwhile.
+  const learned = new Map<string, FirstToken>();
+  unknown.forEach((word, i) => {
+    const first = firstToken(labels.results[labelTexts.length - unknown.length + i]!);
+    learned.set(word, first);
+    learnWord(runtime.fingerprint, word, first);
+  });
+  const known = (word: string) => learned.get(word) ?? knownWord(runtime.fingerprint, word)!;
+
   const questions: AdmittedQuestion[] = [];
   for (const [id, question] of request.questions) {
-    const candidates = wordCandidates(options.rendering, question);
-    const words = candidates && (await resolveWords(client, candidates, options.words, signal));
-    const plan = planQuestion(options.rendering, stateText, question, {
-      words: words !== null,
-      contextual: options.contextual,
-      bothOrders: options.bothOrders,
-    });
+    const wordsOf = candidates.get(id);
+    const words = wordsOf ? wordLabels(wordsOf, known) : null;
+    const plan = planQuestion(options.rendering, stateText, question, { words: words !== null, contextual: options.contextual, bothOrders: options.bothOrders });
+    questions.push({ id, question, plan, words });
+  }
+
+  const exact = await exactCounts(client, runtime, questions, tokensPerPass, signal);
+  for (const { id, plan } of questions) {
     for (const pass of plannedPasses(plan)) {
-      const tokens = await passTokens(client, pass, tokensPerPass, signal);
-      if (tokens > tokensPerPass) {
-        throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${tokensPerPass} per pass`);
-      }
+      const tokens = exact.get(pass) ?? passTokenBound(pass);
+      if (tokens > tokensPerPass) throw refusal(id, `a pass of this question needs ${tokens} tokens; at most ${tokensPerPass} per pass`);
     }
     if (plan.finalPassBound !== null && plan.finalPassBound > tokensPerPass) {
       throw refusal(
@@ -73,24 +92,36 @@ export async function admit(client: RuntimeClient, request: Decision, options: A
           `at most ${tokensPerPass} per pass: shorten the option descriptions`,
       );
     }
-    questions.push({ id, question, plan, words });
   }
-  return { stateText, questions };
+  return { stateText, questions, fixed };
 }
 
 /**
- * The pass's tokens: its byte bound when that is within the limit, otherwise the exact count from
- * the runtime's tokenizer, segment by segment as the runtime evaluates it, plus the
- * beginning-of-sequence token.
+ * The exact token count of every planned pass whose byte bound is over the limit, from one tokenize
+ * call over their distinct segments (the state is one segment shared by many passes), segment by
+ * segment as the runtime evaluates it, plus the beginning-of-sequence token.
  */
-async function passTokens(client: RuntimeClient, pass: Pass, limit: number, signal?: AbortSignal): Promise<number> {
-  const bound = passTokenBound(pass);
-  if (bound <= limit) return bound;
-  let tokens = 1;
-  for (const segment of pass.segments) {
-    tokens += (await client.tokenize({ text: segment.text, special: segment.special }, signal)).tokens.length;
+async function exactCounts(client: RuntimeClient, runtime: RuntimeIdentity, questions: AdmittedQuestion[], limit: number, signal?: AbortSignal): Promise<Map<Pass, number>> {
+  const long = questions.flatMap(({ plan }) => plannedPasses(plan)).filter((pass) => passTokenBound(pass) > limit);
+  const counts = new Map<Pass, number>();
+  if (long.length === 0) return counts;
+  const key = (s: TokenizeText) => `${s.special ? 1 : 0}${s.text}`;
+  const distinct = new Map(long.flatMap((pass) => pass.segments.map((s) => [key(s), { text: s.text, special: s.special }] as const)));
+  const texts = [...distinct.values()];
+  const { results } = await stampedTokenize(client, runtime, texts, signal);
+  const lengths = new Map(texts.map((text, i) => [key(text), results[i]!.tokens.length]));
+  for (const pass of long) counts.set(pass, 1 + pass.segments.reduce((sum, s) => sum + lengths.get(key(s))!, 0));
+  return counts;
+}
+
+/** A tokenize call whose response must carry the expected runtime's stamp. */
+async function stampedTokenize(client: RuntimeClient, runtime: RuntimeIdentity, texts: TokenizeText[], signal?: AbortSignal): Promise<TokenizeResponse> {
+  const response = await client.tokenize({ texts }, signal);
+  if (response.release_id !== runtime.id || response.fingerprint !== runtime.fingerprint) throw new IdentityMismatchError(runtime, response);
+  if (response.results.length !== texts.length) {
+    throw new RuntimeError(`runtime tokenized ${response.results.length} of ${texts.length} texts`, 200, "malformed");
   }
-  return tokens;
+  return response;
 }
 
 function refusal(questionId: string, problem: string): ServiceError {

@@ -1,27 +1,30 @@
 /**
  * Execution of one decision on one runtime (runs in the sidecar, under Bun on the GPU host): admit
- * the request, resolve the labels, run every pass serially, and read the answers out.
+ * the request (admission.ts: one tokenize call, no GPU work), then run every pass serially and read
+ * the answers out. The sidecar admits before it takes a lane and runs once its turn comes.
  *
- *     const { answers, usage, passes } = await executeDecision(client, release, { state, questions }, signal);
+ *     const admission = await admitDecision(client, release, { state, questions }, signal);
+ *     const { answers, usage, passes } = await runDecision(client, release, admission, signal);
+ *     // or both: await executeDecision(client, release, { state, questions }, signal);
  *
  * The served readout has three steps after rendering (SERVED_STEPS), each measured by the quality
  * benchmark: every label's surface forms summed, contextual calibration against a content-free pass
  * (single-pass questions), and the release's own calibration (calibration.ts). The benchmark runs
  * the earlier steps alone through `steps`.
  *
- * Every score response must name the runtime identity the registry gives for the release; one that
- * does not ends the execution with IdentityMismatchError before any answer is built from it. Nothing
+ * Every tokenize and score response must name the runtime identity the registry gives for the
+ * release; one that does not ends the execution with IdentityMismatchError (identity.ts) before any
+ * answer is built from it. Nothing
  * is retried: a failed pass fails the decision, and the caller decides what the customer sees.
  */
 import type { Answer, ChoiceQuestion, Usage } from "../../contract/decision.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
-import { LIMITS } from "../../contract/limits.ts";
 import { renderChoice, SERVED_RENDERING, type Pass, type Rendering } from "./render.ts";
-import { ServiceError } from "../../server-shared/errors.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
-import { admit, type AdmittedQuestion } from "./admission.ts";
+import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
 import { IDENTITY_CALIBRATION, type Calibration } from "./calibration.ts";
-import { labelCache, labelTokens, resolveFixedForms, WordTokens, type ResolvedLabels } from "./labels.ts";
+import { IdentityMismatchError, type RuntimeIdentity } from "./identity.ts";
+import { labelTokens, type ResolvedLabels } from "./labels.ts";
 import {
   calibratedAnswer,
   choiceAnswer,
@@ -37,19 +40,11 @@ import {
   selectFinalists,
 } from "./readout.ts";
 
-/** A runtime identity: the release id and fingerprint a runtime reports. */
-export interface RuntimeIdentity {
-  id: string;
-  fingerprint: string;
-}
-
 export interface Release extends RuntimeIdentity {
   /** What the runtime must report; the release itself when absent (a calibrated release names its base's runtime). */
   runtime?: RuntimeIdentity;
   /** The release's calibration; none (the identity) when absent. */
   calibration?: Calibration;
-  /** The runtime's published per-pass limit, when it is below the spec's. */
-  maxTokensPerPass?: number;
 }
 
 /** Which readout steps run: the served ones, or a prefix of them for the benchmark. */
@@ -73,28 +68,6 @@ export interface Execution {
   passes: number;
 }
 
-/**
- * A runtime named another release or fingerprint than the one this execution was admitted for (a
- * misrouted or swapped runtime). The caller sees 503 with no answer; the operator note says what
- * differed.
- */
-export class IdentityMismatchError extends ServiceError {
-  override readonly name = "IdentityMismatchError";
-  constructor(
-    /** The runtime identity the execution was admitted for. */
-    readonly release: RuntimeIdentity,
-    /** What the runtime said it computed with. */
-    readonly actual: { release_id: string; fingerprint: string },
-  ) {
-    super(
-      "identity_mismatch",
-      "the model runtime does not serve the registered release; no answer was produced",
-      `refusing release ${release.id}: runtime reported ${actual.release_id} (fingerprint ${actual.fingerprint.slice(0, 12)}), ` +
-        `expected ${release.id} (fingerprint ${release.fingerprint.slice(0, 12)})`,
-    );
-  }
-}
-
 export async function executeDecision(
   client: RuntimeClient,
   release: Release,
@@ -102,28 +75,32 @@ export async function executeDecision(
   signal?: AbortSignal,
   steps: Steps = SERVED_STEPS,
 ): Promise<Execution> {
+  return runDecision(client, release, await admitDecision(client, release, request, signal, steps), signal, steps);
+}
+
+/** Admission (admission.ts) against the runtime `release` names: no pass runs. */
+export function admitDecision(client: RuntimeClient, release: Release, request: Decision, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Admission> {
   signal?.throwIfAborted();
-  const runtime = release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
-  const tokensPerPass = Math.min(LIMITS.tokensPerPass, release.maxTokensPerPass ?? LIMITS.tokensPerPass);
-  const words = new WordTokens(runtime.fingerprint);
-  const admission = await admit(client, request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders, tokensPerPass, words }, signal);
-  const cached = labelCache.get(runtime.fingerprint);
-  const runner = new PassRunner(client, runtime, cached ?? (await resolveFixedForms(client, signal)), signal);
+  return admit(client, runtimeOf(release), request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders }, signal);
+}
+
+/** Every pass of an admitted decision, serially, and its answers. */
+export async function runDecision(client: RuntimeClient, release: Release, admission: Admission, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Execution> {
+  const runner = new PassRunner(client, runtimeOf(release), admission.fixed, signal);
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
   const answers = new Map<string, Answer>();
   for (const admitted of admission.questions) {
     const read = await answer(runner, steps.rendering, admission.stateText, admitted);
     answers.set(admitted.id, calibratedAnswer(read, calibration));
   }
-  // Kept only now that the passes have proved the runtime serves this fingerprint.
-  if (!cached) labelCache.set(runtime.fingerprint, runner.fixed);
-  words.keep();
   return {
     answers,
     usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes },
     passes: runner.passes,
   };
 }
+
+const runtimeOf = (release: Release): RuntimeIdentity => release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
 
 /** One question's answer before the release's calibration, with the mean option mass of its content passes. */
 async function answer(runner: PassRunner, rendering: Rendering, stateText: string, { question, plan, words }: AdmittedQuestion): Promise<Answer> {

@@ -9,21 +9,21 @@
  *     words only when every first token is distinct and not blank; otherwise the rendering falls back
  *     to letters or digits, so customer text can never make two options share a token.
  *
- *     const fixed = labelCache.get(fingerprint) ?? (await resolveFixedForms(client));
- *     const words = await resolveWords(client, [" Europe", " Asia"]); // Map or null
+ *     const fixed = labelCache.get(fingerprint) ?? checkFixedForms(tokenized); // one tokenize call: admission.ts
+ *     const words = wordLabels([" Europe", " Asia"], known); // Map or null
  *     labelTokens(new Map([...fixed, ...words]), pass.labels); // [[8438, 10784, ...], [2301, ...]]
  */
 import { FIXED_FORMS, type Label } from "./render.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import type { RuntimeClient } from "../runtime/client.ts";
+import type { Tokenized } from "../../server-shared/runtime-protocol.ts";
 
 /** Label form -> the token read for it, on one model. */
 export type ResolvedLabels = ReadonlyMap<string, number>;
 
 /**
  * Fixed-form tokens per runtime fingerprint. A fingerprint covers the weights, the adapter and the
- * rendering version, so its forms never change. Filled by the executor only once a pass has proved
- * that the runtime really serves that fingerprint, so a misrouted runtime cannot poison it.
+ * rendering version, so its forms never change. Filled only from a tokenize response whose stamp
+ * named the expected fingerprint (admission.ts), so a misrouted runtime cannot poison it.
  */
 export const labelCache = new Map<string, ResolvedLabels>();
 
@@ -38,10 +38,8 @@ export class LabelError extends ServiceError {
   }
 }
 
-/** Tokenizes every fixed form of the rendering on `client` and checks them; throws LabelError. */
-export async function resolveFixedForms(client: RuntimeClient, signal?: AbortSignal): Promise<ResolvedLabels> {
-  // Tokenize calls are cheap and the runtime answers them without waiting for the GPU.
-  const tokenized = await Promise.all(FIXED_FORMS.map((text) => client.tokenize({ text, special: false }, signal)));
+/** Checks the fixed forms' tokenization (`tokenized[i]` is FIXED_FORMS[i]'s); throws LabelError. */
+export function checkFixedForms(tokenized: readonly Tokenized[]): ResolvedLabels {
   const resolved = new Map<string, number>();
   const owner = new Map<number, string>();
   FIXED_FORMS.forEach((form, i) => {
@@ -58,63 +56,47 @@ export async function resolveFixedForms(client: RuntimeClient, signal?: AbortSig
   return resolved;
 }
 
-/** A word's first token and the text it decodes to. */
+/** A word's first token and the text it decodes to; token -1 for a word with no token at all. */
 export interface FirstToken {
   token: number;
   piece: string;
 }
 
+export const firstToken = ({ tokens, pieces }: Tokenized): FirstToken => ({ token: tokens[0] ?? -1, piece: pieces[0] ?? "" });
+
 /**
  * First tokens of words (option names, level texts) per runtime fingerprint, so that a question
- * asked again costs no tokenize call. A word's tokens on one fingerprint never change; like
- * `labelCache`, entries are added only once a pass has proved the fingerprint. Bounded: the oldest
- * entries go first.
+ * asked again costs no tokenizing. A word's tokens on one fingerprint never change; like
+ * `labelCache`, entries come only from stamped responses. Bounded: the oldest entries go first.
  */
 export const wordCache = new Map<string, FirstToken>();
 export const WORD_CACHE_ENTRIES = 100_000;
 const wordKey = (fingerprint: string, word: string) => `${fingerprint}\u0000${word}`;
 
-/** What a word lookup knows on one fingerprint, and what it learned in this execution (kept once proved). */
-export class WordTokens {
-  readonly learned = new Map<string, FirstToken>();
-  constructor(private readonly fingerprint: string) {}
+export function knownWord(fingerprint: string, word: string): FirstToken | undefined {
+  return wordCache.get(wordKey(fingerprint, word));
+}
 
-  known(word: string): FirstToken | undefined {
-    return this.learned.get(word) ?? wordCache.get(wordKey(this.fingerprint, word));
-  }
-
-  /** Keeps what this execution learned, once its passes proved the fingerprint. */
-  keep(): void {
-    for (const [word, first] of this.learned) {
-      const key = wordKey(this.fingerprint, word);
-      wordCache.delete(key);
-      wordCache.set(key, first);
-    }
-    for (const key of wordCache.keys()) {
-      if (wordCache.size <= WORD_CACHE_ENTRIES) break;
-      wordCache.delete(key);
-    }
+export function learnWord(fingerprint: string, word: string, first: FirstToken): void {
+  const key = wordKey(fingerprint, word);
+  wordCache.delete(key);
+  wordCache.set(key, first);
+  for (const oldest of wordCache.keys()) {
+    if (wordCache.size <= WORD_CACHE_ENTRIES) break;
+    wordCache.delete(oldest);
   }
 }
 
 /**
  * The first tokens of `words` (each an option name or level text as render.ts `wordForm` writes it),
  * or null when they cannot label a question: a first token that is blank or does not decode to the
- * start of its word (a byte fragment), or two words that share one. Words `tokens` does not know yet
- * are tokenized (in parallel) and learned.
+ * start of its word (a byte fragment), or two words that share one.
  */
-export async function resolveWords(client: RuntimeClient, words: readonly string[], tokens: WordTokens, signal?: AbortSignal): Promise<ResolvedLabels | null> {
-  const missing = [...new Set(words.filter((word) => tokens.known(word) === undefined))];
-  const tokenized = await Promise.all(missing.map((text) => client.tokenize({ text, special: false }, signal)));
-  missing.forEach((word, i) => {
-    const { tokens: ids, pieces } = tokenized[i]!;
-    // A word with no token at all (never for a non-empty text) is learned as unusable: token -1.
-    tokens.learned.set(word, { token: ids[0] ?? -1, piece: pieces[0] ?? "" });
-  });
+export function wordLabels(words: readonly string[], known: (word: string) => FirstToken): ResolvedLabels | null {
   const resolved = new Map<string, number>();
   const seen = new Set<number>();
   for (const word of words) {
-    const { token, piece } = tokens.known(word)!;
+    const { token, piece } = known(word);
     if (token < 0 || piece.trim() === "" || !word.startsWith(piece) || seen.has(token)) return null;
     seen.add(token);
     resolved.set(word, token);

@@ -1,0 +1,72 @@
+/**
+ * The edge Worker under Miniflare's own API: the bundle `wrangler deploy` would upload, run by workerd
+ * with no dev proxy in front of it and no Node process relaying its outbound fetches (runs on a
+ * developer machine or in tests, under Bun, never in production). local/edge.ts starts it.
+ *
+ * Settings (all required): EDGE_PORT, EDGE_ENV_FILE (the Worker's settings as KEY=value lines, mode
+ * 0600), EDGE_DATA_DIR (the bundle and R2's local data go there). Prints `EDGE READY <url>` once it
+ * answers; SIGTERM stops workerd.
+ */
+import { spawnSync } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import { discardedLog, r2Dir } from "./edge.ts";
+import { ROOT } from "./tiers.ts";
+
+const port = Number(process.env.EDGE_PORT);
+const envFile = process.env.EDGE_ENV_FILE;
+const dataDir = process.env.EDGE_DATA_DIR;
+if (!Number.isInteger(port) || !envFile || !dataDir) throw new Error("EDGE_PORT, EDGE_ENV_FILE and EDGE_DATA_DIR are required");
+
+interface WranglerConfig {
+  main: string;
+  compatibility_date: string;
+  compatibility_flags?: string[];
+  r2_buckets?: { binding: string }[];
+}
+const configPath = join(ROOT, "wrangler.toml");
+const config = Bun.TOML.parse(readFileSync(configPath, "utf8")) as WranglerConfig;
+
+// The same bundle production runs: wrangler's own build of `main`, without uploading it.
+const outdir = join(dataDir, "edge-bundle");
+rmSync(outdir, { recursive: true, force: true });
+const build = spawnSync(
+  "node",
+  [join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", outdir, "--config", configPath],
+  {
+    cwd: ROOT,
+    encoding: "utf8",
+    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", XDG_CONFIG_HOME: join(dataDir, "config"), WRANGLER_LOG_PATH: discardedLog(dataDir) },
+  },
+);
+if (build.status !== 0) throw new Error(`wrangler could not bundle the edge:\n${build.stdout}${build.stderr}`);
+
+const bindings = Object.fromEntries(
+  readFileSync(envFile, "utf8")
+    .split("\n")
+    .filter((line) => line.includes("="))
+    .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+);
+const mf = new Miniflare({
+  modules: true,
+  modulesRoot: outdir,
+  scriptPath: join(outdir, "index.js"),
+  compatibilityDate: config.compatibility_date,
+  compatibilityFlags: config.compatibility_flags ?? [],
+  bindings,
+  r2Buckets: (config.r2_buckets ?? []).map((bucket) => bucket.binding),
+  // Where `wrangler dev --persist-to <dataDir>` keeps R2 too, so both ways of running share objects.
+  r2Persist: r2Dir(dataDir),
+  host: "127.0.0.1",
+  port,
+});
+const url = await mf.ready;
+console.log(`EDGE READY ${url.origin}`);
+
+const stop = async () => {
+  await mf.dispose();
+  process.exit(0);
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

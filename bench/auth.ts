@@ -55,8 +55,8 @@ try {
 
   async function measure(baseUrl: string, edgeGroup: number): Promise<void> {
     const get = (path: string, secret?: string) => () => fetch(`${baseUrl}${path}`, { headers: secret ? { authorization: `Bearer ${secret}` } : {} });
-    // Warm every path once so that the figures are steady-state.
-    for (const send of [get("/"), get("/v1/models", unmetered), get("/v1/models", metered)]) await (await send()).arrayBuffer();
+    // Warm every path (workerd compiles the Worker's code paths as they run) so that the figures are steady-state.
+    for (const send of [get("/"), get("/v1/models", unmetered), get("/v1/models", metered)]) await fixedRate("warm-up", 50, 3, send);
 
     // The highest sustained rate first, before any overload: bisection between 10 and 1,000 requests/s
     // on 5-second runs, with a pause after each so that a saturated run's backlog drains.

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { CreatedKey } from "../contract/keys.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
-import { RUNTIME_PATHS, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
@@ -89,7 +89,9 @@ try {
     body: JSON.stringify({ texts: passes[0]!.labels.flat().map((text) => ({ text })) }),
   });
   const labelTokens = TokenizeResponse.parse(await tokenized.json()).results.map((result) => result.tokens[0]!);
+  /** The passes straight to the runtime; the tokens they evaluated. */
   const direct = async () => {
+    let tokens = 0;
     for (const pass of passes) {
       const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, {
         method: "POST",
@@ -97,8 +99,9 @@ try {
         body: JSON.stringify({ segments: pass.segments, label_tokens: labelTokens }),
       });
       if (res.status !== 200) throw new Error(`runtime answered ${res.status}`);
-      await res.arrayBuffer();
+      tokens += ScoreResponse.parse(await res.json()).prompt_tokens;
     }
+    return tokens;
   };
 
   const wrangler = await stack.addEdge("wrangler-dev");
@@ -106,12 +109,18 @@ try {
     { name: "edge (Miniflare) + sidecar + runtime", baseUrl: stack.baseUrl, child: stack.children.find((child) => child.name === "edge")!, hops: [] as Map<string, number>[], samples: [] as number[] },
     { name: "edge (wrangler dev) + sidecar + runtime", baseUrl: wrangler.baseUrl, child: wrangler.child, hops: [] as Map<string, number>[], samples: [] as number[] },
   ];
-  for (const edge of edges) await decide(edge.baseUrl, request);
-  await direct();
+  // The baseline must be the very passes the service runs: the same number of tokens.
+  const directTokens = await direct();
+  for (const edge of edges) {
+    const { usage } = await decide(edge.baseUrl, request);
+    if (usage.input_tokens !== directTokens || usage.output_tokens !== passes.length) {
+      throw new Error(`the baseline is not the served passes: ${passes.length} passes of ${directTokens} tokens directly, ${JSON.stringify(usage)} served`);
+    }
+  }
   // Interleaved, each run starting with the next path, so that drift (heat, caches) falls on all alike.
   const directSamples: number[] = [];
   const paths = [
-    async () => directSamples.push(...(await timed(1, direct))),
+    async () => directSamples.push(...(await timed(1, async () => void (await direct())))),
     ...edges.map((edge) => async () => edge.samples.push(...(await timed(1, async () => void (await decide(edge.baseUrl, request, edge.hops)))))),
   ];
   const cpuBefore = edges.map((edge) => groupCpuMs(edge.child.proc.pid!));

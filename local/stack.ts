@@ -19,14 +19,13 @@ import { migrate } from "../ops/migrate.ts";
 import { pointAlias, registerRelease } from "../ops/registry.ts";
 import { startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
-import { startNeonBridge } from "./neon-bridge.ts";
+import { startBridges } from "./bridges.ts";
 import { freePort } from "./ports.ts";
 import { sidecarAddress, startRuntime, startSidecar } from "./tiers.ts";
 import { startEdge, type EdgeKind } from "./edge.ts";
 import { startPostgres } from "./postgres.ts";
 import type { Child } from "./process.ts";
 import { startRedis } from "./redis.ts";
-import { startUpstashBridge } from "./upstash-bridge.ts";
 
 /** The variable that holds the local runtime's secret; the registry entry's `token_env`. */
 export const RUNTIME_TOKEN_ENV = "SVC_RUNTIME_SECRET";
@@ -102,11 +101,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await migrate(postgres.url);
 
     const upstashToken = secret();
-    const [neonBridge, upstash] = await startAll(stoppers, [
-      startNeonBridge({ databaseUrl: postgres.url }),
-      startUpstashBridge({ redisUrl: redis.url, token: upstashToken }),
-    ] as const);
-    const neonLocal = `127.0.0.1:${neonBridge.port}`;
+    const bridges = await startBridges({ databaseUrl: postgres.url, redisUrl: redis.url, upstashToken, logDir });
+    children.push(bridges.child);
+    stoppers.push(bridges.stop);
+    const neonLocal = bridges.neonBridge;
 
     const runtimeSecret = secret();
     // A developer's engine choices (a GPU build, more threads) carry over; nothing else of theirs does.
@@ -141,7 +139,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       name: "sidecar",
       address: sidecarAt,
       secret: sidecarSecret,
-      databaseUrl: neonBridge.connectionString,
+      databaseUrl: postgres.url,
       neonBridge: neonLocal,
       runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret },
       logDir,
@@ -155,9 +153,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     writeFileSync(
       envFile,
       Object.entries({
-        DATABASE_URL: neonBridge.connectionString,
+        DATABASE_URL: postgres.url,
         NEON_LOCAL_BRIDGE: neonLocal,
-        UPSTASH_REDIS_REST_URL: upstash.url,
+        UPSTASH_REDIS_REST_URL: bridges.upstashUrl,
         UPSTASH_REDIS_REST_TOKEN: upstashToken,
         SIDECAR_SECRET: sidecarSecret,
         OIDC_ISSUER: idp.issuer,
@@ -183,7 +181,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
       { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
       { name: "neon bridge (ws + /sql)", where: `http://${neonLocal}` },
-      { name: "upstash bridge (REST)", where: upstash.url },
+      { name: "upstash bridge (REST)", where: bridges.upstashUrl },
       { name: "r2 (local)", where: join(dataDir, "wrangler") },
     ];
     return {
@@ -194,7 +192,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       release,
       idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
-      urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: upstash.url, neonBridge: `http://${neonLocal}` },
+      urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: `http://${neonLocal}` },
       children,
       addEdge: async (kind) => {
         const port = await freePort();

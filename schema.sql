@@ -110,3 +110,43 @@ CREATE TABLE IF NOT EXISTS usage_records (
   created_at             timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS usage_records_by_account ON usage_records (account_id, created_at);
+
+-- Bulk batches (contract/batches.ts). A batch belongs to an account, not to the key that created
+-- it; `idempotency_key` is unique per account. Every batch not yet purged reserves
+-- LIMITS.batchStorageReservationBytes of the account's `max_batch_storage_bytes`; a non-terminal one
+-- counts against `max_active_batches`. `models` is frozen at submit: the releases and aliases the
+-- account could use then ({"releases": {id: fingerprint}, "aliases": {alias: id}}).
+CREATE TABLE IF NOT EXISTS batches (
+  id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  account_id       uuid NOT NULL REFERENCES accounts (id),
+  idempotency_key  text NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+  created_by_key   text NOT NULL,
+  status           text NOT NULL DEFAULT 'uploading'
+                   CHECK (status IN ('uploading', 'queued', 'validating', 'running', 'completed', 'failed', 'cancelled', 'expired')),
+  object_key       text NOT NULL,
+  input_bytes      bigint CHECK (input_bytes >= 0),
+  total_records    integer NOT NULL DEFAULT 0 CHECK (total_records >= 0),
+  completed_records integer NOT NULL DEFAULT 0 CHECK (completed_records >= 0),
+  failed_records   integer NOT NULL DEFAULT 0 CHECK (failed_records >= 0),
+  models           jsonb,
+  error            jsonb,
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  submitted_at     timestamptz,
+  started_at       timestamptz,
+  finished_at      timestamptz,
+  expires_at       timestamptz NOT NULL,
+  -- Set by cleanup once the input and results are deleted: the storage reservation ends.
+  purged_at        timestamptz,
+  UNIQUE (account_id, idempotency_key),
+  CHECK ((status IN ('completed', 'failed', 'cancelled', 'expired')) = (finished_at IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS batches_by_account ON batches (account_id, created_at DESC, id DESC);
+
+-- Committed result records, one per input line (1-based), written once.
+CREATE TABLE IF NOT EXISTS batch_results (
+  batch_id   uuid NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+  line       integer NOT NULL CHECK (line >= 1),
+  custom_id  text NOT NULL,
+  result     json NOT NULL,  -- json, not jsonb: the text is kept as committed (key order is meaning)
+  PRIMARY KEY (batch_id, line)
+);

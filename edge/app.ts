@@ -9,10 +9,12 @@ import { REQUEST_ID_HEADER } from "../contract/limits.ts";
 import { errorRenderer, notFound } from "../server-shared/http.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import type { AppEnv } from "./env.ts";
+import { batches } from "./routes/batches.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
+import { storage } from "./routes/storage.ts";
 import { services } from "./services.ts";
 
 export function createApp(): Hono<AppEnv> {
@@ -36,8 +38,8 @@ export function createApp(): Hono<AppEnv> {
         const allowed = services(c.env).settings.ALLOWED_ORIGIN;
         return allowed && origin === allowed ? origin : null;
       },
-      allowMethods: ["GET", "POST", "OPTIONS"],
-      allowHeaders: ["authorization", "content-type", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
+      allowMethods: ["GET", "POST", "PUT", "OPTIONS"],
+      allowHeaders: ["authorization", "content-type", "if-none-match", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
       exposeHeaders: [REQUEST_ID_HEADER, "retry-after", "retry-after-ms", SERVER_TIMING_HEADER],
       maxAge: 600,
     }),
@@ -49,6 +51,8 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", keys);
   app.route("/", models);
   app.route("/", decisions);
+  app.route("/", batches);
+  app.route("/", storage);
 
   app.notFound(notFound);
   app.onError(errorRenderer("edge"));

@@ -10,6 +10,8 @@ const settings = {
   OIDC_ISSUER: "http://127.0.0.1:8788",
   OIDC_AUDIENCE: "svc-api",
   OIDC_JWKS_URL: "http://127.0.0.1:8788/jwks",
+  STORAGE_ACCESS_KEY_ID: "k",
+  STORAGE_SECRET_ACCESS_KEY: "s",
 };
 const env = (extra: Record<string, unknown> = {}) => ({ BUCKET: {} as R2Bucket, ...settings, ...extra }) as Env;
 

@@ -9,9 +9,13 @@
  *   SIDECAR_SECRET              shared with every sidecar; which sidecar serves a release is the registry's
  *   OIDC_ISSUER, OIDC_AUDIENCE, OIDC_JWKS_URL   the identity provider whose user tokens manage keys
  *   ALLOWED_ORIGIN              the one browser origin allowed (CORS); unset allows none
+ *   STORAGE_ACCESS_KEY_ID,      the key pair that signs storage grants (edge/storage.ts): an R2 API
+ *   STORAGE_SECRET_ACCESS_KEY   token's S3 credentials when grants point at R2, any random pair otherwise
+ *   STORAGE_ENDPOINT            `https://<account>.r2.cloudflarestorage.com/<bucket>` to send uploads
+ *                               straight to R2; unset: the edge serves them at /storage over its binding
  */
 import { z } from "zod";
-import { optional, required, serviceUrl } from "../server-shared/settings.ts";
+import { optional, optionalServiceUrl, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const EdgeSettings = z.object({
   DATABASE_URL: required(),
@@ -23,5 +27,8 @@ export const EdgeSettings = z.object({
   OIDC_AUDIENCE: required(),
   OIDC_JWKS_URL: serviceUrl(),
   ALLOWED_ORIGIN: optional(),
+  STORAGE_ACCESS_KEY_ID: required(),
+  STORAGE_SECRET_ACCESS_KEY: required(),
+  STORAGE_ENDPOINT: optionalServiceUrl(),
 });
 export type EdgeSettings = z.infer<typeof EdgeSettings>;

@@ -68,7 +68,8 @@ export async function startEdge(opts: EdgeOptions): Promise<Child> {
       "--persist-to", join(opts.dataDir, "wrangler"),
       "--env-file", opts.envFile,
       "--show-interactive-dev-session=false",
-      "--log-level", "log",
+      // warn: the operator lines (console.error) without wrangler's request lines, whose URLs may be signed grants.
+      "--log-level", "warn",
     ],
     env: {
       CLOUDFLARE_CF_FETCH_ENABLED: "false",

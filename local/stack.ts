@@ -59,7 +59,7 @@ export interface Stack {
   release: Identity;
   idp: IdpInfo;
   /** Secrets of this stack, for tests that call internal tiers directly. */
-  secrets: { runtime: string; sidecar: string; upstash: string };
+  secrets: { runtime: string; sidecar: string; upstash: string; storage: string };
   urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string };
   children: Child[];
   /** Another edge over the same services, on a free port, stopped with the stack (benchmarks compare the two kinds). */
@@ -149,6 +149,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
     const edgePort = opts.edgePort ?? (await freePort());
     const baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The key pair that signs storage grants: the edge serves them itself over local R2.
+    const storageKeyId = `local-${randomBytes(8).toString("hex")}`;
+    const storageSecret = secret();
     const envFile = join(dataDir, "edge.env");
     writeFileSync(
       envFile,
@@ -158,6 +161,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         UPSTASH_REDIS_REST_URL: bridges.upstashUrl,
         UPSTASH_REDIS_REST_TOKEN: upstashToken,
         SIDECAR_SECRET: sidecarSecret,
+        STORAGE_ACCESS_KEY_ID: storageKeyId,
+        STORAGE_SECRET_ACCESS_KEY: storageSecret,
         OIDC_ISSUER: idp.issuer,
         OIDC_AUDIENCE: idp.audience,
         OIDC_JWKS_URL: idp.jwksUrl,
@@ -191,7 +196,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       redisUrl: redis.url,
       release,
       idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
-      secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken },
+      secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken, storage: storageSecret },
       urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: `http://${neonLocal}` },
       children,
       addEdge: async (kind) => {

@@ -40,6 +40,9 @@ export function integer(min: number, max: number, fallback?: number) {
   return fallback === undefined ? value : z.preprocess((v) => (v === undefined || v === "" ? String(fallback) : v), value);
 }
 
+/** An optional service URL: unset and empty read as absent; a set one obeys the transport policy. */
+export const optionalServiceUrl = () => z.preprocess((v) => (v === "" ? undefined : v), serviceUrl().optional());
+
 /** A service URL under the transport policy: https anywhere, plain http on loopback only. */
 export const serviceUrl = () =>
   required().superRefine((raw, ctx) => {

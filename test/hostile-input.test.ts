@@ -76,6 +76,13 @@ const ROUTES: Route[] = [
     token: () => stack().secrets.runtime,
     body: () => ({ segments: [{ text: "Is it? Answer:", special: false }], label_tokens: [1] }),
   },
+  { name: "POST /v1/batches", url: () => `${stack().baseUrl}/v1/batches`, token: () => account.key.secret, body: () => ({ idempotency_key: "hostile batch" }) },
+  ...(["submit", "cancel"] as const).map((action) => ({
+    name: `POST /v1/batches/{id}/${action}`,
+    url: () => `${stack().baseUrl}/v1/batches/${crypto.randomUUID()}/${action}`,
+    token: () => account.key.secret,
+    body: () => ({ note: "ignored" }),
+  })),
 ];
 
 async function post(route: Route, body: string | Uint8Array): Promise<{ status: number; text: string }> {
@@ -207,6 +214,7 @@ describe("long client-supplied names", () => {
     (name) => [ROUTES[0]!, { ...(decision() as object), questions: { q: { type: name } } }],
     (name) => [ROUTES[1]!, { name }],
     (name) => [ROUTES[3]!, { ...(ROUTES[3]!.body() as object), [name]: true }],
+    (name) => [ROUTES.find((r) => r.name === "POST /v1/batches")!, { idempotency_key: name }],
   ];
 
   it("are echoed as a short prefix at most: every error body stays under 2 KB", async () => {

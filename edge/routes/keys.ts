@@ -17,6 +17,7 @@ import { quoteName } from "../../contract/json.ts";
 import { userAuth } from "../auth/user.ts";
 import { readJson } from "../../server-shared/body.ts";
 import type { AppEnv } from "../env.ts";
+import { iso } from "../rows.ts";
 import { services } from "../services.ts";
 
 export const keys = new Hono<AppEnv>();
@@ -92,7 +93,6 @@ function newKey(): { id: string; secret: string } {
 }
 
 function metadata(row: Record<string, unknown>): KeyMetadata {
-  const iso = (v: unknown) => (v === null || v === undefined ? null : new Date(v as string).toISOString());
   return {
     id: String(row.id),
     name: String(row.name),

@@ -1,0 +1,38 @@
+/**
+ * The edge's own storage endpoint (runs in workerd): PUT of an object through a signed grant
+ * (edge/storage.ts), stored over the R2 binding. This is where grants point unless STORAGE_ENDPOINT
+ * sends them straight to R2's S3 endpoint, which accepts the same URLs. No API key: the signed URL
+ * is the credential, and it is never logged.
+ *
+ *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *)
+ *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 no Content-Length;
+ *        413 over LIMITS.bulkFileBytes; 412 `already_uploaded` when the object exists (kept intact)
+ */
+import { Hono } from "hono";
+import { LIMITS } from "../../contract/limits.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import type { AppEnv } from "../env.ts";
+import { verifyGrant } from "../../server-shared/grants.ts";
+import { STORAGE_PATH, storageGrants } from "../storage.ts";
+
+export const storage = new Hono<AppEnv>();
+
+/** The objects a grant may name here: batch inputs. */
+const UPLOADABLE = /^batches\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/input\.jsonl$/;
+
+storage.put(`${STORAGE_PATH}/*`, async (c) => {
+  const key = await verifyGrant({ ...storageGrants(c), endpoint: `${new URL(c.req.url).origin}${STORAGE_PATH}` }, c.req.raw);
+  if (!UPLOADABLE.test(key)) throw new ServiceError("not_found", "no such storage object");
+  const length = c.req.header("content-length");
+  if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
+  if (Number(length) > LIMITS.bulkFileBytes) {
+    throw new ServiceError("payload_too_large", `the file is ${length} bytes; a batch input holds at most ${LIMITS.bulkFileBytes} bytes`);
+  }
+  // Written only when no object exists yet: a second PUT never replaces the first.
+  const stored = await c.env.BUCKET.put(key, c.req.raw.body ?? "", {
+    onlyIf: new Headers({ "if-none-match": "*" }),
+    httpMetadata: { contentType: "application/jsonl" },
+  });
+  if (stored === null) throw new ServiceError("already_uploaded", "this batch's input has already been uploaded and cannot be replaced; submit it, or create a new batch for another file");
+  return c.json({ key, size: stored.size, etag: stored.etag });
+});

@@ -1,0 +1,98 @@
+/**
+ * Storage grants (made and checked by the edge, in workerd): short signed URLs in the S3
+ * query-presign format (AWS Signature Version 4, made and checked with aws4fetch), each bound to one
+ * object, one method, an expiry and the headers it must be used with. The same URL format works against R2's S3 endpoint, so a deployment
+ * may point grants there (STORAGE_ENDPOINT); by default the edge serves them itself at /storage/...
+ * over its R2 binding (edge/routes/storage.ts).
+ *
+ *     const upload = await signUpload(grants, "batches/<id>/input.jsonl");   // {url, method, headers, expires_at}
+ *     const key = await verifyGrant(grants, request);                         // the object key, or 403
+ *
+ * An upload must carry `if-none-match: *` (signed, so it cannot be left out): the object is written
+ * only when none exists, so a second PUT cannot replace the first. A signed URL is a credential:
+ * nothing here or in the routes logs one.
+ */
+import { AwsV4Signer } from "aws4fetch";
+import type { Upload } from "../contract/batches.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { digestsEqual } from "./crypto.ts";
+import { ServiceError } from "./errors.ts";
+
+export interface StorageGrants {
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** Objects live at `${endpoint}/${key}`: the edge's own /storage or an S3 endpoint with its bucket. */
+  endpoint: string;
+}
+
+/** The headers an upload must be sent with (all of them signed). */
+export const UPLOAD_HEADERS: Readonly<Record<string, string>> = { "if-none-match": "*" };
+const REGION = "auto";
+const SERVICE = "s3";
+
+/** `20261122T180405Z`, the SigV4 date format. */
+const amzDate = (ms: number) => new Date(ms).toISOString().replace(/[:-]|\.\d{3}/g, "");
+
+/** A signed PUT of `objectKey`, valid for LIMITS.signedUploadValidityMs from `now`. */
+export async function signUpload(grants: StorageGrants, objectKey: string, now = Date.now()): Promise<Upload> {
+  const url = new URL(`${grants.endpoint}/${objectKey.split("/").map(encodeURIComponent).join("/")}`);
+  url.searchParams.set("X-Amz-Expires", String(LIMITS.signedUploadValidityMs / 1000));
+  const signer = new AwsV4Signer({
+    method: "PUT",
+    url: url.toString(),
+    headers: UPLOAD_HEADERS,
+    accessKeyId: grants.accessKeyId,
+    secretAccessKey: grants.secretAccessKey,
+    service: SERVICE,
+    region: REGION,
+    datetime: amzDate(now),
+    signQuery: true,
+  });
+  const signed = await signer.sign();
+  return { url: signed.url.toString(), method: "PUT", headers: { ...UPLOAD_HEADERS }, expires_at: new Date(now + LIMITS.signedUploadValidityMs).toISOString() };
+}
+
+/**
+ * Checks a request against the grant its URL carries: the signature (recomputed over the method,
+ * the path, the query and the signed headers as sent, compared in constant time), and the expiry.
+ * Returns the object key; throws 403 `signature_invalid` or `grant_expired`.
+ */
+export async function verifyGrant(grants: StorageGrants, request: Request, now = Date.now()): Promise<string> {
+  const url = new URL(request.url);
+  const q = url.searchParams;
+  const presented = q.get("X-Amz-Signature") ?? "";
+  const date = q.get("X-Amz-Date") ?? "";
+  const expires = Number(q.get("X-Amz-Expires"));
+  const signedHeaders = (q.get("X-Amz-SignedHeaders") ?? "").split(";").filter((h) => h !== "host");
+  const start = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(date);
+  if (!/^[0-9a-f]{64}$/.test(presented) || !start || !Number.isInteger(expires) || expires <= 0 || expires * 1000 > LIMITS.signedUploadValidityMs) {
+    throw new ServiceError("signature_invalid", "this storage URL is not a valid signed URL");
+  }
+  const headers: Record<string, string> = {};
+  for (const name of signedHeaders) headers[name] = request.headers.get(name) ?? "";
+  q.delete("X-Amz-Signature");
+  const signer = new AwsV4Signer({
+    method: request.method,
+    url: url.toString(),
+    headers,
+    accessKeyId: grants.accessKeyId,
+    secretAccessKey: grants.secretAccessKey,
+    service: SERVICE,
+    region: REGION,
+    datetime: date,
+    signQuery: true,
+  });
+  const expected = (await signer.sign()).url.searchParams.get("X-Amz-Signature") ?? "";
+  if (!digestsEqual(expected, presented)) {
+    throw new ServiceError("signature_invalid", "the storage URL's signature does not match this request (URL, method and headers must be used exactly as returned)");
+  }
+  const signedAt = Date.UTC(+start[1]!, +start[2]! - 1, +start[3]!, +start[4]!, +start[5]!, +start[6]!);
+  if (now > signedAt + expires * 1000) throw new ServiceError("grant_expired", "this signed storage URL has expired; create the batch again with the same idempotency_key for a new one");
+  if (now < signedAt - 5 * 60 * 1000) throw new ServiceError("signature_invalid", "this storage URL is dated in the future");
+  const path = url.pathname.slice(new URL(grants.endpoint).pathname.length + 1);
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    throw new ServiceError("signature_invalid", "this storage URL's path is not a valid object name");
+  }
+}

@@ -150,3 +150,29 @@ CREATE TABLE IF NOT EXISTS batch_results (
   result     json NOT NULL,  -- json, not jsonb: the text is kept as committed (key order is meaning)
   PRIMARY KEY (batch_id, line)
 );
+
+-- The bulk worker's claim on a batch (sidecar/bulk/worker.ts): a fencing token and when its lease
+-- ends; every write of a step presents the token. `last_claimed_at` lets batches take turns.
+ALTER TABLE batches ADD COLUMN IF NOT EXISTS lease_token uuid;
+ALTER TABLE batches ADD COLUMN IF NOT EXISTS lease_expires_at timestamptz;
+ALTER TABLE batches ADD COLUMN IF NOT EXISTS last_claimed_at timestamptz;
+CREATE INDEX IF NOT EXISTS batches_open ON batches (last_claimed_at NULLS FIRST)
+  WHERE status IN ('queued', 'validating', 'running');
+
+-- A validated batch's records, one per input line: the body's JSON text, the release its model
+-- resolves to among those frozen at submit (null: none; answered with an error record), the
+-- transient failures so far, and whether its result is committed.
+CREATE TABLE IF NOT EXISTS batch_records (
+  batch_id    uuid NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+  line        integer NOT NULL CHECK (line >= 1),
+  custom_id   text NOT NULL,
+  body        text NOT NULL,
+  release_id  text,
+  attempts    integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  done        boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (batch_id, line)
+);
+CREATE INDEX IF NOT EXISTS batch_records_pending ON batch_records (batch_id, line) WHERE NOT done;
+
+-- When each result was committed: the status object's progress (records per minute) reads it.
+ALTER TABLE batch_results ADD COLUMN IF NOT EXISTS committed_at timestamptz NOT NULL DEFAULT now();

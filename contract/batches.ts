@@ -20,7 +20,7 @@
  */
 import { z } from "zod";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
-import { looseFields } from "./fields.ts";
+import { fields, JsonValue, looseFields } from "./fields.ts";
 import { LIMITS } from "./limits.ts";
 
 export const BATCH_STATUSES = ["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"] as const;
@@ -103,6 +103,8 @@ export const Batch = z.object({
   /** Results answer 410 from then on; null until terminal. */
   results_expire_at: Timestamp.nullable(),
   error: BatchError.nullable(),
+  /** While running: records committed per minute over the last minutes, and when the rest may be done. */
+  progress: z.object({ records_per_minute: z.number(), estimated_completion_at: Timestamp.nullable() }).nullable(),
   limits: BatchLimits,
   /** Present on create while no input has arrived: a fresh signed destination each time. */
   upload: Upload.optional(),
@@ -118,16 +120,21 @@ export const BatchList = z.object({
 });
 export type BatchList = z.infer<typeof BatchList>;
 
-/** One line of the input file. */
-export const InputRecord = looseFields({
-  custom_id: z
+const CustomId = z
     .string({ error: "custom_id must be a string" })
     .min(1, "custom_id must not be empty")
     .max(CUSTOM_ID_MAX, `custom_id must be at most ${CUSTOM_ID_MAX} characters`)
-    .refine(noNul, "custom_id must not contain U+0000"),
-  body: DecisionRequest,
-});
+    .refine(noNul, "custom_id must not contain U+0000");
+
+/** One line of the input file, as a client writes it. */
+export const InputRecord = looseFields({ custom_id: CustomId, body: DecisionRequest });
 export type InputRecord = z.infer<typeof InputRecord>;
+
+/**
+ * One line as the worker checks it at validation: exactly these two fields, `body` any JSON (a body
+ * that is not a valid decision request fails its record, not the file).
+ */
+export const InputLine = fields({ custom_id: CustomId, body: JsonValue });
 
 export const RecordError = z.object({ status: z.number().int(), code: z.string(), message: z.string() });
 

@@ -22,6 +22,8 @@ export const LIMITS = {
   batchLifetimeMs: 24 * 60 * 60 * 1000,
   bulkResultsPage: 20,
   signedUploadValidityMs: 2 * 60 * 60 * 1000,
+  /** A grant the edge signs for the bulk worker to read or delete one object. */
+  workerGrantMs: 10 * 60 * 1000,
   bulkLeaseMs: 120_000,
   bulkLeaseRenewMs: 30_000,
   bulkTransientAttempts: 3,

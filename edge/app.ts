@@ -12,6 +12,7 @@ import type { AppEnv } from "./env.ts";
 import { batches } from "./routes/batches.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
+import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
 import { storage } from "./routes/storage.ts";
@@ -53,6 +54,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", decisions);
   app.route("/", batches);
   app.route("/", storage);
+  app.route("/", internal);
 
   app.notFound(notFound);
   app.onError(errorRenderer("edge"));

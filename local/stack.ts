@@ -38,6 +38,8 @@ export interface StackOptions {
   idpPort?: number;
   /** Extra settings of the edge Worker, such as ALLOWED_ORIGIN. */
   edgeVars?: Record<string, string>;
+  /** More settings of the stack's sidecar (tests: the SVC_TEST_BULK_* periods). */
+  sidecarEnv?: Record<string, string>;
   /** How the edge Worker runs (local/edge.ts); "miniflare" when absent. */
   edge?: EdgeKind;
   /** Progress lines (to stderr by default). */
@@ -135,6 +137,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       await db.end();
     }
 
+    // The edge's address is known before it starts: the sidecar's bulk worker asks it for grants.
+    const edgePort = opts.edgePort ?? (await freePort());
+    const baseUrl = `http://127.0.0.1:${edgePort}`;
     const sidecar = await startSidecar({
       name: "sidecar",
       address: sidecarAt,
@@ -142,13 +147,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       databaseUrl: postgres.url,
       neonBridge: neonLocal,
       runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret },
+      edgeUrl: baseUrl,
+      upstash: { url: bridges.upstashUrl, token: upstashToken },
+      extraEnv: opts.sidecarEnv,
       logDir,
     });
     children.push(sidecar);
     stoppers.push(sidecar.stop);
 
-    const edgePort = opts.edgePort ?? (await freePort());
-    const baseUrl = `http://127.0.0.1:${edgePort}`;
     // The key pair that signs storage grants: the edge serves them itself over local R2.
     const storageKeyId = `local-${randomBytes(8).toString("hex")}`;
     const storageSecret = secret();

@@ -81,6 +81,12 @@ export async function startSidecar(opts: {
   neonBridge: string;
   /** Runtime secrets under the variable names the registry's `token_env` gives. */
   runtimeSecrets: Record<string, string>;
+  /** The edge the bulk worker asks for storage grants. */
+  edgeUrl: string;
+  /** The Upstash REST endpoint and token (quota admission of bulk records). */
+  upstash: { url: string; token: string };
+  /** More settings (BULK_WORKER, the SVC_TEST_BULK_* periods of tests). */
+  extraEnv?: Record<string, string>;
   logDir: string;
 }): Promise<Child> {
   return start({
@@ -94,7 +100,11 @@ export async function startSidecar(opts: {
       SIDECAR_HOST: "127.0.0.1",
       DATABASE_URL: opts.databaseUrl,
       NEON_LOCAL_BRIDGE: opts.neonBridge,
+      EDGE_URL: opts.edgeUrl,
+      UPSTASH_REDIS_REST_URL: opts.upstash.url,
+      UPSTASH_REDIS_REST_TOKEN: opts.upstash.token,
       ...opts.runtimeSecrets,
+      ...opts.extraEnv,
     },
     logPath: join(opts.logDir, `${opts.name}.log`),
     ready: async () => (await fetch(`${opts.address.url}${SIDECAR_PATHS.health}`)).status === 401,

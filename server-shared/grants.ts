@@ -35,12 +35,25 @@ const amzDate = (ms: number) => new Date(ms).toISOString().replace(/[:-]|\.\d{3}
 
 /** A signed PUT of `objectKey`, valid for LIMITS.signedUploadValidityMs from `now`. */
 export async function signUpload(grants: StorageGrants, objectKey: string, now = Date.now()): Promise<Upload> {
+  const url = await signGrant(grants, objectKey, "PUT", LIMITS.signedUploadValidityMs, UPLOAD_HEADERS, now);
+  return { url, method: "PUT", headers: { ...UPLOAD_HEADERS }, expires_at: new Date(now + LIMITS.signedUploadValidityMs).toISOString() };
+}
+
+/** A signed `method` of `objectKey`, valid for `validityMs` (at most LIMITS.signedUploadValidityMs) from `now`, to be sent with `headers`. */
+export async function signGrant(
+  grants: StorageGrants,
+  objectKey: string,
+  method: "PUT" | "GET" | "DELETE",
+  validityMs: number,
+  headers: Readonly<Record<string, string>> = {},
+  now = Date.now(),
+): Promise<string> {
   const url = new URL(`${grants.endpoint}/${objectKey.split("/").map(encodeURIComponent).join("/")}`);
-  url.searchParams.set("X-Amz-Expires", String(LIMITS.signedUploadValidityMs / 1000));
+  url.searchParams.set("X-Amz-Expires", String(Math.floor(validityMs / 1000)));
   const signer = new AwsV4Signer({
-    method: "PUT",
+    method,
     url: url.toString(),
-    headers: UPLOAD_HEADERS,
+    headers,
     accessKeyId: grants.accessKeyId,
     secretAccessKey: grants.secretAccessKey,
     service: SERVICE,
@@ -48,8 +61,7 @@ export async function signUpload(grants: StorageGrants, objectKey: string, now =
     datetime: amzDate(now),
     signQuery: true,
   });
-  const signed = await signer.sign();
-  return { url: signed.url.toString(), method: "PUT", headers: { ...UPLOAD_HEADERS }, expires_at: new Date(now + LIMITS.signedUploadValidityMs).toISOString() };
+  return (await signer.sign()).url.toString();
 }
 
 /**

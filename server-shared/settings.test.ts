@@ -8,6 +8,9 @@ const sidecar = {
   SIDECAR_URL: "http://127.0.0.1:9100",
   SIDECAR_PORT: "9100",
   DATABASE_URL: "postgres://u@127.0.0.1/db",
+  EDGE_URL: "http://127.0.0.1:8787",
+  UPSTASH_REDIS_REST_URL: "http://127.0.0.1:8079",
+  UPSTASH_REDIS_REST_TOKEN: "t",
 };
 
 function refusal(run: () => unknown): string {
@@ -23,8 +26,12 @@ function refusal(run: () => unknown): string {
 describe("parseSettings", () => {
   it("parses a tier's settings once, with defaults and numbers", () => {
     const settings = parseSettings("sidecar", SidecarSettings, sidecar);
-    expect(settings).toMatchObject({ SIDECAR_PORT: 9100, SIDECAR_HOST: "127.0.0.1" });
+    expect(settings).toMatchObject({ SIDECAR_PORT: 9100, SIDECAR_HOST: "127.0.0.1", BULK_WORKER: "on" });
     expect(settings.NEON_LOCAL_BRIDGE).toBeUndefined();
+    expect(settings.SVC_TEST_BULK_LEASE_MS).toBeUndefined();
+    expect(parseSettings("sidecar", SidecarSettings, { ...sidecar, SVC_TEST_BULK_LEASE_MS: "2000", BULK_WORKER: "off" })).toMatchObject({ SVC_TEST_BULK_LEASE_MS: 2000, BULK_WORKER: "off" });
+    // A test period can only shorten the spec's, never lengthen it.
+    expect(() => parseSettings("sidecar", SidecarSettings, { ...sidecar, SVC_TEST_BULK_LEASE_MS: "999999999" })).toThrow(/SVC_TEST_BULK_LEASE_MS must be an integer/);
   });
 
   it("names every missing or bad setting in one line, prefixed by the tier, and never echoes a value", () => {

@@ -40,6 +40,9 @@ export function integer(min: number, max: number, fallback?: number) {
   return fallback === undefined ? value : z.preprocess((v) => (v === undefined || v === "" ? String(fallback) : v), value);
 }
 
+/** An optional integer setting within [min, max]: unset and empty read as absent. */
+export const optionalInteger = (min: number, max: number) => z.preprocess((v) => (v === "" ? undefined : v), integer(min, max).optional());
+
 /** An optional service URL: unset and empty read as absent; a set one obeys the transport policy. */
 export const optionalServiceUrl = () => z.preprocess((v) => (v === "" ? undefined : v), serviceUrl().optional());
 

@@ -1,5 +1,5 @@
 /**
- * The edge -> sidecar protocol (server-only; sidecar secret on every call).
+ * The edge <-> sidecar protocol (server-only; the shared sidecar secret on every call).
  *
  *   POST /internal/decide   SidecarDecideRequest -> SidecarDecideResponse
  *        One real-time decision. The edge has authenticated, validated, budgeted, admitted and
@@ -11,6 +11,12 @@
  *
  *   GET  /internal/health   -> SidecarHealth
  *        sidecar->postgres, and sidecar->runtime identity for every release this sidecar serves.
+ *
+ * And the one call the other way, from a sidecar's bulk worker to the edge:
+ *
+ *   POST /internal/grants   GrantRequest -> Grant
+ *        A short signed URL (LIMITS.workerGrantMs) to GET or DELETE one batch input object: the edge
+ *        holds the storage signing key, the worker never holds a customer credential.
  *
  * Which sidecar serves a release is the registry's `sidecar_url`; a sidecar serves the releases
  * whose `sidecar_url` is its own SIDECAR_URL setting and refuses any other.
@@ -55,6 +61,15 @@ export type SidecarDecideResponse = z.infer<typeof SidecarDecideResponse>;
 export const SidecarHealth = looseFields({ links: z.array(LinkStatus) });
 
 export const SIDECAR_PATHS = { health: "/internal/health", decide: "/internal/decide" } as const;
+
+/** The edge's internal routes, called by sidecars with the sidecar secret. */
+export const EDGE_INTERNAL_PATHS = { grants: "/internal/grants" } as const;
+
+export const GrantRequest = fields({ object: z.string().max(1024), method: z.enum(["GET", "DELETE"]) });
+export type GrantRequest = z.infer<typeof GrantRequest>;
+
+export const Grant = z.object({ url: z.string(), method: z.enum(["GET", "DELETE"]), headers: z.record(z.string(), z.string()), expires_at: z.string() });
+export type Grant = z.infer<typeof Grant>;
 
 /** Bounds of an edge -> sidecar body: a decision request inside the call's envelope. */
 export const SIDECAR_BODY = { maxBytes: 2 * 1024 * 1024, maxDepth: 36 } as const;

@@ -2,11 +2,13 @@
  * Sidecar entry point: `bun sidecar/main.ts`, one process per GPU host. Settings: sidecar/settings.ts.
  */
 import { Pool } from "@neondatabase/serverless";
+import { Redis } from "@upstash/redis";
 import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
 import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
 import { UsageWriter } from "./usage.ts";
+import { BulkWorker, WORKER_TIMING } from "./bulk/worker.ts";
 import { SidecarSettings } from "./settings.ts";
 
 let settings: SidecarSettings;
@@ -23,12 +25,40 @@ const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", err.message));
 
 const usage = new UsageWriter(pool);
-const app = createSidecarApp({ pool, secret: settings.SIDECAR_SECRET, selfUrl: settings.SIDECAR_URL, env: process.env, lanes: new Lanes(), usage });
+const lanes = new Lanes();
+const app = createSidecarApp({ pool, secret: settings.SIDECAR_SECRET, selfUrl: settings.SIDECAR_URL, env: process.env, lanes, usage });
 const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
-/** A clean shutdown: stop taking requests, let those in flight answer, write every usage row, then close the pool. */
+const worker =
+  settings.BULK_WORKER === "on"
+    ? new BulkWorker({
+        pool,
+        lanes,
+        redis: new Redis({ url: settings.UPSTASH_REDIS_REST_URL, token: settings.UPSTASH_REDIS_REST_TOKEN, retry: false, enableTelemetry: false }),
+        selfUrl: settings.SIDECAR_URL,
+        env: process.env,
+        edge: { url: settings.EDGE_URL, secret: settings.SIDECAR_SECRET },
+        timing: {
+          leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? WORKER_TIMING.leaseMs,
+          renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? WORKER_TIMING.renewMs,
+          idleMs: WORKER_TIMING.idleMs,
+          cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? WORKER_TIMING.cleanupEveryMs,
+          retention: {
+            dataMs: settings.SVC_TEST_BULK_DATA_RETENTION_MS ?? WORKER_TIMING.retention.dataMs,
+            metadataMs: settings.SVC_TEST_BULK_METADATA_RETENTION_MS ?? WORKER_TIMING.retention.metadataMs,
+          },
+        },
+      })
+    : null;
+worker?.start();
+
+/**
+ * A clean shutdown: stop the bulk worker (its step in flight is abandoned and its lease released),
+ * stop taking requests, let those in flight answer, write every usage row, then close the pool.
+ */
 async function shutdown(): Promise<void> {
+  await worker?.stop();
   await server.stop();
   await usage.flush();
   await pool.end().catch(() => {});

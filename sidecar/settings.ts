@@ -7,11 +7,19 @@
  *   SIDECAR_PORT        where to listen (0 picks a free port); SIDECAR_HOST defaults to 127.0.0.1
  *   DATABASE_URL        Postgres (Neon in production)
  *   NEON_LOCAL_BRIDGE   `127.0.0.1:<port>` of the local stack's Neon bridge; unset in production
+ *   EDGE_URL            the edge's base URL: the bulk worker asks it for storage grants
+ *   UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN   quota admission of bulk records (as the edge's)
+ *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
+ *
+ * For tests only (shorter periods than the spec's; never set in production):
+ *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
+ *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS
  *
  * Runtime secrets are read from the variables the registry's `token_env` names, when a runtime is called.
  */
 import { z } from "zod";
-import { integer, optional, required, serviceUrl } from "../server-shared/settings.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const SidecarSettings = z.object({
   SIDECAR_SECRET: required(),
@@ -20,5 +28,14 @@ export const SidecarSettings = z.object({
   SIDECAR_HOST: optional().transform((host) => host ?? "127.0.0.1"),
   DATABASE_URL: required(),
   NEON_LOCAL_BRIDGE: optional(),
+  EDGE_URL: serviceUrl(),
+  UPSTASH_REDIS_REST_URL: serviceUrl(),
+  UPSTASH_REDIS_REST_TOKEN: required(),
+  BULK_WORKER: z.preprocess((v) => (v === undefined || v === "" ? "on" : v), z.enum(["on", "off"])),
+  SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
+  SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),
+  SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
+  SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
+  SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
 });
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

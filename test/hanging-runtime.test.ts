@@ -88,6 +88,10 @@ beforeAll(async () => {
     databaseUrl: stack().databaseUrl,
     neonBridge: stack().neonBridge,
     runtimeSecrets: { HANGING_RUNTIME_SECRET: "any" },
+    edgeUrl: stack().baseUrl,
+    upstash: { url: stack().upstashUrl, token: stack().secrets.upstash },
+    // Its own secret, which the edge does not know: no bulk work here.
+    extraEnv: { BULK_WORKER: "off" },
     logDir: stack().logDir,
   });
 });

@@ -4,7 +4,7 @@
  */
 import { Redis } from "@upstash/redis";
 import { beforeAll, describe, expect, it } from "vitest";
-import { admit } from "../edge/quota.ts";
+import { admit } from "../server-shared/quota.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { freePort } from "../local/ports.ts";
 import { call, newAccount, stack, withDb } from "./support/api.ts";

@@ -52,6 +52,9 @@ beforeAll(async () => {
     databaseUrl: stack().databaseUrl,
     neonBridge: stack().neonBridge,
     runtimeSecrets: { SECOND_RUNTIME_SECRET: runtimeSecret },
+    // Its bulk worker shares the queue with the stack's.
+    edgeUrl: stack().baseUrl,
+    upstash: { url: stack().upstashUrl, token: stack().secrets.upstash },
     logDir: stack().logDir,
   });
 });

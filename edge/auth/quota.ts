@@ -7,7 +7,7 @@
 import { createMiddleware } from "hono/factory";
 import { errorBody } from "../../contract/errors.ts";
 import type { AppEnv } from "../env.ts";
-import { admit } from "../quota.ts";
+import { admit } from "../../server-shared/quota.ts";
 import { services } from "../services.ts";
 
 export function quota() {

@@ -33,9 +33,12 @@ export const batches = new Hono<AppEnv>();
 batches.use("/v1/batches", apiKeyAuth, quota());
 batches.use("/v1/batches/*", apiKeyAuth, quota());
 
+/** The window over which a running batch's rate is measured. */
+const PROGRESS_WINDOW_MINUTES = 5;
 const COLUMNS =
   "id, status, idempotency_key, object_key, total_records, completed_records, failed_records, input_bytes, error, " +
-  "created_at, submitted_at, started_at, finished_at, expires_at, purged_at";
+  "created_at, submitted_at, started_at, finished_at, expires_at, purged_at, " +
+  `(SELECT count(*) FROM batch_results r WHERE r.batch_id = batches.id AND r.committed_at > now() - interval '${PROGRESS_WINDOW_MINUTES} minutes') AS recent_results`;
 const TERMINAL_SQL = `(${TERMINAL_STATUSES.map((s) => `'${s}'`).join(", ")})`;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** How long after a refused create to try again: slots free up as batches finish or are purged. */
@@ -212,6 +215,20 @@ function batchOf(row: Record<string, unknown>): Batch {
     expires_at: iso(row.expires_at)!,
     results_expire_at: finished && new Date(Date.parse(finished) + LIMITS.bulkDataRetentionMs).toISOString(),
     error: (row.error as Batch["error"]) ?? null,
+    progress: row.status === "running" ? progressOf(row) : null,
     limits: BATCH_LIMITS,
+  };
+}
+
+/** Records per minute over the last minutes (since the start when that is more recent), and the time the rest would take at that rate. */
+function progressOf(row: Record<string, unknown>): NonNullable<Batch["progress"]> {
+  const now = Date.now();
+  const since = Math.max(now - PROGRESS_WINDOW_MINUTES * 60_000, Date.parse(iso(row.started_at) ?? iso(row.created_at)!));
+  const minutes = Math.max((now - since) / 60_000, 1 / 60);
+  const perMinute = Number(row.recent_results) / minutes;
+  const remaining = Number(row.total_records) - Number(row.completed_records) - Number(row.failed_records);
+  return {
+    records_per_minute: Math.round(perMinute * 10) / 10,
+    estimated_completion_at: perMinute > 0 ? new Date(now + (remaining / perMinute) * 60_000).toISOString() : null,
   };
 }

@@ -6,7 +6,8 @@
  * response body is logged or persisted here.
  */
 import { Hono } from "hono";
-import { budgetViolation, requestTokenBound } from "../../contract/budget.ts";
+import { requestTokenBound } from "../../contract/budget.ts";
+import { decisionViolation } from "../../server-shared/decisions.ts";
 import { DecisionRequest, type DecisionResponse } from "../../contract/decision.ts";
 import { ErrorEnvelope } from "../../contract/errors.ts";
 import { parseJson, stringifyJson, type Json } from "../../contract/json.ts";
@@ -46,11 +47,8 @@ decisions.post(
     }
     const found = await c.var.timings.time("key-model", () => keyAndModel(services(c.env).sql, key.id, request.model));
     await acceptKey(c, key, found.key);
-    if (request.images !== undefined) {
-      throw new ServiceError("invalid_request", "images: image decisions are not enabled on this service");
-    }
-    const violation = budgetViolation(request);
-    if (violation) throw new ServiceError("invalid_request", violation);
+    const violation = decisionViolation(request);
+    if (violation) throw violation;
     c.set("decision", request);
     c.set("reservedTokens", requestTokenBound(request));
     c.set("model", found.model);

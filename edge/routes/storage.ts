@@ -1,28 +1,44 @@
 /**
- * The edge's own storage endpoint (runs in workerd): PUT of an object through a signed grant
- * (edge/storage.ts), stored over the R2 binding. This is where grants point unless STORAGE_ENDPOINT
+ * The edge's own storage endpoint (runs in workerd): an object read, written or deleted through a
+ * signed grant (server-shared/grants.ts) over the R2 binding. This is where grants point unless STORAGE_ENDPOINT
  * sends them straight to R2's S3 endpoint, which accepts the same URLs. No API key: the signed URL
  * is the credential, and it is never logged.
  *
  *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *)
  *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 no Content-Length;
  *        413 over LIMITS.bulkFileBytes; 412 `already_uploaded` when the object exists (kept intact)
+ *   GET    /storage/...?X-Amz-...  -> the object's bytes; 404 when there is none
+ *   DELETE /storage/...?X-Amz-...  -> 204 (also when there was none)
  */
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { LIMITS } from "../../contract/limits.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { verifyGrant } from "../../server-shared/grants.ts";
-import { STORAGE_PATH, storageGrants } from "../storage.ts";
+import { BATCH_INPUT, STORAGE_PATH, storageGrants } from "../storage.ts";
 
 export const storage = new Hono<AppEnv>();
 
-/** The objects a grant may name here: batch inputs. */
-const UPLOADABLE = /^batches\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/input\.jsonl$/;
+/** The object key a request's grant names, once the grant is verified against this endpoint. */
+async function grantedKey(c: Context<AppEnv>): Promise<string> {
+  const key = await verifyGrant({ ...storageGrants(c), endpoint: `${new URL(c.req.url).origin}${STORAGE_PATH}` }, c.req.raw);
+  if (!BATCH_INPUT.test(key)) throw new ServiceError("not_found", "no such storage object");
+  return key;
+}
+
+storage.get(`${STORAGE_PATH}/*`, async (c) => {
+  const object = await c.env.BUCKET.get(await grantedKey(c));
+  if (!object) throw new ServiceError("not_found", "no such storage object");
+  return c.body(object.body, 200, { "content-type": "application/octet-stream", "content-length": String(object.size) });
+});
+
+storage.delete(`${STORAGE_PATH}/*`, async (c) => {
+  await c.env.BUCKET.delete(await grantedKey(c));
+  return c.body(null, 204);
+});
 
 storage.put(`${STORAGE_PATH}/*`, async (c) => {
-  const key = await verifyGrant({ ...storageGrants(c), endpoint: `${new URL(c.req.url).origin}${STORAGE_PATH}` }, c.req.raw);
-  if (!UPLOADABLE.test(key)) throw new ServiceError("not_found", "no such storage object");
+  const key = await grantedKey(c);
   const length = c.req.header("content-length");
   if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
   if (Number(length) > LIMITS.bulkFileBytes) {

@@ -1,6 +1,7 @@
 /**
  * Account quotas: requests per second and tokens per second, admitted together by one atomic Redis
- * script in fixed UTC-second windows (runs in workerd, through @upstash/redis).
+ * script in fixed UTC-second windows (the edge for real-time requests, the sidecar's bulk worker for
+ * each record; both through @upstash/redis).
  *
  * - An admission reserves its worst-case token work; nothing is refunded afterwards.
  * - A rejected request consumes nothing, so a client that backs off for `Retry-After` gets in.
@@ -10,8 +11,8 @@
  *   unmetered.
  */
 import type { Redis } from "@upstash/redis";
-import { ServiceError } from "../server-shared/errors.ts";
-import type { AccountSettings } from "../server-shared/accounts.ts";
+import { ServiceError } from "./errors.ts";
+import type { AccountSettings } from "./accounts.ts";
 
 /**
  * KEYS[1]: request count of this second, KEYS[2]: tokens reserved in this second.

@@ -1,0 +1,169 @@
+/**
+ * One bulk record, from its stored body to the result to commit (runs in the sidecar's bulk worker):
+ * the same checks as the real-time route (contract schema, images, the request's token bound), the
+ * model resolved among the releases frozen at submit, quota admission with the real-time script,
+ * then admission and passes on the bulk lane. What cannot be answered becomes an error record with
+ * the status, code and message the real-time route would have given.
+ *
+ *     const outcome = await processRecord(ctx, record, signal);
+ *     // {kind: "result", text, usage} | {kind: "retry", reason}  (a transient runtime failure)
+ *
+ * Waiting is never failure: a quota refusal (429), a full lane (529) or a lane wait (504) wait for
+ * capacity until `deadline`, and the record is then left for the batch's expiry.
+ */
+import type { Redis } from "@upstash/redis";
+import type { Pool } from "@neondatabase/serverless";
+import { requestTokenBound } from "../../contract/budget.ts";
+import { DecisionRequest, type DecisionResponse, type Usage } from "../../contract/decision.ts";
+import { ERROR_STATUS, type ErrorCode } from "../../contract/errors.ts";
+import { JsonError, parseJson, stringifyJson } from "../../contract/json.ts";
+import { LIMITS, SHARED_ALIAS } from "../../contract/limits.ts";
+import { describeIssues } from "../../server-shared/body.ts";
+import { decisionViolation } from "../../server-shared/decisions.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import { admit } from "../../server-shared/quota.ts";
+import type { AccountSettings } from "../../server-shared/accounts.ts";
+import { admitDecision, runDecision, type Release } from "../decide/execute.ts";
+import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
+import { RuntimeError, runtimeClientFor } from "../runtime/client.ts";
+import { servedRelease } from "../runtime/registry.ts";
+
+/** The releases and aliases an account could use when its batch was submitted (schema.sql). */
+export interface FrozenModels {
+  releases: Record<string, string>;
+  aliases: Record<string, string>;
+}
+
+export interface RecordContext {
+  pool: Pool;
+  lanes: Lanes;
+  /** Null when no Redis is configured: accounts with quotas then wait (as real-time answers 503). */
+  redis: Redis | null;
+  selfUrl: string;
+  env: Record<string, string | undefined>;
+  account: { id: string } & Pick<AccountSettings, "requests_per_second" | "tokens_per_second">;
+  models: FrozenModels;
+  /** The job deadline (ms since the epoch): waiting for capacity stops there. */
+  deadline: number;
+}
+
+export interface StoredRecord {
+  line: number;
+  customId: string;
+  body: string;
+}
+
+/** A record's result to commit: its JSON text, and its usage when it succeeded. */
+export interface ResultOutcome {
+  kind: "result";
+  text: string;
+  usage: { releaseId: string; usage: Usage } | null;
+}
+
+export type Outcome = ResultOutcome | { kind: "retry"; reason: string } | { kind: "deadline" };
+
+/** How long to wait before asking again for a full lane or an unavailable quota service. */
+const CAPACITY_POLL_MS = 200;
+
+/** The release a record's model names among those frozen at submit; null when the job did not freeze it. */
+export function frozenRelease(models: FrozenModels, name: string): { id: string; fingerprint: string } | null {
+  const id = Object.hasOwn(models.aliases, name) ? models.aliases[name]! : name;
+  return Object.hasOwn(models.releases, id) ? { id, fingerprint: models.releases[id]! } : null;
+}
+
+/** The model a stored body names (the shared alias when it names none), read without validating the rest. */
+export function modelOf(body: string): string {
+  try {
+    const value = parseJson(body);
+    const model = value instanceof Map ? value.get("model") : undefined;
+    return typeof model === "string" ? model : SHARED_ALIAS;
+  } catch {
+    return SHARED_ALIAS;
+  }
+}
+
+export async function processRecord(ctx: RecordContext, record: StoredRecord, signal: AbortSignal): Promise<Outcome> {
+  let request: DecisionRequest;
+  try {
+    const parsed = DecisionRequest.safeParse(parseJson(record.body, { maxDepth: LIMITS.jsonDepth }));
+    if (!parsed.success) return errorRecord(record, "invalid_request", describeIssues(parsed.error));
+    request = parsed.data;
+  } catch (err) {
+    if (err instanceof JsonError) return errorRecord(record, "invalid_request", err.message);
+    throw err;
+  }
+  const violation = decisionViolation(request);
+  if (violation) return errorRecord(record, violation.code, violation.message);
+  const frozen = frozenRelease(ctx.models, request.model);
+  const entry = frozen && (await servedRelease(ctx.pool, ctx.selfUrl, frozen.id));
+  // Not frozen for this job, or retired since, or moved to a release with another fingerprint.
+  if (!frozen || !entry || entry.fingerprint !== frozen.fingerprint) {
+    return errorRecord(record, "model_not_found", "no model of that name is available to this account");
+  }
+
+  // Quota admission with the real-time script: a refusal waits for the next window, never fails.
+  for (;;) {
+    signal.throwIfAborted();
+    try {
+      const admission = ctx.redis
+        ? await admit(ctx.redis, ctx.account, requestTokenBound(request))
+        : ctx.account.requests_per_second === null && ctx.account.tokens_per_second === null
+          ? ({ admitted: true } as const)
+          : ({ admitted: false, retryAfterMs: CAPACITY_POLL_MS } as const);
+      if (admission.admitted) break;
+      if (!(await pause(admission.retryAfterMs, ctx.deadline, signal))) return { kind: "deadline" };
+    } catch (err) {
+      if (!(err instanceof ServiceError && err.code === "quota_unavailable")) throw err;
+      if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return { kind: "deadline" };
+    }
+  }
+
+  const release: Release = { ...frozen, runtime: { id: entry.runtime_release, fingerprint: entry.runtime_fingerprint }, ...(entry.calibration ? { calibration: entry.calibration } : {}) };
+  const decision = { state: request.state, questions: request.questions };
+  try {
+    const client = runtimeClientFor(entry, ctx.env);
+    const admission = await admitDecision(client, release, decision, signal);
+    for (;;) {
+      try {
+        const execution = await ctx.lanes.run("bulk", () => runDecision(client, release, admission, signal), signal);
+        const response: DecisionResponse = { model: release.id, answers: execution.answers, usage: execution.usage };
+        return {
+          kind: "result",
+          text: `{"custom_id":${JSON.stringify(record.customId)},"response":${stringifyJson(response)}}`,
+          usage: { releaseId: release.id, usage: execution.usage },
+        };
+      } catch (err) {
+        // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
+        if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
+        if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return { kind: "deadline" };
+      }
+    }
+  } catch (err) {
+    if (signal.aborted) throw err;
+    if (err instanceof RuntimeError || (err instanceof ServiceError && (err.status === 503 || err.status === 504))) {
+      return { kind: "retry", reason: err.operatorNote ?? err.message };
+    }
+    if (err instanceof ServiceError) return errorRecord(record, err.code, err.message);
+    throw err;
+  }
+}
+
+/** The error record of a record that cannot be answered (or no longer retried). */
+export function errorRecord(record: StoredRecord, code: ErrorCode, message: string): ResultOutcome {
+  const error = { status: ERROR_STATUS[code], code, message };
+  return { kind: "result", text: JSON.stringify({ custom_id: record.customId, error }), usage: null };
+}
+
+/** Waits `ms` (at most until the deadline); false once the deadline has passed. */
+async function pause(ms: number, deadline: number, signal: AbortSignal): Promise<boolean> {
+  const wait = Math.min(ms, deadline - Date.now());
+  if (wait <= 0) return false;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(resolve, wait);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }, { once: true });
+  });
+  return Date.now() < deadline;
+}

@@ -1,0 +1,336 @@
+/**
+ * The bulk worker loop (runs in the sidecar, one per GPU host): claims batches from Postgres with
+ * leases, so several sidecars share one queue with no coordinator.
+ *
+ * - A claim takes one batch (SKIP LOCKED; never one of a disabled account or past its deadline),
+ *   lasts `leaseMs` (120 s) and is renewed every `renewMs` (30 s) while held; it does one step, then
+ *   releases the batch, so batches and hosts take turns. A crashed worker's batch is claimed again
+ *   once its lease has expired.
+ * - The first step of a `queued` batch validates its file (validate.ts), read through a short grant
+ *   the edge signs; a bad file fails the batch, a good one becomes its records and the batch runs.
+ * - A later step runs one record (records.ts) and commits its result, its usage row and the batch's
+ *   counts in one transaction fenced by the claim: a worker whose lease was lost, whose batch was
+ *   cancelled or whose account was disabled commits nothing. Each line has one result at most.
+ * - Every loop also expires batches past their deadline and, at most once a minute, runs retention
+ *   cleanup (cleanup.ts).
+ *
+ *     const worker = new BulkWorker({ pool, lanes, redis, selfUrl, env, edge, timing });
+ *     worker.start();
+ *     await worker.stop(); // on SIGTERM: the step in flight is abandoned, its lease released
+ */
+import type { Pool, PoolClient } from "@neondatabase/serverless";
+import type { Redis } from "@upstash/redis";
+import { TERMINAL_STATUSES, type BatchError } from "../../contract/batches.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import type { Lanes } from "../lanes.ts";
+import { runCleanup, type Retention } from "./cleanup.ts";
+import { readInput, type EdgeLink } from "./grants.ts";
+import { errorRecord, frozenRelease, modelOf, processRecord, type FrozenModels, type ResultOutcome } from "./records.ts";
+import { validateInput } from "./validate.ts";
+
+export interface WorkerTiming {
+  leaseMs: number;
+  renewMs: number;
+  /** How long an idle worker waits before looking for work again. */
+  idleMs: number;
+  cleanupEveryMs: number;
+  retention: Retention;
+}
+
+export const WORKER_TIMING: WorkerTiming = {
+  leaseMs: LIMITS.bulkLeaseMs,
+  renewMs: LIMITS.bulkLeaseRenewMs,
+  idleMs: 500,
+  cleanupEveryMs: LIMITS.cleanupIntervalMs,
+  retention: { dataMs: LIMITS.bulkDataRetentionMs, metadataMs: LIMITS.batchMetadataRetentionMs },
+};
+
+export interface WorkerDeps {
+  pool: Pool;
+  lanes: Lanes;
+  redis: Redis | null;
+  /** This sidecar's SIDECAR_URL: it runs records of the releases the registry assigns to it. */
+  selfUrl: string;
+  env: Record<string, string | undefined>;
+  edge: EdgeLink;
+  timing?: WorkerTiming;
+  log?: (line: string) => void;
+}
+
+/** A held claim: the fencing token every write of this step must present. */
+interface Claim {
+  id: string;
+  token: string;
+  status: "validating" | "running";
+  accountId: string;
+  objectKey: string;
+  deadline: number;
+  models: FrozenModels | null;
+  account: { id: string; requests_per_second: number | null; tokens_per_second: number | null };
+}
+
+const TERMINAL = `(${TERMINAL_STATUSES.map((s) => `'${s}'`).join(", ")})`;
+
+/** The claim's fence over `batches`: the token, an unexpired lease, a live batch and an active account. */
+const fence = (id = "$1", token = "$2") => `batches.id = ${id} AND lease_token = ${token} AND lease_expires_at > now() AND status NOT IN ${TERMINAL}
+  AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = batches.account_id AND a.status = 'active')`;
+const FENCE = fence();
+
+export class BulkWorker {
+  private readonly timing: WorkerTiming;
+  private readonly log: (line: string) => void;
+  private stopping = false;
+  private loop: Promise<void> | null = null;
+  private current: AbortController | null = null;
+  private lastCleanup = 0;
+
+  constructor(private readonly deps: WorkerDeps) {
+    this.timing = deps.timing ?? WORKER_TIMING;
+    this.log = deps.log ?? ((line) => console.error(line));
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops claiming; a step in flight is abandoned (nothing of it commits) and its lease released. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.current?.abort(new Error("the worker is stopping"));
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        await this.housekeeping();
+        const claim = await this.claim();
+        if (!claim) {
+          await this.idle();
+          continue;
+        }
+        await this.step(claim);
+      } catch (err) {
+        // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
+        if (!this.stopping) this.log(`sidecar: bulk worker: ${err instanceof Error ? err.message : String(err)}`);
+        await this.idle();
+      }
+    }
+  }
+
+  private async idle(): Promise<void> {
+    if (!this.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
+  }
+
+  /** Expiry of batches past their deadline, and retention cleanup at most once per interval. */
+  private async housekeeping(): Promise<void> {
+    await this.deps.pool.query(
+      `UPDATE batches SET status = 'expired', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+        WHERE status NOT IN ${TERMINAL} AND expires_at <= now()`,
+    );
+    if (Date.now() - this.lastCleanup >= this.timing.cleanupEveryMs) {
+      this.lastCleanup = Date.now();
+      await runCleanup(this.deps.pool, this.deps.edge, this.timing.retention, this.log);
+    }
+  }
+
+  /** Claims the batch that waited longest for a turn and has work this sidecar can do. */
+  private async claim(): Promise<Claim | null> {
+    const served = await this.servedReleases();
+    const token = crypto.randomUUID();
+    const { rows } = await this.deps.pool.query(
+      `UPDATE batches b
+          SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2::double precision / 1000), last_claimed_at = clock_timestamp(),
+              status = CASE WHEN b.status = 'queued' THEN 'validating' ELSE b.status END,
+              started_at = coalesce(b.started_at, now())
+         FROM accounts a
+        WHERE a.id = b.account_id AND b.id = (
+          SELECT c.id FROM batches c JOIN accounts ca ON ca.id = c.account_id
+           WHERE c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
+             AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+             AND (c.status <> 'running' OR EXISTS (
+                   SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND NOT r.done AND (r.release_id IS NULL OR r.release_id = ANY ($3::text[]))))
+           ORDER BY c.last_claimed_at NULLS FIRST, c.submitted_at
+           LIMIT 1
+           FOR UPDATE OF c SKIP LOCKED)
+        RETURNING b.id, b.status, b.account_id, b.object_key, b.expires_at, b.models, a.requests_per_second, a.tokens_per_second`,
+      [token, this.timing.leaseMs, served],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return {
+      id: String(row.id),
+      token,
+      status: row.status === "running" ? "running" : "validating",
+      accountId: String(row.account_id),
+      objectKey: String(row.object_key),
+      deadline: new Date(row.expires_at).getTime(),
+      models: (row.models as FrozenModels | null) ?? null,
+      account: {
+        id: String(row.account_id),
+        requests_per_second: row.requests_per_second === null ? null : Number(row.requests_per_second),
+        tokens_per_second: row.tokens_per_second === null ? null : Number(row.tokens_per_second),
+      },
+    };
+  }
+
+  private async servedReleases(): Promise<string[]> {
+    const { rows } = await this.deps.pool.query("SELECT id FROM model_releases WHERE retired_at IS NULL AND sidecar_url = $1", [this.deps.selfUrl]);
+    return rows.map((row) => String(row.id));
+  }
+
+  /** One step under the claim, renewing the lease meanwhile; the batch is released afterwards. */
+  private async step(claim: Claim): Promise<void> {
+    const abort = new AbortController();
+    this.current = abort;
+    const renewal = setInterval(() => {
+      this.deps.pool
+        .query(`UPDATE batches SET lease_expires_at = now() + make_interval(secs => $3::double precision / 1000) WHERE ${FENCE}`, [claim.id, claim.token, this.timing.leaseMs])
+        .then(({ rowCount }) => {
+          // Lost (expired and taken, cancelled, account disabled): stop; nothing of this step commits anyway.
+          if (rowCount === 0) abort.abort(new Error("the claim was lost"));
+        })
+        .catch(() => undefined);
+    }, this.timing.renewMs);
+    try {
+      if (claim.status === "validating") await this.validate(claim, abort.signal);
+      else await this.runOne(claim, abort.signal);
+    } catch (err) {
+      if (!abort.signal.aborted) throw err;
+    } finally {
+      clearInterval(renewal);
+      this.current = null;
+      await this.deps.pool
+        .query("UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2", [claim.id, claim.token])
+        .catch(() => undefined);
+    }
+  }
+
+  /** Reads and checks the file; stores its records and starts the batch, or fails it. */
+  private async validate(claim: Claim, signal: AbortSignal): Promise<void> {
+    const bytes = await readInput(this.deps.edge, claim.objectKey, signal);
+    const checked = bytes === null ? ({ ok: false, error: { code: "input_missing", message: "the input file is gone", line: null } } as const) : validateInput(bytes);
+    signal.throwIfAborted();
+    if (!checked.ok) {
+      await this.finish(claim, "failed", checked.error);
+      return;
+    }
+    const models = claim.models ?? { releases: {}, aliases: {} };
+    await this.transaction(async (db) => {
+      const { rowCount } = await db.query(`UPDATE batches SET status = 'running', total_records = $3 WHERE ${FENCE}`, [claim.id, claim.token, checked.records.length]);
+      if (rowCount === 0) return false;
+      await db.query(
+        `INSERT INTO batch_records (batch_id, line, custom_id, body, release_id)
+         SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[])
+         ON CONFLICT DO NOTHING`,
+        [
+          claim.id,
+          checked.records.map((r) => r.line),
+          checked.records.map((r) => r.customId),
+          checked.records.map((r) => r.body),
+          checked.records.map((r) => frozenRelease(models, modelOf(r.body))?.id ?? null),
+        ],
+      );
+      return true;
+    });
+  }
+
+  /** Runs the batch's next record this sidecar can run, and commits it; completes the batch when none is left. */
+  private async runOne(claim: Claim, signal: AbortSignal): Promise<void> {
+    const served = await this.servedReleases();
+    const { rows } = await this.deps.pool.query(
+      `SELECT line, custom_id, body, attempts FROM batch_records
+        WHERE batch_id = $1 AND NOT done AND (release_id IS NULL OR release_id = ANY ($2::text[]))
+        ORDER BY line LIMIT 1`,
+      [claim.id, served],
+    );
+    const next = rows[0];
+    if (!next) {
+      await this.completeIfDone(claim);
+      return;
+    }
+    const record = { line: Number(next.line), customId: String(next.custom_id), body: String(next.body) };
+    const ctx = {
+      pool: this.deps.pool,
+      lanes: this.deps.lanes,
+      redis: this.deps.redis,
+      selfUrl: this.deps.selfUrl,
+      env: this.deps.env,
+      account: claim.account,
+      models: claim.models ?? { releases: {}, aliases: {} },
+      deadline: claim.deadline,
+    };
+    const outcome = await processRecord(ctx, record, signal);
+    if (outcome.kind === "deadline") return; // the batch expires; this record stays unfinished
+    let result: ResultOutcome;
+    if (outcome.kind === "result") result = outcome;
+    else {
+      const attempts = Number(next.attempts) + 1;
+      if (attempts < LIMITS.bulkTransientAttempts) {
+        // Counted under the fence, so a crash cannot grant a record more attempts than three in all.
+        await this.deps.pool.query(
+          `UPDATE batch_records SET attempts = $3 WHERE batch_id = $1 AND line = $2 AND EXISTS (SELECT 1 FROM batches WHERE ${fence("$1", "$4")})`,
+          [claim.id, record.line, attempts, claim.token],
+        );
+        this.log(`sidecar: bulk batch ${claim.id} line ${record.line}: attempt ${attempts} failed (${outcome.reason}); it will be tried again`);
+        return;
+      }
+      result = errorRecord(record, "unavailable", `the model runtime failed ${attempts} times on this record; retry it in a new batch`);
+    }
+    signal.throwIfAborted();
+    const committed = await this.transaction(async (db) => {
+      const failed = result.usage === null ? 1 : 0;
+      const { rowCount } = await db.query(
+        `UPDATE batches SET completed_records = completed_records + $3, failed_records = failed_records + $4 WHERE ${FENCE}`,
+        [claim.id, claim.token, 1 - failed, failed],
+      );
+      if (rowCount === 0) return false;
+      const { rowCount: marked } = await db.query("UPDATE batch_records SET done = true WHERE batch_id = $1 AND line = $2 AND NOT done", [claim.id, record.line]);
+      if (marked === 0) return false; // already committed by an earlier claim: nothing twice
+      await db.query("INSERT INTO batch_results (batch_id, line, custom_id, result) VALUES ($1, $2, $3, $4)", [claim.id, record.line, record.customId, result.text]);
+      if (result.usage) {
+        await db.query(
+          `INSERT INTO usage_records (account_id, key_id, release_id, source, request_id, input_tokens, output_tokens, billable_input_tokens)
+           VALUES ($1, NULL, $2, 'bulk', $3, $4, $5, $6)`,
+          [claim.accountId, result.usage.releaseId, `batch_${claim.id}_${record.line}`, result.usage.usage.input_tokens, result.usage.usage.output_tokens, result.usage.usage.billable_input_tokens ?? null],
+        );
+      }
+      return true;
+    });
+    if (committed) await this.completeIfDone(claim);
+  }
+
+  /** `completed` once every record has its result. */
+  private async completeIfDone(claim: Claim): Promise<void> {
+    await this.deps.pool.query(
+      `UPDATE batches SET status = 'completed', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+        WHERE ${FENCE} AND status = 'running' AND NOT EXISTS (SELECT 1 FROM batch_records WHERE batch_id = $1 AND NOT done)`,
+      [claim.id, claim.token],
+    );
+  }
+
+  private async finish(claim: Claim, status: "failed", error: BatchError): Promise<void> {
+    await this.deps.pool.query(`UPDATE batches SET status = $3, error = $4, finished_at = now(), lease_token = NULL, lease_expires_at = NULL WHERE ${FENCE}`, [
+      claim.id,
+      claim.token,
+      status,
+      JSON.stringify(error),
+    ]);
+  }
+
+  /** Runs `work` in one transaction; it commits when `work` returns true and rolls back otherwise. */
+  private async transaction(work: (db: PoolClient) => Promise<boolean>): Promise<boolean> {
+    const db = await this.deps.pool.connect();
+    try {
+      await db.query("BEGIN");
+      const commit = await work(db);
+      await db.query(commit ? "COMMIT" : "ROLLBACK");
+      return commit;
+    } catch (err) {
+      await db.query("ROLLBACK").catch(() => undefined);
+      throw err;
+    } finally {
+      db.release();
+    }
+  }
+}

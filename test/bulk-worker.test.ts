@@ -1,0 +1,141 @@
+/**
+ * The bulk worker on the shared stack: a batch goes from submit to results through the real edge,
+ * R2, Postgres, the sidecar's worker and the runtime with the default model. Crash, restart and
+ * retention tests need their own stacks with shortened periods: test/bulk-crash.test.ts.
+ */
+import { randomBytes } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
+import { Batch, ResultsPage, type ResultRecord } from "../contract/batches.ts";
+import { ErrorEnvelope } from "../contract/errors.ts";
+import { setStatus } from "../ops/accounts.ts";
+import { call, newAccount, query, remember, withDb } from "./support/api.ts";
+
+type Account = Awaited<ReturnType<typeof newAccount>>;
+
+const noul = (i: number) => ({ custom_id: `t-${i}`, body: { state: `ticket ${i}: I was charged twice`, questions: { money: { type: "noul", instructions: "Is it about money?" } } } });
+const lines = (records: unknown[]) => records.map((r) => (typeof r === "string" ? r : JSON.stringify(r))).join("\n") + "\n";
+
+/** Creates, uploads and submits a batch; returns its id. */
+async function submitted(account: Account, file: string): Promise<string> {
+  const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `w-${randomBytes(6).toString("hex")}` } });
+  const batch = Batch.parse(created.body);
+  remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
+  const put = await fetch(batch.upload!.url, { method: "PUT", headers: batch.upload!.headers, body: file });
+  expect(put.status).toBe(200);
+  const reply = await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} });
+  expect(reply.body.status).toBe("queued");
+  return batch.id;
+}
+
+/** Polls until the batch is terminal (or `until` holds), returning the last status. */
+async function poll(account: Account, id: string, until: (b: Batch) => boolean = (b) => b.finished_at !== null, timeoutMs = 90_000): Promise<Batch> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const batch = Batch.parse((await call(`/v1/batches/${id}`, { token: account.key.secret })).body);
+    if (until(batch) || Date.now() > deadline) return batch;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+async function results(account: Account, id: string): Promise<ResultRecord[]> {
+  const all: ResultRecord[] = [];
+  let after: number | null = 0;
+  while (after !== null) {
+    const page: ResultsPage = ResultsPage.parse((await call(`/v1/batches/${id}/results?after=${after}`, { token: account.key.secret })).body);
+    all.push(...page.data);
+    after = page.next_cursor;
+  }
+  return all;
+}
+
+let account: Account;
+beforeAll(async () => {
+  account = await newAccount();
+});
+
+describe("a batch through the worker", () => {
+  it("answers every record in input order, with error records where the real-time route would refuse, and one usage row per answer", async () => {
+    const invalid = { custom_id: "bad-body", body: { state: "s" } };
+    const unknown = { custom_id: "no-model", body: { ...noul(9).body, model: "not-a-model" } };
+    const file = lines([noul(1), noul(2), invalid, noul(3), unknown, noul(4)]);
+    const id = await submitted(account, file);
+    const done = await poll(account, id);
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: 6, completed: 4, failed: 2 }, error: null, progress: null });
+    expect(done.started_at).not.toBeNull();
+
+    const records = await results(account, id);
+    expect(records.map((r) => r.custom_id)).toEqual(["t-1", "t-2", "bad-body", "t-3", "no-model", "t-4"]);
+    // The same refusals as real time, for the same bodies.
+    const realtimeInvalid = await call("/v1/systemone", { token: account.key.secret, body: invalid.body });
+    expect(records[2]).toEqual({ custom_id: "bad-body", error: ErrorEnvelope.parse(realtimeInvalid.body).error });
+    expect(records[4]).toMatchObject({ custom_id: "no-model", error: { status: 404, code: "model_not_found" } });
+    const answered = records.filter((r): r is Extract<ResultRecord, { response: unknown }> => "response" in r);
+    expect(answered).toHaveLength(4);
+    for (const r of answered) expect(r.response.answers.get("money")).toMatchObject({ type: "noul" });
+
+    const usage = await query<{ request_id: string; input_tokens: number; source: string }>(
+      "SELECT request_id, input_tokens, source FROM usage_records WHERE request_id LIKE $1 ORDER BY request_id",
+      [`batch_${id}_%`],
+    );
+    expect(usage.map((u) => u.request_id).sort()).toEqual([1, 2, 4, 6].map((line) => `batch_${id}_${line}`).sort());
+    for (const u of usage) {
+      expect(u.source).toBe("bulk");
+      expect(u.input_tokens).toBeGreaterThan(0);
+    }
+  });
+
+  it("fails a bad file as a whole, naming the first offending line, with no inference", async () => {
+    const cases: Array<[string, string, number | null]> = [
+      ["\n\n", "empty_file", null],
+      [lines([noul(1), "{not json"]), "invalid_jsonl", 2],
+      [lines([noul(1), noul(2), noul(1)]), "duplicate_custom_id", 3],
+      [lines([noul(1), '{"custom_id":"x","body":{"state":"a\\u0000b","questions":{"q":{"type":"noul"}}}}']), "nul_character", 2],
+      [lines([{ custom_id: "", body: {} }]), "invalid_record", 1],
+      [lines([{ custom_id: "a", body: {}, extra: 1 }]), "invalid_record", 1],
+    ];
+    const ids = await Promise.all(cases.map(([file]) => submitted(account, file)));
+    for (const [i, id] of ids.entries()) {
+      const done = await poll(account, id);
+      expect(done.status, JSON.stringify(done)).toBe("failed");
+      expect(done.error).toMatchObject({ code: cases[i]![1], line: cases[i]![2] });
+      expect(done.request_counts).toEqual({ total: 0, completed: 0, failed: 0 });
+      expect(await results(account, id)).toEqual([]);
+      expect(await query("SELECT 1 FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`])).toHaveLength(0);
+    }
+  });
+
+  it("takes no batch of a disabled account, and runs it once the account is enabled again", async () => {
+    const other = await newAccount();
+    const id = await submitted(other, lines([noul(1), noul(2)]));
+    await withDb((db) => setStatus(db, other.accountId, "disabled"));
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const [waiting] = await query<{ status: string; started_at: string | null }>("SELECT status, started_at FROM batches WHERE id = $1", [id]);
+    expect(waiting).toEqual({ status: "queued", started_at: null });
+    await withDb((db) => setStatus(db, other.accountId, "active"));
+    expect((await poll(other, id)).status).toBe("completed");
+  });
+
+  it("expires a batch whose deadline has passed, keeping what was committed", async () => {
+    const id = await submitted(account, lines([noul(1)]));
+    await query("UPDATE batches SET expires_at = now() - interval '1 second' WHERE id = $1 AND status = 'queued'", [id]);
+    const done = await poll(account, id);
+    expect(["expired", "completed"]).toContain(done.status);
+    if (done.status === "expired") expect(await results(account, id)).toEqual([]);
+  });
+
+  it("stops a cancelled batch at once, keeping its committed results and counting them exactly", async () => {
+    const id = await submitted(account, lines(Array.from({ length: 30 }, (_, i) => noul(i))));
+    const running = await poll(account, id, (b) => b.request_counts.completed >= 2);
+    expect(running.status).toBe("running");
+    expect(running.progress?.records_per_minute).toBeGreaterThan(0);
+    const cancelled = await call<Batch>(`/v1/batches/${id}/cancel`, { token: account.key.secret, body: {} });
+    expect(cancelled.body.status).toBe("cancelled");
+    // A record in flight may not commit after the cancel; give it time to try.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const after = Batch.parse((await call(`/v1/batches/${id}`, { token: account.key.secret })).body);
+    expect(after.request_counts).toEqual(cancelled.body.request_counts);
+    const committed = await results(account, id);
+    expect(committed).toHaveLength(after.request_counts.completed + after.request_counts.failed);
+    expect(committed.length).toBeLessThan(30);
+  });
+});

@@ -11,6 +11,8 @@ export interface Child {
   proc: ChildProcess;
   logPath: string;
   stop(): Promise<void>;
+  /** SIGKILL to the child's whole process group, as a crash would end it; resolves once it has exited. */
+  kill(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -57,6 +59,15 @@ export async function start(opts: StartOptions): Promise<Child> {
     name: opts.name,
     proc,
     logPath: opts.logPath,
+    async kill() {
+      if (exited || proc.pid === undefined) return;
+      try {
+        process.kill(-proc.pid, "SIGKILL");
+      } catch {
+        return;
+      }
+      await exit;
+    },
     async stop() {
       if (exited || proc.pid === undefined) return;
       try {

@@ -68,6 +68,8 @@ export interface Stack {
   addEdge(kind: EdgeKind): Promise<{ baseUrl: string; child: Child }>;
   /** Stops one data service (tests use it to show what an outage does). */
   stopService(name: "postgres" | "redis"): Promise<void>;
+  /** Ends the sidecar with `signal` (SIGKILL: a crash) and starts it again at the same address (crash tests). */
+  restartSidecar(signal: "SIGKILL" | "SIGTERM"): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -140,7 +142,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     // The edge's address is known before it starts: the sidecar's bulk worker asks it for grants.
     const edgePort = opts.edgePort ?? (await freePort());
     const baseUrl = `http://127.0.0.1:${edgePort}`;
-    const sidecar = await startSidecar({
+    const sidecarOptions = {
       name: "sidecar",
       address: sidecarAt,
       secret: sidecarSecret,
@@ -151,9 +153,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       upstash: { url: bridges.upstashUrl, token: upstashToken },
       extraEnv: opts.sidecarEnv,
       logDir,
-    });
+    };
+    let sidecar = await startSidecar(sidecarOptions);
     children.push(sidecar);
-    stoppers.push(sidecar.stop);
+    stoppers.push(() => sidecar.stop());
 
     // The key pair that signs storage grants: the edge serves them itself over local R2.
     const storageKeyId = `local-${randomBytes(8).toString("hex")}`;
@@ -213,6 +216,13 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         return { baseUrl: `http://127.0.0.1:${port}`, child };
       },
       stopService: (name) => (name === "postgres" ? postgres.stop() : redis.stop()),
+      restartSidecar: async (signal) => {
+        if (signal === "SIGKILL") await sidecar.kill();
+        else await sidecar.stop();
+        const restarted = await startSidecar(sidecarOptions);
+        children.splice(children.indexOf(sidecar), 1, restarted);
+        sidecar = restarted;
+      },
       stop,
     };
   } catch (err) {

@@ -1,0 +1,121 @@
+/**
+ * Crashes during a batch, with real processes on a stack of its own (leases shortened through the
+ * sidecar's SVC_TEST_BULK_* settings): the sidecar killed with SIGKILL at random moments and started
+ * again, over and over. At the end every custom_id has exactly one committed result and the usage
+ * rows match the successful results one to one: nothing lost, nothing duplicated.
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Batch, ResultsPage, type ResultRecord } from "../contract/batches.ts";
+import { CreatedKey } from "../contract/keys.ts";
+import { startStack, type Stack } from "../local/stack.ts";
+import { getUserAccessToken } from "../local/user-token.ts";
+import { seededRandom } from "./support/random.ts";
+
+/** Leases of 2 s renewed every 0.5 s: a killed worker's batch is claimed again 2 s after the crash. */
+const SIDECAR_ENV = { SVC_TEST_BULK_LEASE_MS: "2000", SVC_TEST_BULK_RENEW_MS: "500" };
+const RECORDS = 200;
+const KILLS = 6;
+
+const dataDir = mkdtempSync(join(tmpdir(), "svc-crash-"));
+chmodSync(dataDir, 0o711);
+let stack: Stack;
+let key: string;
+
+beforeAll(async () => {
+  stack = await startStack({ dataDir, log: () => {}, sidecarEnv: SIDECAR_ENV });
+  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "crash-tester" });
+  const res = await fetch(`${stack.baseUrl}/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "crash" }),
+  });
+  key = CreatedKey.parse(await res.json()).secret;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function api<T>(path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${stack.baseUrl}${path}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return (await res.json()) as T;
+}
+
+async function submit(file: string): Promise<string> {
+  const batch = Batch.parse(await api("/v1/batches", { idempotency_key: `crash-${Date.now()}` }));
+  expect((await fetch(batch.upload!.url, { method: "PUT", headers: batch.upload!.headers, body: file })).status).toBe(200);
+  expect(Batch.parse(await api(`/v1/batches/${batch.id}/submit`, {})).status).toBe("queued");
+  return batch.id;
+}
+
+const status = async (id: string) => Batch.parse(await api(`/v1/batches/${id}`));
+
+async function allResults(id: string): Promise<ResultRecord[]> {
+  const all: ResultRecord[] = [];
+  let after: number | null = 0;
+  while (after !== null) {
+    const page: ResultsPage = ResultsPage.parse(await api(`/v1/batches/${id}/results?after=${after}`));
+    all.push(...page.data);
+    after = page.next_cursor;
+  }
+  return all;
+}
+
+async function rows<T extends pg.QueryResultRow>(text: string, params: unknown[]): Promise<T[]> {
+  const db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  try {
+    return (await db.query<T>(text, params)).rows;
+  } finally {
+    await db.end();
+  }
+}
+
+describe("a batch through sidecar crashes", () => {
+  it(`keeps exactly one result per record and one usage row per answer after ${KILLS} SIGKILLs of the sidecar`, { timeout: 600_000 }, async () => {
+    const ids = Array.from({ length: RECORDS }, (_, i) => `rec-${i}`);
+    const file = ids.map((customId, i) => JSON.stringify({ custom_id: customId, body: { state: `ticket ${i}`, questions: { q: { type: "noul" } } } })).join("\n") + "\n";
+    const id = await submit(file);
+
+    const random = seededRandom(20261122);
+    let kills = 0;
+    let committedAtKills: number[] = [];
+    while (kills < KILLS) {
+      await new Promise((resolve) => setTimeout(resolve, 1000 + random() * 3000));
+      const before = await status(id);
+      if (before.finished_at !== null) break;
+      await stack.restartSidecar("SIGKILL");
+      kills++;
+      committedAtKills.push(before.request_counts.completed + before.request_counts.failed);
+    }
+    expect(kills).toBe(KILLS);
+    // The kills fell while records were being processed, not all before or after.
+    expect(committedAtKills.some((n) => n > 0 && n < RECORDS)).toBe(true);
+    committedAtKills = [];
+
+    const deadline = Date.now() + 540_000;
+    let done = await status(id);
+    while (done.finished_at === null && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      done = await status(id);
+    }
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: RECORDS, completed: RECORDS, failed: 0 } });
+
+    const results = await allResults(id);
+    expect(results.map((r) => r.custom_id)).toEqual(ids);
+    const stored = await rows<{ n: string; lines: string }>("SELECT count(*) AS n, count(DISTINCT line) AS lines FROM batch_results WHERE batch_id = $1", [id]);
+    expect(stored[0]).toEqual({ n: String(RECORDS), lines: String(RECORDS) });
+    const usage = await rows<{ request_id: string }>("SELECT request_id FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`]);
+    expect(usage).toHaveLength(RECORDS);
+    expect(new Set(usage.map((u) => u.request_id))).toEqual(new Set(ids.map((_, i) => `batch_${id}_${i + 1}`)));
+  });
+});

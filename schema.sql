@@ -173,6 +173,9 @@ CREATE TABLE IF NOT EXISTS batch_records (
   PRIMARY KEY (batch_id, line)
 );
 CREATE INDEX IF NOT EXISTS batch_records_pending ON batch_records (batch_id, line) WHERE NOT done;
+-- After a transient failure the batch's records on that release wait before the next attempt (2 s,
+-- then 4 s), so that a runtime restarting for a few seconds does not use up their attempts at once.
+ALTER TABLE batch_records ADD COLUMN IF NOT EXISTS not_before timestamptz;
 
 -- When each result was committed: the status object's progress (records per minute) reads it.
 ALTER TABLE batch_results ADD COLUMN IF NOT EXISTS committed_at timestamptz NOT NULL DEFAULT now();

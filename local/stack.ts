@@ -68,6 +68,9 @@ export interface Stack {
   addEdge(kind: EdgeKind): Promise<{ baseUrl: string; child: Child }>;
   /** Stops one data service (tests use it to show what an outage does). */
   stopService(name: "postgres" | "redis"): Promise<void>;
+  /** Kills the runtime (SIGKILL); `restoreRuntime` starts it again at the same address (crash tests). */
+  crashRuntime(): Promise<void>;
+  restoreRuntime(): Promise<void>;
   /** Ends the sidecar with `signal` (SIGKILL: a crash) and starts it again at the same address (crash tests). */
   restartSidecar(signal: "SIGKILL" | "SIGTERM"): Promise<void>;
   stop(): Promise<void>;
@@ -113,9 +116,11 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const runtimeSecret = secret();
     // A developer's engine choices (a GPU build, more threads) carry over; nothing else of theirs does.
     const engineSettings = Object.fromEntries(["RUNTIME_GPU", "RUNTIME_THREADS"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
-    const runtime = await startRuntime({ name: "runtime", modelPath: model.path, secret: runtimeSecret, logDir, env: engineSettings });
+    const runtimeOptions = { name: "runtime", modelPath: model.path, secret: runtimeSecret, logDir, env: engineSettings };
+    let runtime = await startRuntime(runtimeOptions);
+    let runtimeRestarts = 0;
     children.push(runtime.child);
-    stoppers.push(runtime.child.stop);
+    stoppers.push(() => runtime.child.stop());
     const identityRes = await fetch(`${runtime.url}/v1/identity`, { headers: { authorization: `Bearer ${runtimeSecret}` } });
     const release = Identity.parse(await identityRes.json());
 
@@ -216,6 +221,13 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         return { baseUrl: `http://127.0.0.1:${port}`, child };
       },
       stopService: (name) => (name === "postgres" ? postgres.stop() : redis.stop()),
+      crashRuntime: () => runtime.child.kill(),
+      restoreRuntime: async () => {
+        // A log of its own: the first one already holds a READY line.
+        const restarted = await startRuntime({ ...runtimeOptions, name: `runtime-restart-${++runtimeRestarts}`, port: Number(new URL(runtime.url).port) });
+        children.splice(children.indexOf(runtime.child), 1, restarted.child);
+        runtime = restarted;
+      },
       restartSidecar: async (signal) => {
         if (signal === "SIGKILL") await sidecar.kill();
         else await sidecar.stop();

@@ -44,8 +44,10 @@ export async function startRuntime(opts: {
   secret: string;
   logDir: string;
   env?: Record<string, string>;
+  /** A free one when absent (a restart passes the port the registry names). */
+  port?: number;
 }): Promise<StartedRuntime> {
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const logPath = join(opts.logDir, `${opts.name}.log`);
   let ready: StartedRuntime["ready"] | undefined;
   const child = await start({

@@ -1,8 +1,9 @@
 /**
- * Crashes during a batch, with real processes on a stack of its own (leases shortened through the
- * sidecar's SVC_TEST_BULK_* settings): the sidecar killed with SIGKILL at random moments and started
- * again, over and over. At the end every custom_id has exactly one committed result and the usage
- * rows match the successful results one to one: nothing lost, nothing duplicated.
+ * Crashes during a batch, with real processes on a stack of its own (leases and the cleanup interval
+ * shortened through the sidecar's SVC_TEST_BULK_* settings): the sidecar killed with SIGKILL at
+ * random moments and started again, over and over; the runtime killed mid-batch. At the end every
+ * custom_id has exactly one committed result and the usage rows match the successful results one to
+ * one: nothing lost, nothing duplicated. Then retention cleanup, on the same stack.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,7 +17,7 @@ import { getUserAccessToken } from "../local/user-token.ts";
 import { seededRandom } from "./support/random.ts";
 
 /** Leases of 2 s renewed every 0.5 s: a killed worker's batch is claimed again 2 s after the crash. */
-const SIDECAR_ENV = { SVC_TEST_BULK_LEASE_MS: "2000", SVC_TEST_BULK_RENEW_MS: "500" };
+const SIDECAR_ENV = { SVC_TEST_BULK_LEASE_MS: "2000", SVC_TEST_BULK_RENEW_MS: "500", SVC_TEST_BULK_CLEANUP_EVERY_MS: "500" };
 const RECORDS = 200;
 const KILLS = 6;
 
@@ -118,4 +119,63 @@ describe("a batch through sidecar crashes", () => {
     expect(usage).toHaveLength(RECORDS);
     expect(new Set(usage.map((u) => u.request_id))).toEqual(new Set(ids.map((_, i) => `batch_${id}_${i + 1}`)));
   });
+
+  it("finishes a batch whose runtime is killed mid-batch: each record answered after recovery or an error record after three attempts", { timeout: 300_000 }, async () => {
+    const n = 20;
+    const id = await submit(noulFile(n));
+    await until(async () => (await status(id)).request_counts.completed >= 3);
+    await stack.crashRuntime();
+    // Down long enough for the record in flight to use up its attempts (1 s, then 2 s apart).
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    await stack.restoreRuntime();
+    await until(async () => (await status(id)).finished_at !== null, 240_000);
+    const done = await status(id);
+    expect(done.status).toBe("completed");
+    expect(done.request_counts.total).toBe(n);
+    const results = await allResults(id);
+    expect(results.map((r) => r.custom_id)).toEqual(Array.from({ length: n }, (_, i) => `rec-${i}`));
+    const failed = results.filter((r) => "error" in r);
+    expect(failed.length).toBe(done.request_counts.failed);
+    for (const r of failed) expect(r).toMatchObject({ error: { status: 503, code: "unavailable" } });
+    expect(done.request_counts.completed).toBeGreaterThan(3);
+    const usage = await rows<{ request_id: string }>("SELECT request_id FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`]);
+    expect(usage).toHaveLength(done.request_counts.completed);
+  });
 });
+
+describe("retention cleanup", () => {
+  it("deletes a batch's input, records and results 7 days after it finished and frees its storage; its metadata after 30", { timeout: 120_000 }, async () => {
+    const id = await submit(noulFile(2));
+    await until(async () => (await status(id)).finished_at !== null, 60_000);
+    const [batch] = await rows<{ object_key: string }>("SELECT object_key FROM batches WHERE id = $1", [id]);
+    // Seven days and a minute ago: the next cleanup run (every 0.5 s here) purges it.
+    await rows("UPDATE batches SET finished_at = now() - interval '7 days 1 minute' WHERE id = $1", [id]);
+    await until(async () => (await rows("SELECT 1 FROM batches WHERE id = $1 AND purged_at IS NOT NULL", [id])).length === 1, 30_000);
+    expect(await rows("SELECT 1 FROM batch_results WHERE batch_id = $1 UNION ALL SELECT 1 FROM batch_records WHERE batch_id = $1", [id])).toEqual([]);
+    expect((await fetch(`${stack.baseUrl}/v1/batches/${id}/results`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(410);
+    // The object is gone from R2: a grant to read it finds nothing.
+    const grant = await fetch(`${stack.baseUrl}/internal/grants`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.secrets.sidecar}`, "content-type": "application/json" },
+      body: JSON.stringify({ object: batch!.object_key, method: "GET" }),
+    });
+    const { url } = (await grant.json()) as { url: string };
+    expect((await fetch(url)).status).toBe(404);
+    // Thirty days and a minute ago: the metadata and old usage rows go too.
+    await rows("UPDATE batches SET finished_at = now() - interval '30 days 1 minute' WHERE id = $1", [id]);
+    await rows("UPDATE usage_records SET created_at = now() - interval '30 days 1 minute' WHERE request_id LIKE $1", [`batch_${id}_%`]);
+    await until(async () => (await rows("SELECT 1 FROM batches WHERE id = $1", [id])).length === 0, 30_000);
+    expect(await rows("SELECT 1 FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`])).toEqual([]);
+    expect((await fetch(`${stack.baseUrl}/v1/batches/${id}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(404);
+  });
+});
+
+const noulFile = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `rec-${i}`, body: { state: `ticket ${i}`, questions: { q: { type: "noul" } } } })).join("\n") + "\n";
+
+async function until(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}

@@ -3,50 +3,14 @@
  * R2, Postgres, the sidecar's worker and the runtime with the default model. Crash, restart and
  * retention tests need their own stacks with shortened periods: test/bulk-crash.test.ts.
  */
-import { randomBytes } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
-import { Batch, ResultsPage, type ResultRecord } from "../contract/batches.ts";
+import { Batch, type ResultRecord } from "../contract/batches.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { setStatus } from "../ops/accounts.ts";
-import { call, newAccount, query, remember, withDb } from "./support/api.ts";
-
-type Account = Awaited<ReturnType<typeof newAccount>>;
+import { call, newAccount, query, withDb } from "./support/api.ts";
+import { lines, poll, results, submitted, type Account } from "./support/bulk.ts";
 
 const noul = (i: number) => ({ custom_id: `t-${i}`, body: { state: `ticket ${i}: I was charged twice`, questions: { money: { type: "noul", instructions: "Is it about money?" } } } });
-const lines = (records: unknown[]) => records.map((r) => (typeof r === "string" ? r : JSON.stringify(r))).join("\n") + "\n";
-
-/** Creates, uploads and submits a batch; returns its id. */
-async function submitted(account: Account, file: string): Promise<string> {
-  const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `w-${randomBytes(6).toString("hex")}` } });
-  const batch = Batch.parse(created.body);
-  remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
-  const put = await fetch(batch.upload!.url, { method: "PUT", headers: batch.upload!.headers, body: file });
-  expect(put.status).toBe(200);
-  const reply = await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} });
-  expect(reply.body.status).toBe("queued");
-  return batch.id;
-}
-
-/** Polls until the batch is terminal (or `until` holds), returning the last status. */
-async function poll(account: Account, id: string, until: (b: Batch) => boolean = (b) => b.finished_at !== null, timeoutMs = 90_000): Promise<Batch> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const batch = Batch.parse((await call(`/v1/batches/${id}`, { token: account.key.secret })).body);
-    if (until(batch) || Date.now() > deadline) return batch;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
-async function results(account: Account, id: string): Promise<ResultRecord[]> {
-  const all: ResultRecord[] = [];
-  let after: number | null = 0;
-  while (after !== null) {
-    const page: ResultsPage = ResultsPage.parse((await call(`/v1/batches/${id}/results?after=${after}`, { token: account.key.secret })).body);
-    all.push(...page.data);
-    after = page.next_cursor;
-  }
-  return all;
-}
 
 let account: Account;
 beforeAll(async () => {

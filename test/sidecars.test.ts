@@ -17,6 +17,7 @@ import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from 
 import { registerRelease, retireRelease } from "../ops/registry.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";
+import { lines, poll, results, submitted } from "./support/bulk.ts";
 
 const SECOND = `second-${randomBytes(4).toString("hex")}`;
 const runtimeSecret = remember(randomBytes(32).toString("base64url"));
@@ -110,6 +111,25 @@ describe("two sidecars serving different releases", () => {
     const res = await fetch(`${stack().baseUrl}/health`);
     const names = HealthReport.parse(await res.json()).links.map((link) => link.name);
     expect(names).toEqual(expect.arrayContaining(["edge->sidecar #1", "edge->sidecar #2", `sidecar->runtime ${SECOND} #2`]));
+  });
+
+  it("share one bulk queue: each runs the records of its own release, and every record has one result and one usage row", async () => {
+    const records = Array.from({ length: 12 }, (_, i) => ({
+      custom_id: `r${i}`,
+      body: { ...ticket, ...(i % 2 === 0 ? { model: SECOND } : {}) },
+    }));
+    const id = await submitted(account, lines(records));
+    const done = await poll(account, id);
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: 12, completed: 12, failed: 0 } });
+    const answered = await results(account, id);
+    expect(answered.map((r) => r.custom_id)).toEqual(records.map((r) => r.custom_id));
+    for (const [i, r] of answered.entries()) expect(r).toMatchObject({ response: { model: i % 2 === 0 ? SECOND : stack().releaseId } });
+    const usage = await query<{ request_id: string; release_id: string }>("SELECT request_id, release_id FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`]);
+    expect(usage).toHaveLength(12);
+    for (const u of usage) {
+      const line = Number(u.request_id.split("_").at(-1));
+      expect(u.release_id).toBe((line - 1) % 2 === 0 ? SECOND : stack().releaseId);
+    }
   });
 
   it("reads a changed registry row again on the next request, though it keeps unchanged ones", async () => {

@@ -76,6 +76,12 @@ const fence = (id = "$1", token = "$2") => `batches.id = ${id} AND lease_token =
   AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = batches.account_id AND a.status = 'active')`;
 const FENCE = fence();
 
+/** The wait after a record's first transient failure; it doubles after the second. */
+const TRANSIENT_BACKOFF_MS = 2000;
+
+/** A pending record this sidecar may run now (`$3`: the releases it serves): its release is served here, or it has none (an error record), and it is not waiting after a failure. */
+const RUNNABLE = "(r.release_id IS NULL OR r.release_id = ANY ($3::text[])) AND (r.not_before IS NULL OR r.not_before <= now())";
+
 export class BulkWorker {
   private readonly timing: WorkerTiming;
   private readonly log: (line: string) => void;
@@ -122,11 +128,19 @@ export class BulkWorker {
     if (!this.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
   }
 
-  /** Expiry of batches past their deadline, and retention cleanup at most once per interval. */
+  /**
+   * Expiry of batches past their deadline; completion of a running batch whose last commit was not
+   * followed by its completion (a crash in between); retention cleanup at most once per interval.
+   */
   private async housekeeping(): Promise<void> {
     await this.deps.pool.query(
       `UPDATE batches SET status = 'expired', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
         WHERE status NOT IN ${TERMINAL} AND expires_at <= now()`,
+    );
+    await this.deps.pool.query(
+      `UPDATE batches b SET status = 'completed', finished_at = now()
+        WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+          AND NOT EXISTS (SELECT 1 FROM batch_records r WHERE r.batch_id = b.id AND NOT r.done)`,
     );
     if (Date.now() - this.lastCleanup >= this.timing.cleanupEveryMs) {
       this.lastCleanup = Date.now();
@@ -149,7 +163,7 @@ export class BulkWorker {
            WHERE c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
              AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
              AND (c.status <> 'running' OR EXISTS (
-                   SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND NOT r.done AND (r.release_id IS NULL OR r.release_id = ANY ($3::text[]))))
+                   SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND NOT r.done AND ${RUNNABLE}))
            ORDER BY c.last_claimed_at NULLS FIRST, c.submitted_at
            LIMIT 1
            FOR UPDATE OF c SKIP LOCKED)
@@ -239,8 +253,8 @@ export class BulkWorker {
   private async runOne(claim: Claim, signal: AbortSignal): Promise<void> {
     const served = await this.servedReleases();
     const { rows } = await this.deps.pool.query(
-      `SELECT line, custom_id, body, attempts FROM batch_records
-        WHERE batch_id = $1 AND NOT done AND (release_id IS NULL OR release_id = ANY ($2::text[]))
+      `SELECT line, custom_id, body, attempts FROM batch_records r
+        WHERE batch_id = $1 AND NOT done AND ${RUNNABLE.replace("$3", "$2")}
         ORDER BY line LIMIT 1`,
       [claim.id, served],
     );
@@ -268,9 +282,16 @@ export class BulkWorker {
       const attempts = Number(next.attempts) + 1;
       if (attempts < LIMITS.bulkTransientAttempts) {
         // Counted under the fence, so a crash cannot grant a record more attempts than three in all.
+        // The batch's other records on that release wait too: while a runtime restarts, they would
+        // only use up their own attempts.
         await this.deps.pool.query(
-          `UPDATE batch_records SET attempts = $3 WHERE batch_id = $1 AND line = $2 AND EXISTS (SELECT 1 FROM batches WHERE ${fence("$1", "$4")})`,
-          [claim.id, record.line, attempts, claim.token],
+          `WITH failed AS (
+             UPDATE batch_records SET attempts = $3
+              WHERE batch_id = $1 AND line = $2 AND EXISTS (SELECT 1 FROM batches WHERE ${fence("$1", "$4")})
+              RETURNING release_id)
+           UPDATE batch_records r SET not_before = now() + make_interval(secs => $5::double precision / 1000 * power(2, $3 - 1))
+             FROM failed WHERE r.batch_id = $1 AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
+          [claim.id, record.line, attempts, claim.token, TRANSIENT_BACKOFF_MS],
         );
         this.log(`sidecar: bulk batch ${claim.id} line ${record.line}: attempt ${attempts} failed (${outcome.reason}); it will be tried again`);
         return;

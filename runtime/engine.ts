@@ -40,11 +40,15 @@ export interface ScoreResult {
 export interface ScoringEngine {
   tokenize(text: string, special: boolean): Tokenized;
   score(segments: readonly Segment[], labelTokens: readonly number[]): Promise<ScoreResult>;
+  /** Passes evaluated since start, and the milliseconds the engine spent evaluating them. */
+  stats(): { passes: number; busyMs: number };
 }
 
 export class Engine implements ScoringEngine {
   /** Passes run one at a time: each one waits for the previous one to settle. */
   private queue: Promise<unknown> = Promise.resolve();
+  private passes = 0;
+  private busyMs = 0;
 
   private constructor(
     private readonly llama: Llama,
@@ -106,13 +110,25 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const probabilities = await this.exclusive(() => evaluateForProbabilities(this.sequence, tokens));
+    const probabilities = await this.exclusive(async () => {
+      const started = performance.now();
+      try {
+        return await evaluateForProbabilities(this.sequence, tokens);
+      } finally {
+        this.busyMs += performance.now() - started;
+        this.passes += 1;
+      }
+    });
     const logprobs = labelTokens.map((token) => {
       const p = probabilities.get(token as Token) ?? Number.NaN;
       return p > 0 ? Math.min(0, Math.log(p)) : p === 0 ? LOGPROB_FLOOR : Number.NaN;
     });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
     return { promptTokens: tokens.length, logprobs };
+  }
+
+  stats(): { passes: number; busyMs: number } {
+    return { passes: this.passes, busyMs: this.busyMs };
   }
 
   async dispose(): Promise<void> {

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import { readJson } from "../server-shared/body.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts";
-import { RUNTIME_BODY, RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse, type TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { RUNTIME_BODY, RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse, type Stats, type TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import type { ScoringEngine } from "./engine.ts";
 
 export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secret: string): Hono {
@@ -16,6 +16,11 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
   app.use("*", sharedSecret(secret, "runtime"));
 
   app.get(RUNTIME_PATHS.identity, (c) => c.json(identity));
+
+  app.get(RUNTIME_PATHS.stats, (c) => {
+    const { passes, busyMs } = engine.stats();
+    return c.json({ passes, busy_ms: busyMs } satisfies Stats);
+  });
 
   app.post(RUNTIME_PATHS.tokenize, async (c) => {
     const body = await readJson(c, TokenizeRequest, RUNTIME_BODY);

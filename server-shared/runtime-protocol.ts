@@ -35,6 +35,10 @@
  *        response repeats the identity it was computed with, so every execution is verifiable.
  *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
  *
+ *   GET  /v1/stats      -> Stats
+ *        Passes evaluated since the runtime started and the milliseconds spent evaluating them (for
+ *        operators and benchmarks: the share of time the accelerator is busy).
+ *
  * Errors use the gateway's envelope (`contract/errors.ts`): 401 `unauthorized` for a missing or wrong
  * secret, 422 `invalid_request` for a malformed body or an out-of-vocabulary token id, 422
  * `pass_too_long`, 500 `internal_error` for an engine failure.
@@ -104,8 +108,12 @@ export type ScoreResponse = z.infer<typeof ScoreResponse>;
 /** Bounds of a runtime call's body: a pass holds at most one decision body's state, plus the template. */
 export const RUNTIME_BODY = { maxBytes: 4 * 1024 * 1024, maxDepth: 8 } as const;
 
+export const Stats = z.object({ passes: z.number().int().nonnegative(), busy_ms: z.number().nonnegative() });
+export type Stats = z.infer<typeof Stats>;
+
 export const RUNTIME_PATHS = {
   identity: "/v1/identity",
+  stats: "/v1/stats",
   tokenize: "/v1/tokenize",
   score: "/v1/score",
 } as const;

@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, TokenizeResponse, type Tokenized } from "../server-shared/runtime-protocol.ts";
+import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import { ensureModel, type ModelFile } from "../local/model.ts";
 import { start } from "../local/process.ts";
 import { cachedSha256, sha256File } from "../server-shared/digest.ts";
@@ -88,6 +88,7 @@ describe("identity", () => {
 describe("authorization", () => {
   const routes = [
     ["GET", RUNTIME_PATHS.identity, undefined],
+    ["GET", RUNTIME_PATHS.stats, undefined],
     ["POST", RUNTIME_PATHS.tokenize, { texts: [{ text: "Yes" }] }],
     ["POST", RUNTIME_PATHS.score, { segments: [{ text: "Yes", special: true }], label_tokens: [1] }],
   ] as const;
@@ -173,6 +174,19 @@ describe("score", () => {
     expect(second).toEqual(first);
     expect(first.prompt_tokens).toBe((await tokenize(question)).tokens.length + 1);
     expect(first).toMatchObject({ release_id: main.ready.release_id, fingerprint: main.ready.fingerprint });
+  });
+
+  it("counts passes and the time spent evaluating them in its stats", async () => {
+    const labels = await labelTokens("Yes", "No");
+    const before = Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats));
+    const started = performance.now();
+    await score(main, question, labels);
+    await score(main, question, labels);
+    const wall = performance.now() - started;
+    const after = Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats));
+    expect(after.passes - before.passes).toBe(2);
+    expect(after.busy_ms - before.busy_ms).toBeGreaterThan(0);
+    expect(after.busy_ms - before.busy_ms).toBeLessThanOrEqual(wall);
   });
 
   it("returns full-vocabulary log-probabilities: finite, <= 0, with total mass in (0, 1]", async () => {
@@ -353,6 +367,7 @@ describe("runtime app without a model (app.request)", () => {
   const failingEngine: ScoringEngine = {
     tokenize: () => ({ tokens: [], pieces: [] }),
     score: () => Promise.reject(new Error("GGML_ASSERT failed")),
+    stats: () => ({ passes: 0, busyMs: 0 }),
   };
 
   it("answers an engine failure with 500 internal_error, logging the failure but not the prompt", async () => {

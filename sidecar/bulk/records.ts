@@ -12,7 +12,6 @@
  * capacity until `deadline`, and the record is then left for the batch's expiry.
  */
 import type { Redis } from "@upstash/redis";
-import type { Pool } from "@neondatabase/serverless";
 import { requestTokenBound } from "../../contract/budget.ts";
 import { DecisionRequest, type DecisionResponse, type Usage } from "../../contract/decision.ts";
 import { ERROR_STATUS, type ErrorCode } from "../../contract/errors.ts";
@@ -23,10 +22,10 @@ import { decisionViolation } from "../../server-shared/decisions.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { admit } from "../../server-shared/quota.ts";
 import type { AccountSettings } from "../../server-shared/accounts.ts";
+import type { RegistryEntry } from "../../server-shared/registry.ts";
 import { admitDecision, runDecision, type Release } from "../decide/execute.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { RuntimeError, runtimeClientFor } from "../runtime/client.ts";
-import { servedRelease } from "../runtime/registry.ts";
 
 /** The releases and aliases an account could use when its batch was submitted (schema.sql). */
 export interface FrozenModels {
@@ -35,11 +34,9 @@ export interface FrozenModels {
 }
 
 export interface RecordContext {
-  pool: Pool;
   lanes: Lanes;
   /** Null when no Redis is configured: accounts with quotas then wait (as real-time answers 503). */
   redis: Redis | null;
-  selfUrl: string;
   env: Record<string, string | undefined>;
   account: { id: string } & Pick<AccountSettings, "requests_per_second" | "tokens_per_second">;
   models: FrozenModels;
@@ -82,7 +79,11 @@ export function modelOf(body: string): string {
   }
 }
 
-export async function processRecord(ctx: RecordContext, record: StoredRecord, signal: AbortSignal): Promise<Outcome> {
+/**
+ * `entry`: the registry entry of the release the record's model resolved to at validation, read with
+ * the claim (null when the registry no longer assigns it to this sidecar, or it was retired).
+ */
+export async function processRecord(ctx: RecordContext, record: StoredRecord, entry: RegistryEntry | null, signal: AbortSignal): Promise<Outcome> {
   let request: DecisionRequest;
   try {
     const parsed = DecisionRequest.safeParse(parseJson(record.body, { maxDepth: LIMITS.jsonDepth }));
@@ -95,9 +96,8 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, si
   const violation = decisionViolation(request);
   if (violation) return errorRecord(record, violation.code, violation.message);
   const frozen = frozenRelease(ctx.models, request.model);
-  const entry = frozen && (await servedRelease(ctx.pool, ctx.selfUrl, frozen.id));
   // Not frozen for this job, or retired since, or moved to a release with another fingerprint.
-  if (!frozen || !entry || entry.fingerprint !== frozen.fingerprint) {
+  if (!frozen || !entry || entry.id !== frozen.id || entry.fingerprint !== frozen.fingerprint) {
     return errorRecord(record, "model_not_found", "no model of that name is available to this account");
   }
 

@@ -25,7 +25,9 @@ import { LIMITS } from "../../contract/limits.ts";
 import type { Lanes } from "../lanes.ts";
 import { runCleanup, type Retention } from "./cleanup.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
-import { errorRecord, frozenRelease, modelOf, processRecord, type FrozenModels, type ResultOutcome } from "./records.ts";
+import type { RegistryEntry } from "../../server-shared/registry.ts";
+import { servedRelease } from "../runtime/registry.ts";
+import { errorRecord, frozenRelease, modelOf, processRecord, type FrozenModels, type ResultOutcome, type StoredRecord } from "./records.ts";
 import { validateInput } from "./validate.ts";
 
 export interface WorkerTiming {
@@ -66,6 +68,8 @@ interface Claim {
   objectKey: string;
   deadline: number;
   models: FrozenModels | null;
+  /** A running batch's next record this sidecar can run, with its release's registry entry (null: not served). */
+  next: { record: StoredRecord; attempts: number; release: { id: string; revision: number } | null } | null;
   account: { id: string; requests_per_second: number | null; tokens_per_second: number | null };
 }
 
@@ -75,6 +79,13 @@ const TERMINAL = `(${TERMINAL_STATUSES.map((s) => `'${s}'`).join(", ")})`;
 const fence = (id = "$1", token = "$2") => `batches.id = ${id} AND lease_token = ${token} AND lease_expires_at > now() AND status NOT IN ${TERMINAL}
   AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = batches.account_id AND a.status = 'active')`;
 const FENCE = fence();
+
+/**
+ * How often expiry and completion housekeeping run, and how long the list of releases served here is
+ * reused: both only decide which work is taken, never what is committed (the fence decides that).
+ */
+const HOUSEKEEPING_EVERY_MS = 1000;
+const SERVED_TTL_MS = 1000;
 
 /** The wait after a record's first transient failure; it doubles after the second. */
 const TRANSIENT_BACKOFF_MS = 2000;
@@ -89,6 +100,9 @@ export class BulkWorker {
   private loop: Promise<void> | null = null;
   private current: AbortController | null = null;
   private lastCleanup = 0;
+  private lastHousekeeping = 0;
+  private served: { at: number; ids: string[] } = { at: 0, ids: [] };
+  private readonly entries = new Map<string, RegistryEntry>();
 
   constructor(private readonly deps: WorkerDeps) {
     this.timing = deps.timing ?? WORKER_TIMING;
@@ -133,6 +147,8 @@ export class BulkWorker {
    * followed by its completion (a crash in between); retention cleanup at most once per interval.
    */
   private async housekeeping(): Promise<void> {
+    if (Date.now() - this.lastHousekeeping < HOUSEKEEPING_EVERY_MS) return;
+    this.lastHousekeeping = Date.now();
     await this.deps.pool.query(
       `UPDATE batches SET status = 'expired', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
         WHERE status NOT IN ${TERMINAL} AND expires_at <= now()`,
@@ -152,8 +168,10 @@ export class BulkWorker {
   private async claim(): Promise<Claim | null> {
     const served = await this.servedReleases();
     const token = crypto.randomUUID();
+    // The claim and, for a running batch, its next record with its release's registry entry: one round trip.
     const { rows } = await this.deps.pool.query(
-      `UPDATE batches b
+      `WITH claimed AS (
+       UPDATE batches b
           SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2::double precision / 1000), last_claimed_at = clock_timestamp(),
               status = CASE WHEN b.status = 'queued' THEN 'validating' ELSE b.status END,
               started_at = coalesce(b.started_at, now())
@@ -167,8 +185,14 @@ export class BulkWorker {
            ORDER BY c.last_claimed_at NULLS FIRST, c.submitted_at
            LIMIT 1
            FOR UPDATE OF c SKIP LOCKED)
-        RETURNING b.id, b.status, b.account_id, b.object_key, b.expires_at, b.models, a.requests_per_second, a.tokens_per_second`,
-      [token, this.timing.leaseMs, served],
+        RETURNING b.id, b.status, b.account_id, b.object_key, b.expires_at, b.models, a.requests_per_second, a.tokens_per_second)
+       SELECT claimed.*, r.line, r.custom_id, r.body, r.attempts, r.release_id,
+              (SELECT revision FROM model_releases WHERE id = r.release_id AND retired_at IS NULL AND sidecar_url = $4) AS release_revision
+         FROM claimed
+         LEFT JOIN LATERAL (
+           SELECT line, custom_id, body, attempts, release_id FROM batch_records r
+            WHERE r.batch_id = claimed.id AND NOT r.done AND ${RUNNABLE} ORDER BY line LIMIT 1) r ON claimed.status = 'running'`,
+      [token, this.timing.leaseMs, served, this.deps.selfUrl],
     );
     const row = rows[0];
     if (!row) return null;
@@ -180,6 +204,14 @@ export class BulkWorker {
       objectKey: String(row.object_key),
       deadline: new Date(row.expires_at).getTime(),
       models: (row.models as FrozenModels | null) ?? null,
+      next:
+        row.line === null || row.line === undefined
+          ? null
+          : {
+              record: { line: Number(row.line), customId: String(row.custom_id), body: String(row.body) },
+              attempts: Number(row.attempts),
+              release: row.release_revision === null ? null : { id: String(row.release_id), revision: Number(row.release_revision) },
+            },
       account: {
         id: String(row.account_id),
         requests_per_second: row.requests_per_second === null ? null : Number(row.requests_per_second),
@@ -188,9 +220,26 @@ export class BulkWorker {
     };
   }
 
+  /**
+   * The registry entry of a release this sidecar serves, kept by the row revision the claim read (a
+   * changed row is read again on its next record); null when it is no longer served here.
+   */
+  private async registryEntry(release: { id: string; revision: number }): Promise<RegistryEntry | null> {
+    const kept = this.entries.get(release.id);
+    if (kept && kept.revision === release.revision) return kept;
+    const entry = await servedRelease(this.deps.pool, this.deps.selfUrl, release.id);
+    if (entry) this.entries.set(entry.id, entry);
+    else this.entries.delete(release.id);
+    return entry;
+  }
+
+  /** The releases the registry assigns to this sidecar, read at most once per `SERVED_TTL_MS`. */
   private async servedReleases(): Promise<string[]> {
-    const { rows } = await this.deps.pool.query("SELECT id FROM model_releases WHERE retired_at IS NULL AND sidecar_url = $1", [this.deps.selfUrl]);
-    return rows.map((row) => String(row.id));
+    if (Date.now() - this.served.at >= SERVED_TTL_MS) {
+      const { rows } = await this.deps.pool.query("SELECT id FROM model_releases WHERE retired_at IS NULL AND sidecar_url = $1", [this.deps.selfUrl]);
+      this.served = { at: Date.now(), ids: rows.map((row) => String(row.id)) };
+    }
+    return this.served.ids;
   }
 
   /** One step under the claim, renewing the lease meanwhile; the batch is released afterwards. */
@@ -206,17 +255,20 @@ export class BulkWorker {
         })
         .catch(() => undefined);
     }, this.timing.renewMs);
+    let released = false;
     try {
       if (claim.status === "validating") await this.validate(claim, abort.signal);
-      else await this.runOne(claim, abort.signal);
+      else released = await this.runOne(claim, abort.signal);
     } catch (err) {
       if (!abort.signal.aborted) throw err;
     } finally {
       clearInterval(renewal);
       this.current = null;
-      await this.deps.pool
-        .query("UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2", [claim.id, claim.token])
-        .catch(() => undefined);
+      if (!released) {
+        await this.deps.pool
+          .query("UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2", [claim.id, claim.token])
+          .catch(() => undefined);
+      }
     }
   }
 
@@ -249,37 +301,29 @@ export class BulkWorker {
     });
   }
 
-  /** Runs the batch's next record this sidecar can run, and commits it; completes the batch when none is left. */
-  private async runOne(claim: Claim, signal: AbortSignal): Promise<void> {
-    const served = await this.servedReleases();
-    const { rows } = await this.deps.pool.query(
-      `SELECT line, custom_id, body, attempts FROM batch_records r
-        WHERE batch_id = $1 AND NOT done AND ${RUNNABLE.replace("$3", "$2")}
-        ORDER BY line LIMIT 1`,
-      [claim.id, served],
-    );
-    const next = rows[0];
-    if (!next) {
-      await this.completeIfDone(claim);
-      return;
-    }
-    const record = { line: Number(next.line), customId: String(next.custom_id), body: String(next.body) };
+  /**
+   * Runs the claimed batch's next record and commits it (bulk_commit in schema.sql: one round trip,
+   * which also releases the lease); true once committed and released.
+   */
+  private async runOne(claim: Claim, signal: AbortSignal): Promise<boolean> {
+    const next = claim.next;
+    if (!next) return false; // nothing this sidecar can run now; housekeeping completes a finished batch
+    const { record, attempts: before } = next;
+    const entry = next.release && (await this.registryEntry(next.release));
     const ctx = {
-      pool: this.deps.pool,
       lanes: this.deps.lanes,
       redis: this.deps.redis,
-      selfUrl: this.deps.selfUrl,
       env: this.deps.env,
       account: claim.account,
       models: claim.models ?? { releases: {}, aliases: {} },
       deadline: claim.deadline,
     };
-    const outcome = await processRecord(ctx, record, signal);
-    if (outcome.kind === "deadline") return; // the batch expires; this record stays unfinished
+    const outcome = await processRecord(ctx, record, entry, signal);
+    if (outcome.kind === "deadline") return false; // the batch expires; this record stays unfinished
     let result: ResultOutcome;
     if (outcome.kind === "result") result = outcome;
     else {
-      const attempts = Number(next.attempts) + 1;
+      const attempts = before + 1;
       if (attempts < LIMITS.bulkTransientAttempts) {
         // Counted under the fence, so a crash cannot grant a record more attempts than three in all.
         // The batch's other records on that release wait too: while a runtime restarts, they would
@@ -294,40 +338,24 @@ export class BulkWorker {
           [claim.id, record.line, attempts, claim.token, TRANSIENT_BACKOFF_MS],
         );
         this.log(`sidecar: bulk batch ${claim.id} line ${record.line}: attempt ${attempts} failed (${outcome.reason}); it will be tried again`);
-        return;
+        return false;
       }
       result = errorRecord(record, "unavailable", `the model runtime failed ${attempts} times on this record; retry it in a new batch`);
     }
     signal.throwIfAborted();
-    const committed = await this.transaction(async (db) => {
-      const failed = result.usage === null ? 1 : 0;
-      const { rowCount } = await db.query(
-        `UPDATE batches SET completed_records = completed_records + $3, failed_records = failed_records + $4 WHERE ${FENCE}`,
-        [claim.id, claim.token, 1 - failed, failed],
-      );
-      if (rowCount === 0) return false;
-      const { rowCount: marked } = await db.query("UPDATE batch_records SET done = true WHERE batch_id = $1 AND line = $2 AND NOT done", [claim.id, record.line]);
-      if (marked === 0) return false; // already committed by an earlier claim: nothing twice
-      await db.query("INSERT INTO batch_results (batch_id, line, custom_id, result) VALUES ($1, $2, $3, $4)", [claim.id, record.line, record.customId, result.text]);
-      if (result.usage) {
-        await db.query(
-          `INSERT INTO usage_records (account_id, key_id, release_id, source, request_id, input_tokens, output_tokens, billable_input_tokens)
-           VALUES ($1, NULL, $2, 'bulk', $3, $4, $5, $6)`,
-          [claim.accountId, result.usage.releaseId, `batch_${claim.id}_${record.line}`, result.usage.usage.input_tokens, result.usage.usage.output_tokens, result.usage.usage.billable_input_tokens ?? null],
-        );
-      }
-      return true;
-    });
-    if (committed) await this.completeIfDone(claim);
-  }
-
-  /** `completed` once every record has its result. */
-  private async completeIfDone(claim: Claim): Promise<void> {
-    await this.deps.pool.query(
-      `UPDATE batches SET status = 'completed', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-        WHERE ${FENCE} AND status = 'running' AND NOT EXISTS (SELECT 1 FROM batch_records WHERE batch_id = $1 AND NOT done)`,
-      [claim.id, claim.token],
-    );
+    const usage = result.usage;
+    await this.deps.pool.query("SELECT bulk_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)", [
+      claim.id,
+      claim.token,
+      record.line,
+      record.customId,
+      result.text,
+      usage?.releaseId ?? null,
+      usage?.usage.input_tokens ?? null,
+      usage?.usage.output_tokens ?? null,
+      usage?.usage.billable_input_tokens ?? null,
+    ]);
+    return true;
   }
 
   private async finish(claim: Claim, status: "failed", error: BatchError): Promise<void> {

@@ -1,0 +1,127 @@
+/**
+ * `npm run bench:bulk`: one batch of RECORDS (default 1,000) one-question records on the default
+ * model, through the real edge, R2, Postgres and the sidecar's bulk worker, on an isolated stack.
+ * It prints the share of the batch's wall time the runtime spent evaluating passes (its own /v1/stats;
+ * target at least 97 %), the per-record overhead between passes, records per minute, and the same
+ * passes sent straight to the runtime, one after the other (half before the batch and half after, so
+ * that drift falls on both). Also the latency of single real-time requests sent while the batch runs,
+ * against the same requests on an idle stack (the bulk lane yields to real time: at most one
+ * execution ahead of them).
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Batch } from "../contract/batches.ts";
+import { Question } from "../contract/decision.ts";
+import { CreatedKey } from "../contract/keys.ts";
+import { startStack } from "../local/stack.ts";
+import { getUserAccessToken } from "../local/user-token.ts";
+import { RUNTIME_PATHS, Stats, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { asText, plannedPasses, planQuestion, SERVED_RENDERING, type Pass } from "../sidecar/decide/render.ts";
+
+const records = Number(process.env.RECORDS ?? 1000);
+const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
+chmodSync(dataDir, 0o711);
+const stack = await startStack({ dataDir, log: () => {} });
+
+const QUESTION = { type: "noul" as const, instructions: "Does the customer ask for money back?" };
+const states = Array.from({ length: records }, (_, i) => ({ ticket: `Ticket ${i}: ${i % 3 === 0 ? "please refund the double charge" : "the app crashes on start"}`, customer: `c-${i % 17}` }));
+
+function percentiles(samples: number[]): { p50: number; p99: number } {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+try {
+  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench-bulk" });
+  const keyRes = await fetch(`${stack.baseUrl}/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "bench" }),
+  });
+  const key = CreatedKey.parse(await keyRes.json()).secret;
+  const api = async (path: string, body?: unknown) => {
+    const res = await fetch(`${stack.baseUrl}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as unknown };
+  };
+  const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}`, "content-type": "application/json" };
+  const stats = async () => Stats.parse(await (await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
+
+  // The passes the worker runs for each record, rendered as the sidecar renders them.
+  const question = Question.parse(QUESTION);
+  const passesOf = (i: number): Pass[] => plannedPasses(planQuestion(SERVED_RENDERING, asText(states[i]), question, { words: false, contextual: true, bothOrders: true }));
+  const forms = passesOf(0)[0]!.labels.flat();
+  const tokenized = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.tokenize}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ texts: forms.map((text) => ({ text })) }) });
+  const labelTokens = TokenizeResponse.parse(await tokenized.json()).results.map((r) => r.tokens[0]!);
+  const direct = async (from: number, to: number) => {
+    const started = performance.now();
+    const before = await stats();
+    for (let i = from; i < to; i++) {
+      for (const pass of passesOf(i)) {
+        const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, { method: "POST", headers: runtimeHeaders, body: JSON.stringify({ segments: pass.segments, label_tokens: labelTokens }) });
+        if (res.status !== 200) throw new Error(`runtime answered ${res.status}`);
+        await res.arrayBuffer();
+      }
+    }
+    const after = await stats();
+    return { wallMs: performance.now() - started, busyMs: after.busy_ms - before.busy_ms, passes: after.passes - before.passes };
+  };
+  const realtime = async () => {
+    const started = performance.now();
+    const reply = await api("/v1/systemone", { state: { ticket: "charged twice, refund please" }, questions: { q: QUESTION } });
+    if (reply.status !== 200) throw new Error(`real-time answered ${reply.status}`);
+    return performance.now() - started;
+  };
+
+  // Idle real-time latency, and the first half of the direct passes.
+  await realtime();
+  const idle: number[] = [];
+  for (let i = 0; i < 20; i++) idle.push(await realtime());
+  const half = Math.floor(records / 2);
+  const directFirst = await direct(0, half);
+
+  // The batch.
+  const file = states.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
+  const created = Batch.parse((await api("/v1/batches", { idempotency_key: `bench-${Date.now()}` })).body);
+  await fetch(created.upload!.url, { method: "PUT", headers: created.upload!.headers, body: file });
+  const before = await stats();
+  const submittedAt = performance.now();
+  await api(`/v1/batches/${created.id}/submit`, {});
+  const during: number[] = [];
+  let batch = created;
+  while (batch.finished_at === null) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    during.push(await realtime());
+    batch = Batch.parse((await api(`/v1/batches/${created.id}`)).body);
+  }
+  const wallMs = performance.now() - submittedAt;
+  const after = await stats();
+  const directSecond = await direct(half, records);
+
+  // Busy with any pass: the real-time requests' passes ran inside the batch's wall time too (the GPU
+  // was busy for them as much), and the gaps between passes are what the service adds.
+  const busy = after.busy_ms - before.busy_ms;
+  const directWall = directFirst.wallMs + directSecond.wallMs;
+  const directBusy = directFirst.busyMs + directSecond.busyMs;
+  const perMinute = (n: number, ms: number) => (n / ms) * 60_000;
+
+  console.log(`bulk: ${records} one-question records (2 passes each), default model on CPU, ${new Date().toISOString()}`);
+  console.log(`batch: ${batch.status}, ${batch.request_counts.completed} completed, ${batch.request_counts.failed} failed; ${after.passes - before.passes} passes while it ran, ${during.length * 2} of them real-time`);
+  console.log(`${"".padEnd(34)} ${"wall s".padStart(8)} ${"records/min".padStart(12)} ${"runtime busy".padStart(13)} ${"overhead ms/record".padStart(19)}`);
+  const row = (name: string, wall: number, busy: number) =>
+    console.log(`${name.padEnd(34)} ${(wall / 1000).toFixed(1).padStart(8)} ${perMinute(records, wall).toFixed(1).padStart(12)} ${`${((busy / wall) * 100).toFixed(1)} %`.padStart(13)} ${((wall - busy) / records).toFixed(1).padStart(19)}`);
+  row("passes straight to the runtime", directWall, directBusy);
+  row("the batch (submit to completed)", wallMs, busy);
+  console.log(`ratio of records/min, batch / direct: ${(directWall / wallMs).toFixed(3)}`);
+  const idleP = percentiles(idle);
+  const duringP = percentiles(during);
+  console.log(`\nreal-time, one noul question: idle p50 ${idleP.p50.toFixed(0)} ms, p99 ${idleP.p99.toFixed(0)} ms (${idle.length}); during the batch p50 ${duringP.p50.toFixed(0)} ms, p99 ${duringP.p99.toFixed(0)} ms (${during.length})`);
+} finally {
+  await stack.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+}

@@ -50,6 +50,11 @@ export async function signGrant(
 ): Promise<string> {
   const url = new URL(`${grants.endpoint}/${objectKey.split("/").map(encodeURIComponent).join("/")}`);
   url.searchParams.set("X-Amz-Expires", String(Math.floor(validityMs / 1000)));
+  return (await signed(grants, method, url, headers, amzDate(now))).toString();
+}
+
+/** `url` with the query signature of `method` and `headers` at `datetime` (any signature already in it replaced). */
+async function signed(grants: StorageGrants, method: string, url: URL, headers: Readonly<Record<string, string>>, datetime: string): Promise<URL> {
   const signer = new AwsV4Signer({
     method,
     url: url.toString(),
@@ -58,10 +63,10 @@ export async function signGrant(
     secretAccessKey: grants.secretAccessKey,
     service: SERVICE,
     region: REGION,
-    datetime: amzDate(now),
+    datetime,
     signQuery: true,
   });
-  return (await signer.sign()).url.toString();
+  return (await signer.sign()).url;
 }
 
 /**
@@ -83,18 +88,7 @@ export async function verifyGrant(grants: StorageGrants, request: Request, now =
   const headers: Record<string, string> = {};
   for (const name of signedHeaders) headers[name] = request.headers.get(name) ?? "";
   q.delete("X-Amz-Signature");
-  const signer = new AwsV4Signer({
-    method: request.method,
-    url: url.toString(),
-    headers,
-    accessKeyId: grants.accessKeyId,
-    secretAccessKey: grants.secretAccessKey,
-    service: SERVICE,
-    region: REGION,
-    datetime: date,
-    signQuery: true,
-  });
-  const expected = (await signer.sign()).url.searchParams.get("X-Amz-Signature") ?? "";
+  const expected = (await signed(grants, request.method, url, headers, date)).searchParams.get("X-Amz-Signature") ?? "";
   if (!digestsEqual(expected, presented)) {
     throw new ServiceError("signature_invalid", "the storage URL's signature does not match this request (URL, method and headers must be used exactly as returned)");
   }

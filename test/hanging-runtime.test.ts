@@ -5,14 +5,13 @@
  * it, a real sidecar process keeps one execution running, one waiting, answers 529 at once to a
  * third, and 504 to the waiting one after the full 30 s, without ever opening a second slot.
  */
-import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listen } from "./support/fake-server.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { RUNTIME_PATHS, RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
-import { freePort } from "../local/ports.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startSidecar } from "../local/tiers.ts";
 import { registerRelease, retireRelease } from "../ops/registry.ts";
@@ -24,11 +23,11 @@ class HangingRuntime {
   scoreCalls = 0;
   inFlight = 0;
   maxInFlight = 0;
-  private server: Server | undefined;
+  private server: Awaited<ReturnType<typeof listen>> | undefined;
   url = "";
 
   async start(realRuntime: string, realSecret: string): Promise<void> {
-    this.server = createServer(async (req, res) => {
+    this.server = await listen(async (req, res) => {
       if (req.url === RUNTIME_PATHS.identity) {
         res.setHeader("content-type", "application/json");
         res.end(JSON.stringify({ release_id: "hanging", fingerprint: FINGERPRINT, rendering_version: RENDERING_VERSION, modalities: ["text"], max_tokens_per_pass: 4096, engine: "HangingRuntime" }));
@@ -47,14 +46,11 @@ class HangingRuntime {
         // Never answers.
       }
     });
-    const port = await freePort();
-    await new Promise<void>((resolve) => this.server!.listen(port, "127.0.0.1", resolve));
-    this.url = `http://127.0.0.1:${port}`;
+    this.url = this.server.url;
   }
 
   async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise((resolve) => this.server?.close(resolve));
+    await this.server?.stop();
   }
 }
 

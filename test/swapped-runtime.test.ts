@@ -5,12 +5,11 @@
  * fingerprint. Through the real edge and sidecar: admission's tokenize call is verified, and so is
  * every pass; a pass stamped by another fingerprint is a 503 with no answer and no usage row.
  */
-import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listen } from "./support/fake-server.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { RUNTIME_PATHS } from "../server-shared/runtime-protocol.ts";
-import { freePort } from "../local/ports.ts";
 import { RUNTIME_TOKEN_ENV } from "../local/stack.ts";
 import { registerRelease, retireRelease } from "../ops/registry.ts";
 import { call, newAccount, stack, usageRows, withDb } from "./support/api.ts";
@@ -23,10 +22,10 @@ class SwappingRuntime {
   swapped = false;
   calls: string[] = [];
   url = "";
-  private server: Server | undefined;
+  private server: Awaited<ReturnType<typeof listen>> | undefined;
 
   async start(real: string): Promise<void> {
-    this.server = createServer(async (req, res) => {
+    this.server = await listen(async (req, res) => {
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
       this.calls.push(req.url ?? "");
@@ -41,14 +40,11 @@ class SwappingRuntime {
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify(answer.ok ? { ...body, release_id: RELEASE, fingerprint: other ? "0".repeat(64) : FINGERPRINT } : body));
     });
-    const port = await freePort();
-    await new Promise<void>((resolve) => this.server!.listen(port, "127.0.0.1", resolve));
-    this.url = `http://127.0.0.1:${port}`;
+    this.url = this.server.url;
   }
 
   async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise((resolve) => this.server?.close(resolve));
+    await this.server?.stop();
   }
 }
 

@@ -42,6 +42,9 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
   const length = c.req.header("content-length");
   if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
   if (Number(length) > LIMITS.bulkFileBytes) {
+    // Nothing is stored. A body up to twice the limit is read and dropped first, so that a client
+    // still sending gets the 413 rather than a reset connection; a larger one is answered at once.
+    if (Number(length) <= 2 * LIMITS.bulkFileBytes) await drain(c.req.raw.body);
     throw new ServiceError("payload_too_large", `the file is ${length} bytes; a batch input holds at most ${LIMITS.bulkFileBytes} bytes`);
   }
   // Written only when no object exists yet: a second PUT never replaces the first.
@@ -52,3 +55,10 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
   if (stored === null) throw new ServiceError("already_uploaded", "this batch's input has already been uploaded and cannot be replaced; submit it, or create a new batch for another file");
   return c.json({ key, size: stored.size, etag: stored.etag });
 });
+
+/** Reads a body to its end and drops it. */
+async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
+  if (!body) return;
+  const reader = body.getReader();
+  while (!(await reader.read()).done);
+}

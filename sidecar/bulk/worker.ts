@@ -168,7 +168,7 @@ export class BulkWorker {
   private async claim(): Promise<Claim | null> {
     const served = await this.servedReleases();
     const token = crypto.randomUUID();
-    // The claim and, for a running batch, its next record with its release's registry entry: one round trip.
+    // The claim and, for a running batch, its next record and the revision of its release's row: one round trip.
     const { rows } = await this.deps.pool.query(
       `WITH claimed AS (
        UPDATE batches b

@@ -68,6 +68,8 @@ export interface Stack {
   addEdge(kind: EdgeKind): Promise<{ baseUrl: string; child: Child }>;
   /** Stops one data service (tests use it to show what an outage does). */
   stopService(name: "postgres" | "redis"): Promise<void>;
+  /** Stops the embedded Postgres and starts it again on the same port with the same data (crash tests). */
+  restartPostgres(): Promise<void>;
   /** Kills the runtime (SIGKILL); `restoreRuntime` starts it again at the same address (crash tests). */
   crashRuntime(): Promise<void>;
   restoreRuntime(): Promise<void>;
@@ -105,6 +107,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       startIdp({ dataDir: join(dataDir, "idp"), port: opts.idpPort }),
     ] as const);
     children.push(idp.child);
+    let database = postgres;
     await migrate(postgres.url);
 
     const upstashToken = secret();
@@ -220,7 +223,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         stoppers.push(child.stop);
         return { baseUrl: `http://127.0.0.1:${port}`, child };
       },
-      stopService: (name) => (name === "postgres" ? postgres.stop() : redis.stop()),
+      stopService: (name) => (name === "postgres" ? database.stop() : redis.stop()),
+      restartPostgres: async () => {
+        await database.stop();
+        database = await startPostgres({ dataDir: join(dataDir, "postgres"), port: Number(new URL(database.url).port) });
+        stoppers.push(() => database.stop());
+      },
       crashRuntime: () => runtime.child.kill(),
       restoreRuntime: async () => {
         // A log of its own: the first one already holds a READY line.

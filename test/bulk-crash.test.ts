@@ -1,7 +1,8 @@
 /**
  * Crashes during a batch, with real processes on a stack of its own (leases and the cleanup interval
  * shortened through the sidecar's SVC_TEST_BULK_* settings): the sidecar killed with SIGKILL at
- * random moments and started again, over and over; the runtime killed mid-batch. At the end every
+ * random moments and started again, over and over; the runtime killed mid-batch; Postgres restarted
+ * mid-batch. At the end every
  * custom_id has exactly one committed result and the usage rows match the successful results one to
  * one: nothing lost, nothing duplicated. Then retention cleanup, on the same stack.
  */
@@ -140,6 +141,26 @@ describe("a batch through sidecar crashes", () => {
     expect(done.request_counts.completed).toBeGreaterThan(3);
     const usage = await rows<{ request_id: string }>("SELECT request_id FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`]);
     expect(usage).toHaveLength(done.request_counts.completed);
+  });
+});
+
+describe("a batch through a Postgres restart", () => {
+  it("keeps exactly one result per record and one usage row per answer when Postgres restarts mid-batch", { timeout: 300_000 }, async () => {
+    const n = 30;
+    const id = await submit(noulFile(n));
+    await until(async () => (await status(id)).request_counts.completed >= 3);
+    const started = async () => (await rows<{ at: string }>("SELECT pg_postmaster_start_time()::text AS at", []))[0]!.at;
+    const before = await started();
+    await stack.restartPostgres();
+    expect(await started()).not.toBe(before);
+    expect((await status(id)).finished_at).toBeNull();
+    await until(async () => (await status(id).catch(() => ({ finished_at: null }))).finished_at !== null, 240_000);
+    const done = await status(id);
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: n, completed: n, failed: 0 } });
+    expect((await allResults(id)).map((r) => r.custom_id)).toEqual(Array.from({ length: n }, (_, i) => `rec-${i}`));
+    const usage = await rows<{ request_id: string }>("SELECT request_id FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`]);
+    expect(new Set(usage.map((u) => u.request_id)).size).toBe(n);
+    expect(usage).toHaveLength(n);
   });
 });
 

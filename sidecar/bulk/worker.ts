@@ -84,7 +84,7 @@ const FENCE = fence();
  * How often expiry and completion housekeeping run, and how long the list of releases served here is
  * reused: both only decide which work is taken, never what is committed (the fence decides that).
  */
-const HOUSEKEEPING_EVERY_MS = 1000;
+const HOUSEKEEPING_EVERY_MS = 5000;
 const SERVED_TTL_MS = 1000;
 
 /** The wait after a record's first transient failure; it doubles after the second. */

@@ -10,7 +10,9 @@
  *   the edge signs; a bad file fails the batch, a good one becomes its records and the batch runs.
  * - A later step runs one record (records.ts) and commits its result, its usage row and the batch's
  *   counts in one transaction fenced by the claim: a worker whose lease was lost, whose batch was
- *   cancelled or whose account was disabled commits nothing. Each line has one result at most.
+ *   cancelled or whose account was disabled commits nothing. Each line has one result at most. The
+ *   same round trip releases the batch and makes the worker's next claim, so the runtime waits for
+ *   one database round trip between records.
  * - Every loop also expires batches past their deadline and, at most once a minute, runs retention
  *   cleanup (cleanup.ts).
  *
@@ -90,8 +92,29 @@ const SERVED_TTL_MS = 1000;
 /** The wait after a record's first transient failure; it doubles after the second. */
 const TRANSIENT_BACKOFF_MS = 2000;
 
-/** A pending record this sidecar may run now (`$3`: the releases it serves): its release is served here, or it has none (an error record), and it is not waiting after a failure. */
-const RUNNABLE = "(r.release_id IS NULL OR r.release_id = ANY ($3::text[])) AND (r.not_before IS NULL OR r.not_before <= now())";
+/** A claim from a `bulk_claim_row` (schema.sql); null when there was none. */
+function claimOf(token: string, row: Record<string, unknown> | undefined): Claim | null {
+  if (!row) return null;
+  const quota = (value: unknown) => (value === null ? null : Number(value));
+  return {
+    id: String(row.id),
+    token,
+    status: row.status === "running" ? "running" : "validating",
+    accountId: String(row.account_id),
+    objectKey: String(row.object_key),
+    deadline: new Date(row.expires_at as string).getTime(),
+    models: (row.models as FrozenModels | null) ?? null,
+    next:
+      row.line === null || row.line === undefined
+        ? null
+        : {
+            record: { line: Number(row.line), customId: String(row.custom_id), body: String(row.body) },
+            attempts: Number(row.attempts),
+            release: row.release_revision === null ? null : { id: String(row.release_id), revision: Number(row.release_revision) },
+          },
+    account: { id: String(row.account_id), requests_per_second: quota(row.requests_per_second), tokens_per_second: quota(row.tokens_per_second) },
+  };
+}
 
 export class BulkWorker {
   private readonly timing: WorkerTiming;
@@ -121,21 +144,25 @@ export class BulkWorker {
   }
 
   private async run(): Promise<void> {
+    // A record's commit also makes the next claim (one round trip): it is taken up on the next turn.
+    let next: Claim | null = null;
     while (!this.stopping) {
       try {
         await this.housekeeping();
-        const claim = await this.claim();
+        const claim = next ?? (await this.claim());
+        next = null;
         if (!claim) {
           await this.idle();
           continue;
         }
-        await this.step(claim);
+        next = await this.step(claim);
       } catch (err) {
         // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
         if (!this.stopping) this.log(`sidecar: bulk worker: ${err instanceof Error ? err.message : String(err)}`);
         await this.idle();
       }
     }
+    if (next) await this.release(next);
   }
 
   private async idle(): Promise<void> {
@@ -164,60 +191,11 @@ export class BulkWorker {
     }
   }
 
-  /** Claims the batch that waited longest for a turn and has work this sidecar can do. */
+  /** Claims the batch that waited longest for a turn and has work this sidecar can do (bulk_claim in schema.sql). */
   private async claim(): Promise<Claim | null> {
-    const served = await this.servedReleases();
     const token = crypto.randomUUID();
-    // The claim and, for a running batch, its next record and the revision of its release's row: one round trip.
-    const { rows } = await this.deps.pool.query(
-      `WITH claimed AS (
-       UPDATE batches b
-          SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2::double precision / 1000), last_claimed_at = clock_timestamp(),
-              status = CASE WHEN b.status = 'queued' THEN 'validating' ELSE b.status END,
-              started_at = coalesce(b.started_at, now())
-         FROM accounts a
-        WHERE a.id = b.account_id AND b.id = (
-          SELECT c.id FROM batches c JOIN accounts ca ON ca.id = c.account_id
-           WHERE c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
-             AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-             AND (c.status <> 'running' OR EXISTS (
-                   SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND NOT r.done AND ${RUNNABLE}))
-           ORDER BY c.last_claimed_at NULLS FIRST, c.submitted_at
-           LIMIT 1
-           FOR UPDATE OF c SKIP LOCKED)
-        RETURNING b.id, b.status, b.account_id, b.object_key, b.expires_at, b.models, a.requests_per_second, a.tokens_per_second)
-       SELECT claimed.*, r.line, r.custom_id, r.body, r.attempts, r.release_id,
-              (SELECT revision FROM model_releases WHERE id = r.release_id AND retired_at IS NULL AND sidecar_url = $4) AS release_revision
-         FROM claimed
-         LEFT JOIN LATERAL (
-           SELECT line, custom_id, body, attempts, release_id FROM batch_records r
-            WHERE r.batch_id = claimed.id AND NOT r.done AND ${RUNNABLE} ORDER BY line LIMIT 1) r ON claimed.status = 'running'`,
-      [token, this.timing.leaseMs, served, this.deps.selfUrl],
-    );
-    const row = rows[0];
-    if (!row) return null;
-    return {
-      id: String(row.id),
-      token,
-      status: row.status === "running" ? "running" : "validating",
-      accountId: String(row.account_id),
-      objectKey: String(row.object_key),
-      deadline: new Date(row.expires_at).getTime(),
-      models: (row.models as FrozenModels | null) ?? null,
-      next:
-        row.line === null || row.line === undefined
-          ? null
-          : {
-              record: { line: Number(row.line), customId: String(row.custom_id), body: String(row.body) },
-              attempts: Number(row.attempts),
-              release: row.release_revision === null ? null : { id: String(row.release_id), revision: Number(row.release_revision) },
-            },
-      account: {
-        id: String(row.account_id),
-        requests_per_second: row.requests_per_second === null ? null : Number(row.requests_per_second),
-        tokens_per_second: row.tokens_per_second === null ? null : Number(row.tokens_per_second),
-      },
-    };
+    const { rows } = await this.deps.pool.query("SELECT * FROM bulk_claim($1, $2, $3, $4)", [token, this.timing.leaseMs, await this.servedReleases(), this.deps.selfUrl]);
+    return claimOf(token, rows[0]);
   }
 
   /**
@@ -242,8 +220,11 @@ export class BulkWorker {
     return this.served.ids;
   }
 
-  /** One step under the claim, renewing the lease meanwhile; the batch is released afterwards. */
-  private async step(claim: Claim): Promise<void> {
+  /**
+   * One step under the claim, renewing the lease meanwhile; the batch is released afterwards. Returns
+   * the next claim when the step's commit made it.
+   */
+  private async step(claim: Claim): Promise<Claim | null> {
     const abort = new AbortController();
     this.current = abort;
     const renewal = setInterval(() => {
@@ -255,21 +236,25 @@ export class BulkWorker {
         })
         .catch(() => undefined);
     }, this.timing.renewMs);
-    let released = false;
+    let committed: { next: Claim | null } | null = null;
     try {
       if (claim.status === "validating") await this.validate(claim, abort.signal);
-      else released = await this.runOne(claim, abort.signal);
+      else committed = await this.runOne(claim, abort.signal);
     } catch (err) {
       if (!abort.signal.aborted) throw err;
     } finally {
       clearInterval(renewal);
       this.current = null;
-      if (!released) {
-        await this.deps.pool
-          .query("UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2", [claim.id, claim.token])
-          .catch(() => undefined);
-      }
+      if (!committed) await this.release(claim);
     }
+    return committed?.next ?? null;
+  }
+
+  /** Ends a claim without a commit (the commit releases its own). */
+  private async release(claim: Claim): Promise<void> {
+    await this.deps.pool
+      .query("UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2", [claim.id, claim.token])
+      .catch(() => undefined);
   }
 
   /** Reads and checks the file; stores its records and starts the batch, or fails it. */
@@ -302,12 +287,13 @@ export class BulkWorker {
   }
 
   /**
-   * Runs the claimed batch's next record and commits it (bulk_commit in schema.sql: one round trip,
-   * which also releases the lease); true once committed and released.
+   * Runs the claimed batch's next record and commits it: bulk_commit_and_claim in schema.sql, one
+   * round trip that also releases the lease and makes the worker's next claim (a plain bulk_commit
+   * once the worker is stopping). Null when nothing was committed.
    */
-  private async runOne(claim: Claim, signal: AbortSignal): Promise<boolean> {
+  private async runOne(claim: Claim, signal: AbortSignal): Promise<{ next: Claim | null } | null> {
     const next = claim.next;
-    if (!next) return false; // nothing this sidecar can run now; housekeeping completes a finished batch
+    if (!next) return null; // nothing this sidecar can run now; housekeeping completes a finished batch
     const { record, attempts: before } = next;
     const entry = next.release && (await this.registryEntry(next.release));
     const ctx = {
@@ -319,7 +305,7 @@ export class BulkWorker {
       deadline: claim.deadline,
     };
     const outcome = await processRecord(ctx, record, entry, signal);
-    if (outcome.kind === "deadline") return false; // the batch expires; this record stays unfinished
+    if (outcome.kind === "deadline") return null; // the batch expires; this record stays unfinished
     let result: ResultOutcome;
     if (outcome.kind === "result") result = outcome;
     else {
@@ -338,13 +324,13 @@ export class BulkWorker {
           [claim.id, record.line, attempts, claim.token, TRANSIENT_BACKOFF_MS],
         );
         this.log(`sidecar: bulk batch ${claim.id} line ${record.line}: attempt ${attempts} failed (${outcome.reason}); it will be tried again`);
-        return false;
+        return null;
       }
       result = errorRecord(record, "unavailable", `the model runtime failed ${attempts} times on this record; retry it in a new batch`);
     }
     signal.throwIfAborted();
     const usage = result.usage;
-    await this.deps.pool.query("SELECT bulk_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)", [
+    const commit = [
       claim.id,
       claim.token,
       record.line,
@@ -354,8 +340,20 @@ export class BulkWorker {
       usage?.usage.input_tokens ?? null,
       usage?.usage.output_tokens ?? null,
       usage?.usage.billable_input_tokens ?? null,
+    ];
+    if (this.stopping) {
+      await this.deps.pool.query("SELECT bulk_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)", commit);
+      return { next: null };
+    }
+    const token = crypto.randomUUID();
+    const { rows } = await this.deps.pool.query("SELECT * FROM bulk_commit_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)", [
+      ...commit,
+      token,
+      this.timing.leaseMs,
+      await this.servedReleases(),
+      this.deps.selfUrl,
     ]);
-    return true;
+    return { next: claimOf(token, rows[0]) };
   }
 
   private async finish(claim: Claim, status: "failed", error: BatchError): Promise<void> {

@@ -12,6 +12,30 @@ describe("Timings", () => {
     expect(Timings.parse(timings.header()).get("score")).toBe(3.75);
   });
 
+  it("counts overlapping work of one name once: the time any of it was running", async () => {
+    let clock = 0;
+    const timings = new Timings(() => clock);
+    const gate = () => {
+      let open!: () => void;
+      return { done: new Promise<void>((resolve) => (open = resolve)), open: () => open() };
+    };
+    const [first, second] = [gate(), gate()];
+    const a = timings.time("score", () => first.done); // starts at 0
+    clock = 20;
+    const b = timings.time("score", () => second.done); // starts at 20, while the first runs
+    clock = 60;
+    first.open();
+    await a;
+    clock = 80;
+    second.open();
+    await b;
+    // Running from 0 to 80: 80 ms, not 60 + 60.
+    expect(timings.get("score")).toBe(80);
+    clock = 100;
+    await timings.time("score", async () => void (clock = 105));
+    expect(timings.get("score")).toBe(85);
+  });
+
   it("times work that throws", async () => {
     const timings = new Timings();
     await expect(timings.time("key", () => Promise.reject(new Error("down")))).rejects.toThrow("down");

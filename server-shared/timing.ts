@@ -17,6 +17,11 @@ const NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 export class Timings {
   private readonly entries = new Map<string, number>();
+  /** Timed work in progress, by name: how many, and since when the first of them runs. */
+  private readonly open = new Map<string, { count: number; since: number }>();
+
+  /** `now`: the clock, in milliseconds (a test may pass its own). */
+  constructor(private readonly now: () => number = () => performance.now()) {}
 
   /** Adds `ms` to `name` (a hop taken several times, such as one score per pass, adds up). */
   add(name: string, ms: number): void {
@@ -25,13 +30,23 @@ export class Timings {
     this.entries.set(name, (this.entries.get(name) ?? 0) + ms);
   }
 
-  /** Runs `work` and adds the time it took to `name`, whether it succeeds or throws. */
+  /**
+   * Runs `work` and adds the time it took to `name`, whether it succeeds or throws. Work of one name
+   * that overlaps (passes sent while another is evaluated) counts the time any of it was running,
+   * once.
+   */
   async time<T>(name: string, work: () => Promise<T>): Promise<T> {
-    const started = performance.now();
+    const open = this.open.get(name) ?? { count: 0, since: this.now() };
+    open.count += 1;
+    this.open.set(name, open);
     try {
       return await work();
     } finally {
-      this.add(name, performance.now() - started);
+      open.count -= 1;
+      if (open.count === 0) {
+        this.open.delete(name);
+        this.add(name, this.now() - open.since);
+      }
     }
   }
 

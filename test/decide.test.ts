@@ -20,7 +20,7 @@ import { CONTENT_FREE_STATE, FIXED_FORMS, OPTIONS_PER_PASS, SERVED_RENDERING, pa
 import type { Identity, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
-import { executeDecision, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
+import { executeDecision, PASSES_IN_FLIGHT, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
 import { IdentityMismatchError } from "../sidecar/decide/identity.ts";
 import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
 import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
@@ -62,6 +62,10 @@ async function tokenizeOne(text: string, special = false): Promise<Tokenized> {
 class CountingRuntime implements RuntimeClient {
   readonly tokenized: TokenizeRequest[] = [];
   readonly scored: { request: ScoreRequest; response: ScoreResponse }[] = [];
+  private answered = 0;
+  private inFlight = 0;
+  /** The most passes sent and not yet answered at one time. */
+  maxInFlight = 0;
 
   constructor(
     private readonly inner: RuntimeClient,
@@ -77,11 +81,18 @@ class CountingRuntime implements RuntimeClient {
     return this.inner.tokenize(request, signal);
   }
 
+  /** Recorded in the order the passes are sent (several may be in flight). */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
-    const response = await this.inner.score(request, signal);
-    this.scored.push({ request, response });
-    this.afterScore(this.scored.length);
-    return response;
+    const call = { request } as { request: ScoreRequest; response: ScoreResponse };
+    this.scored.push(call);
+    this.maxInFlight = Math.max(this.maxInFlight, ++this.inFlight);
+    try {
+      call.response = await this.inner.score(request, signal);
+    } finally {
+      this.inFlight -= 1;
+    }
+    this.afterScore(++this.answered);
+    return call.response;
   }
 }
 
@@ -245,11 +256,19 @@ describe("a decision", () => {
     expect(second).toEqual(first);
   });
 
-  it("stops between passes once the signal is aborted, and runs nothing when it already is", async () => {
+  it("keeps the next pass at the runtime while one is evaluated, and never more than that", async () => {
+    const counting = new CountingRuntime(real);
+    const result = await run(counting, release, mixed());
+    expect(result.passes).toBeGreaterThan(PASSES_IN_FLIGHT);
+    expect(counting.maxInFlight).toBe(PASSES_IN_FLIGHT);
+  });
+
+  it("sends no further pass once the signal is aborted (the one already in flight aside), and runs nothing when it already is", async () => {
     const controller = new AbortController();
     const counting = new CountingRuntime(real, () => controller.abort());
     await expect(run(counting, release, mixed(), controller.signal)).rejects.toMatchObject({ name: "AbortError" });
-    expect(counting.scored).toHaveLength(1);
+    // Aborted when the first pass answered: the second was already sent, nothing after it.
+    expect(counting.scored).toHaveLength(PASSES_IN_FLIGHT);
 
     const idle = new CountingRuntime(real);
     await expect(run(idle, release, mixed(), AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
@@ -389,13 +408,15 @@ describe("runtime identity", () => {
     const err = await run(wrong, release, mixed()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(err).toMatchObject({ status: 503, release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
-    expect(wrong.scored).toHaveLength(1);
+    // Nothing is sent after the mismatch: only the pass that was already in flight beside it.
+    expect(wrong.scored).toHaveLength(PASSES_IN_FLIGHT);
   });
 
   it("checks every pass, not only the first", async () => {
     const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 2));
     await expect(run(wrong, release, mixed())).rejects.toBeInstanceOf(IdentityMismatchError);
-    expect(wrong.scored).toHaveLength(2);
+    // The first pass's answer let the third go out; the second's mismatch stopped every later one.
+    expect(wrong.scored).toHaveLength(2 + PASSES_IN_FLIGHT - 1);
   });
 });
 

@@ -2,7 +2,7 @@
  * A runtime that hangs, the one fault the real runtime cannot show on demand. `HangingRuntime`
  * answers identity itself, forwards tokenize to the real runtime (stamping the answer as its own),
  * and never answers a pass. Against
- * it, a real sidecar process keeps one execution running, one waiting, answers 529 at once to a
+ * it, a real sidecar process keeps one execution running (its passes in flight), one waiting, answers 529 at once to a
  * third, and 504 to the waiting one after the full 30 s, without ever opening a second slot.
  */
 import { randomBytes } from "node:crypto";
@@ -14,6 +14,7 @@ import { RUNTIME_PATHS, RENDERING_VERSION } from "../server-shared/runtime-proto
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startSidecar } from "../local/tiers.ts";
+import { PASSES_IN_FLIGHT } from "../sidecar/decide/execute.ts";
 import { registerRelease, retireRelease } from "../ops/registry.ts";
 import { remember, stack, withDb } from "./support/api.ts";
 
@@ -146,9 +147,10 @@ describe("a runtime that hangs", () => {
       expect(waited).toBeGreaterThanOrEqual(LIMITS.laneWaitMs - 50);
       expect(waited).toBeLessThan(LIMITS.laneWaitMs + 5000);
 
-      // The timeout opened no second slot: the hung pass is still the only one the runtime saw.
-      expect(runtime.scoreCalls).toBe(1);
-      expect(runtime.maxInFlight).toBe(1);
+      // The timeout opened no second slot: the hung execution's passes (its noul pass and the
+      // content-free one, sent together) are still the only ones the runtime saw.
+      expect(runtime.scoreCalls).toBe(PASSES_IN_FLIGHT);
+      expect(runtime.maxInFlight).toBe(PASSES_IN_FLIGHT);
       void running.catch(() => {});
     },
     LIMITS.laneWaitMs + 30_000,
@@ -156,7 +158,7 @@ describe("a runtime that hangs", () => {
 
   it("frees the pending slot as soon as a waiting caller disconnects, so its retry is not refused", async () => {
     // The hung execution of the test above still holds the GPU.
-    expect(runtime.inFlight).toBe(1);
+    expect(runtime.inFlight).toBe(PASSES_IN_FLIGHT);
     const abandoned = new AbortController();
     const first = decide(abandoned.signal).catch(() => "aborted");
     await new Promise((r) => setTimeout(r, 300));
@@ -173,6 +175,6 @@ describe("a runtime that hangs", () => {
     expect((await decide()).status).toBe(529);
     retryControl.abort();
     expect(await retry).toBe("aborted");
-    expect(runtime.scoreCalls).toBe(1);
+    expect(runtime.scoreCalls).toBe(PASSES_IN_FLIGHT);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Execution of one decision on one runtime (runs in the sidecar, under Bun on the GPU host): admit
- * the request (admission.ts: one tokenize call, no GPU work), then run every pass serially and read
- * the answers out. The sidecar admits before it takes a lane and runs once its turn comes.
+ * the request (admission.ts: one tokenize call, no GPU work), then run every pass (the next one
+ * sent while the one before is evaluated) and read the answers out. The sidecar admits before it takes a lane and runs once its turn comes.
  *
  *     const admission = await admitDecision(client, release, { state, questions }, signal);
  *     const { answers, usage, passes } = await runDecision(client, release, admission, signal);
@@ -84,15 +84,15 @@ export function admitDecision(client: RuntimeClient, release: Release, request: 
   return admit(client, runtimeOf(release), request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders }, signal);
 }
 
-/** Every pass of an admitted decision, serially, and its answers. */
+/**
+ * Every pass of an admitted decision, and its answers. The passes are sent in plan order, the next
+ * one while the one before is evaluated (PassRunner), so the runtime does not wait between them.
+ */
 export async function runDecision(client: RuntimeClient, release: Release, admission: Admission, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Execution> {
   const runner = new PassRunner(client, runtimeOf(release), admission.fixed, signal);
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
-  const answers = new Map<string, Answer>();
-  for (const admitted of admission.questions) {
-    const read = await answer(runner, steps.rendering, admission.stateText, admitted);
-    answers.set(admitted.id, calibratedAnswer(read, calibration));
-  }
+  const read = await Promise.all(admission.questions.map((admitted) => answer(runner, steps.rendering, admission.stateText, admitted)));
+  const answers = new Map(admission.questions.map((admitted, i) => [admitted.id, calibratedAnswer(read[i]!, calibration)]));
   return {
     answers,
     usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes },
@@ -104,26 +104,30 @@ const runtimeOf = (release: Release): RuntimeIdentity => release.runtime ?? { id
 
 /** One question's answer before the release's calibration, with the mean option mass of its content passes. */
 async function answer(runner: PassRunner, rendering: Rendering, stateText: string, { question, plan, words }: AdmittedQuestion): Promise<Answer> {
-  const masses: number[] = [];
-  const read = async (pass: Pass) => {
-    const logprobs = await runner.run(pass, words);
-    masses.push(optionMass(logprobs));
-    return logprobs;
-  };
+  // Content passes' log-probabilities in plan order (content-free ones excluded), for the option mass.
+  const content: number[][] = [];
   let p: number[];
   if (question.type === "choice" && plan.chunks.length > 0) {
+    const read = async (passes: Pass[]) => {
+      const logprobs = await Promise.all(passes.map((pass) => runner.run(pass, words)));
+      content.push(...logprobs);
+      return logprobs;
+    };
     p = await chunkedChoice(read, rendering, stateText, question, plan.chunks);
   } else {
+    // Every pass is asked for at once, in plan order: each reading's pass, then its content-free twin.
+    const read = await Promise.all(
+      plan.readings.map(({ pass, contentFree }) => Promise.all([runner.run(pass, words), contentFree ? runner.run(contentFree, words) : null])),
+    );
     // Each reading's distribution, back in key order (the second reading offers the options reversed).
-    const readings: number[][] = [];
-    for (const [i, { pass, contentFree }] of plan.readings.entries()) {
-      const logprobs = await read(pass);
-      const pi = contentFree ? contextualProbabilities(logprobs, await runner.run(contentFree, words)) : probabilities(logprobs);
-      readings.push(i === 0 ? pi : pi.reverse());
-    }
+    const readings = read.map(([logprobs, free], i) => {
+      content.push(logprobs);
+      const pi = free ? contextualProbabilities(logprobs, free) : probabilities(logprobs);
+      return i === 0 ? pi : pi.reverse();
+    });
     p = meanDistribution(readings);
   }
-  const option_mass = masses.reduce((a, b) => a + b, 0) / masses.length;
+  const option_mass = content.reduce((sum, logprobs) => sum + optionMass(logprobs), 0) / content.length;
   if (question.type === "noul") return { ...noulAnswer(p), option_mass };
   if (question.type === "score") return { ...scoreAnswer(question.criteria, p), option_mass };
   return { ...choiceAnswer([...question.criteria.keys()], p), option_mass };
@@ -135,25 +139,37 @@ async function answer(runner: PassRunner, rendering: Rendering, stateText: strin
  * finalist set, which bounds every actual set.
  */
 async function chunkedChoice(
-  read: (pass: Pass) => Promise<number[]>,
+  read: (passes: Pass[]) => Promise<number[][]>,
   rendering: Rendering,
   stateText: string,
   q: ChoiceQuestion,
   chunks: Pass[],
 ): Promise<number[]> {
   const names = [...q.criteria.keys()];
-  const chunkLogprobs: number[][] = [];
-  for (const pass of chunks) chunkLogprobs.push(await read(pass));
+  const chunkLogprobs = await read(chunks);
   const pChunk = chunkProbabilities(chunkLogprobs);
   const finalists = selectFinalists(names, pChunk);
-  const finalLogprobs = finalists.length > 1 ? await read(renderChoice(rendering, stateText, q, finalists)) : null;
+  const finalLogprobs = finalists.length > 1 ? (await read([renderChoice(rendering, stateText, q, finalists)]))[0]! : null;
   return mergeChunks(names, pChunk, finalists, finalLogprobs);
 }
 
-/** Runs passes one after the other, checking each response's identity and counting usage. */
+/**
+ * Passes an execution has at the runtime at once: the one being evaluated and the next, which the
+ * runtime has read and tokenized by the time the first ends. No more: a runtime does not cancel a
+ * pass whose caller went away, so an abandoned execution leaves at most one pass behind it.
+ */
+export const PASSES_IN_FLIGHT = 2;
+
+/**
+ * Runs passes in the order they are asked for, PASSES_IN_FLIGHT at a time, checking each response's
+ * identity and counting usage. After a failure no further pass is sent.
+ */
 class PassRunner {
   inputTokens = 0;
   passes = 0;
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
+  private failure: { error: unknown } | null = null;
 
   constructor(
     private readonly client: RuntimeClient,
@@ -164,15 +180,27 @@ class PassRunner {
 
   /** Each label's log-probability in one pass (its forms summed), in the pass's label order. */
   async run(pass: Pass, words: ResolvedLabels | null): Promise<number[]> {
-    // Once the caller has given up, no further pass is sent.
-    this.signal?.throwIfAborted();
-    const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
-    const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat() }, this.signal);
-    if (response.release_id !== this.runtime.id || response.fingerprint !== this.runtime.fingerprint) {
-      throw new IdentityMismatchError(this.runtime, response);
+    if (this.inFlight < PASSES_IN_FLIGHT) this.inFlight += 1;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve)); // the slot is handed over
+    try {
+      // Once the caller has given up, or a pass has failed, no further pass is sent.
+      if (this.failure) throw this.failure.error;
+      this.signal?.throwIfAborted();
+      const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
+      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat() }, this.signal);
+      if (response.release_id !== this.runtime.id || response.fingerprint !== this.runtime.fingerprint) {
+        throw new IdentityMismatchError(this.runtime, response);
+      }
+      this.inputTokens += response.prompt_tokens;
+      this.passes += 1;
+      return labelLogprobs(response.logprobs, groups);
+    } catch (err) {
+      this.failure ??= { error: err };
+      throw err;
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.inFlight -= 1;
     }
-    this.inputTokens += response.prompt_tokens;
-    this.passes += 1;
-    return labelLogprobs(response.logprobs, groups);
   }
 }

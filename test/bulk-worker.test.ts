@@ -48,6 +48,23 @@ describe("a batch through the worker", () => {
     }
   });
 
+  it("takes turns between batches: while two have work, the worker alternates, one record per claim", async () => {
+    const other = await newAccount();
+    const file = (tag: string) => lines(Array.from({ length: 6 }, (_, i) => ({ ...noul(i), custom_id: `${tag}-${i}` })));
+    const ids = [await submitted(account, file("a")), await submitted(other, file("b"))];
+    await Promise.all([poll(account, ids[0]!), poll(other, ids[1]!)]);
+    const rows = await query<{ batch_id: string }>("SELECT batch_id FROM batch_results WHERE batch_id = ANY ($1) ORDER BY committed_at, line", [ids]);
+    const order = rows.map((r) => (r.batch_id === ids[0] ? "a" : "b")).join("");
+    expect(order).toHaveLength(12);
+    // From the first commit of the later batch to the last commit of the one that finished first,
+    // no batch commits twice in a row (the first may run alone before the second is validated).
+    const from = Math.max(order.indexOf("a"), order.indexOf("b")) - 1;
+    const to = Math.min(order.lastIndexOf("a"), order.lastIndexOf("b")) + 1;
+    const shared = order.slice(from, to + 1);
+    expect(shared.length, order).toBeGreaterThanOrEqual(6);
+    expect(shared, order).not.toMatch(/aa|bb/);
+  });
+
   it("fails a bad file as a whole, naming the first offending line, with no inference", async () => {
     const cases: Array<[string, string, number | null]> = [
       ["\n\n", "empty_file", null],

@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", ".local/", ".wrangler/"] },
+  { ignores: ["node_modules/", ".local/", ".wrangler/", "clients/*/dist/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -14,5 +14,9 @@ export default tseslint.config(
   {
     files: ["local/deps.mjs"],
     languageOptions: { globals: { console: "readonly" } },
+  },
+  {
+    files: ["clients/*.mjs"],
+    languageOptions: { globals: { console: "readonly", process: "readonly" } },
   },
 );

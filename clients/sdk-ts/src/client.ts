@@ -1,0 +1,137 @@
+/**
+ * The client: its settings, and the resources that share its transport.
+ *
+ *     import { Client, noul } from "@decision-service/sdk";
+ *     const client = new Client({ apiKey: process.env.SVC_API_KEY, baseURL: "https://decisions.example.com" });
+ *     const reply = await client.systemOne({ state: "I was charged twice", questions: { refund: noul("Refund?") } });
+ *
+ * Each setting comes from the constructor's option, else its environment variable (`SVC_API_KEY`,
+ * `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The command-line tool's saved credentials
+ * are never read: a program says which key it uses. The service publishes no default address, so a
+ * base URL is required. It must be https, or http to a loopback host; redirects are never followed.
+ */
+import { LIMITS, SHARED_ALIAS } from "../../../contract/limits.ts";
+import { stringifyJson } from "../../../contract/json.ts";
+import { checkServiceUrl } from "../../../contract/urls.ts";
+import { Transport, withRequestId, type Fetch, type RequestOptions, type WithRequestId } from "./core.ts";
+import type { DecisionRequest, DecisionResponse, Questions } from "./decisions.ts";
+import { ConfigurationError } from "./errors.ts";
+import { Batches } from "./resources/batches.ts";
+import { Models } from "./resources/models.ts";
+import { Semaphore } from "./semaphore.ts";
+
+export interface ClientOptions {
+  /** The account's API key; `SVC_API_KEY` when absent. */
+  apiKey?: string | undefined;
+  /** The service's address, without `/v1/...`; `SVC_BASE_URL` when absent. */
+  baseURL?: string | undefined;
+  /** The model of requests that name none; `SVC_DEFAULT_MODEL`, else `svc-shared`. */
+  defaultModel?: string | undefined;
+  /** Milliseconds one request may take, answer included (default 60 000). */
+  timeout?: number | undefined;
+  /** Retries after 429 and 529, the answers given before any work (default 2). */
+  maxRetries?: number | undefined;
+  /** The fetch to use (the global one by default). */
+  fetch?: Fetch | undefined;
+}
+
+export const DEFAULT_TIMEOUT_MS = LIMITS.toolRequestTimeoutMs;
+export const DEFAULT_MAX_RETRIES = 2;
+
+export class Client {
+  /** The service's address, without a trailing slash. */
+  readonly baseURL: string;
+  readonly defaultModel: string;
+  readonly timeout: number;
+  readonly maxRetries: number;
+  readonly models: Models;
+  readonly batches: Batches;
+  private readonly transport: Transport;
+
+  /**
+   * Checks the settings and makes the client; nothing is sent until the first call.
+   *
+   *     const client = new Client();   // SVC_API_KEY and SVC_BASE_URL from the environment
+   *     const local = new Client({ apiKey: "svc_...", baseURL: "http://127.0.0.1:8787", timeout: 10_000 });
+   */
+  constructor(options: ClientOptions = {}) {
+    if (inBrowser()) {
+      throw new ConfigurationError("this client does not run in a browser: an API key in a web page is readable by everyone who loads it; call the service from a server");
+    }
+    const apiKey = options.apiKey ?? env("SVC_API_KEY");
+    if (!apiKey) throw new ConfigurationError("no API key: pass { apiKey } to new Client() or set SVC_API_KEY");
+    const baseURL = options.baseURL ?? env("SVC_BASE_URL");
+    if (!baseURL) {
+      throw new ConfigurationError("no base URL: pass { baseURL } to new Client() or set SVC_BASE_URL to the service's address (this service has no default address)");
+    }
+    this.baseURL = normalizeBaseUrl(baseURL);
+    this.defaultModel = options.defaultModel ?? env("SVC_DEFAULT_MODEL") ?? SHARED_ALIAS;
+    this.timeout = options.timeout ?? DEFAULT_TIMEOUT_MS;
+    if (!Number.isFinite(this.timeout) || this.timeout <= 0) throw new ConfigurationError("timeout is a positive number of milliseconds");
+    this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+    if (!Number.isInteger(this.maxRetries) || this.maxRetries < 0) throw new ConfigurationError("maxRetries is a non-negative integer");
+    const fetchFn: Fetch | undefined = options.fetch ?? globalThis.fetch;
+    if (typeof fetchFn !== "function") throw new ConfigurationError("no fetch: this client needs Node 20 or later, or a fetch option");
+    this.transport = new Transport({
+      apiKey,
+      baseURL: this.baseURL,
+      timeout: this.timeout,
+      maxRetries: this.maxRetries,
+      fetch: fetchFn,
+      semaphore: new Semaphore(LIMITS.httpConnectionsPerService),
+    });
+    this.models = new Models(this.transport);
+    this.batches = new Batches(this.transport, () => this.defaultModel);
+  }
+
+  /**
+   * One real-time decision: typed answers to every question about `state`, and token usage. The
+   * model is `request.model`, else the client's `defaultModel`. Retried only after 429 and 529; a
+   * 503, 504, timeout or dropped connection is thrown, since the decision may have run.
+   *
+   *     const reply = await client.systemOne({
+   *       state: { ticket: "My card was charged twice for one order" },
+   *       questions: {
+   *         refund: noul("Does the customer want money back?"),
+   *         topic: choice(["billing", "shipping", "bug"]),
+   *         severity: score(["low", "medium", "high"]),
+   *       },
+   *     });
+   *     reply.answers.refund.noul;        // 0.93
+   *     reply.answers.topic.choice;       // "billing"
+   *     reply.answers.severity.score;     // 1.4
+   */
+  async systemOne<const Q extends Questions>(request: DecisionRequest<Q>, options?: RequestOptions): Promise<WithRequestId<DecisionResponse<Q>>> {
+    // Written with stringifyJson so a Map (an order JavaScript objects cannot keep) is sent in its order.
+    const body = stringifyJson({ ...request, model: request.model ?? this.defaultModel });
+    return withRequestId(await this.transport.request<DecisionResponse<Q>>({ method: "POST", path: "/v1/systemone", body }, options));
+  }
+}
+
+function inBrowser(): boolean {
+  const scope = globalThis as { window?: unknown; document?: unknown };
+  return typeof scope.window !== "undefined" && typeof scope.document !== "undefined";
+}
+
+/** An environment variable, undefined when unset or empty. */
+function env(name: string): string | undefined {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
+  return value === "" ? undefined : value;
+}
+
+function normalizeBaseUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = checkServiceUrl(raw, "base");
+  } catch (err) {
+    throw new ConfigurationError(`${(err as Error).message} (baseURL or SVC_BASE_URL)`);
+  }
+  if (url.username || url.password || url.search || url.hash) {
+    throw new ConfigurationError("base URL must not hold credentials, a query or a fragment: the API key goes in apiKey");
+  }
+  const path = url.pathname.replace(/\/+$/, "");
+  if (/\/v1(\/.*)?$/.test(path)) {
+    throw new ConfigurationError(`base URL is the service's address without /v1/...: use ${url.origin}${path.replace(/\/v1(\/.*)?$/, "")}`);
+  }
+  return `${url.origin}${path}`;
+}

@@ -1,0 +1,68 @@
+/**
+ * @decision-service/sdk: the TypeScript client of the decision service (Node 20 or later).
+ *
+ *     import { Client, noul, choice } from "@decision-service/sdk";
+ *     const client = new Client();   // SVC_API_KEY, SVC_BASE_URL, SVC_DEFAULT_MODEL
+ *     const reply = await client.systemOne({
+ *       state: { ticket: "I was charged twice" },
+ *       questions: { refund: noul("Refund?"), topic: choice(["billing", "bug"]) },
+ *     });
+ */
+export { Client, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_MS, type ClientOptions } from "./client.ts";
+export { MAX_RETRY_WAIT_MS, type Fetch, type RequestOptions, type WithRequestId } from "./core.ts";
+export {
+  choice,
+  noul,
+  score,
+  type Answer,
+  type AnswerFor,
+  type ChoiceAnswer,
+  type ChoiceQuestion,
+  type DecisionRequest,
+  type DecisionResponse,
+  type Description,
+  type Instructions,
+  type JsonInput,
+  type JsonValue,
+  type NoulAnswer,
+  type NoulQuestion,
+  type Question,
+  type Questions,
+  type ScoreAnswer,
+  type ScoreQuestion,
+  type Usage,
+} from "./decisions.ts";
+export {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+  AuthenticationError,
+  ConfigurationError,
+  ConflictError,
+  GatewayTimeoutError,
+  GoneError,
+  InputError,
+  NotFoundError,
+  OverloadedError,
+  RateLimitError,
+  ServiceUnavailableError,
+  UnprocessableEntityError,
+} from "./errors.ts";
+export { type BatchInput, type InputRecord } from "./input.ts";
+export {
+  Batches,
+  DEFAULT_POLL_INTERVAL_MS,
+  type BatchRun,
+  type CreateBatchParams,
+  type ListBatchesParams,
+  type RunOptions,
+  type UploadResult,
+  type WaitOptions,
+} from "./resources/batches.ts";
+export { Models } from "./resources/models.ts";
+export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
+export { VERSION } from "./version.ts";
+export { BATCH_STATUSES, TERMINAL_STATUSES, isTerminal, type Batch, type BatchList, type BatchStatus, type Upload } from "../../../contract/batches.ts";
+export type { ModelItem, ModelList } from "../../../contract/models.ts";
+export { LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";

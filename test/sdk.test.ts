@@ -1,0 +1,644 @@
+/**
+ * The TypeScript SDK (clients/sdk-ts) against the real stack: every resource, every error class the
+ * stack can produce on demand, retries, the connection cap, the URL policy, where settings come
+ * from, and the packed tarball installed and run by plain Node without Bun. Answers the real stack
+ * cannot give on demand (529, 503, 504, a hang, a dropped connection, a redirect) come from the named
+ * fakes of test/support/fake-service.ts.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { inspect } from "node:util";
+import { afterEach, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
+import {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+  AuthenticationError,
+  choice,
+  Client,
+  ConfigurationError,
+  ConflictError,
+  GatewayTimeoutError,
+  GoneError,
+  InputError,
+  LIMITS,
+  noul,
+  NotFoundError,
+  OverloadedError,
+  RateLimitError,
+  score,
+  ServiceUnavailableError,
+  SHARED_ALIAS,
+  UnprocessableEntityError,
+  VERSION,
+  type ClientOptions,
+  type InputRecord,
+} from "../clients/sdk-ts/src/index.ts";
+import { stringifyJson } from "../contract/json.ts";
+import { setSettings } from "../ops/accounts.ts";
+import { call, newAccount, remember, stack, withDb } from "./support/api.ts";
+import {
+  fakeServiceAnswering,
+  fakeServiceCountingConnections,
+  fakeServiceDroppingConnections,
+  fakeServiceHanging,
+  fakeServiceRedirecting,
+  type Fake,
+} from "./support/fake-service.ts";
+import { plainNodeEnv, run } from "./support/plain-node.ts";
+import { finishDirectly, recordingFetch, rejection, SETTINGS, withEnv } from "./support/sdk.ts";
+
+type Account = Awaited<ReturnType<typeof newAccount>>;
+
+const SDK_DIR = join(import.meta.dirname, "..", "clients", "sdk-ts");
+const UNKNOWN_BATCH = "00000000-0000-4000-8000-000000000000";
+
+/** A client of the real stack. */
+const stackClient = (apiKey: string, options: ClientOptions = {}) => new Client({ apiKey, baseURL: stack().baseUrl, ...options });
+
+/** A client of a fake. */
+const fakeClient = (fake: Fake, options: ClientOptions = {}) => new Client({ apiKey: "svc_test-key-for-a-fake", baseURL: fake.url, ...options });
+
+const noulRecord = (id: string, extra: object = {}): InputRecord => ({
+  custom_id: id,
+  body: { state: `ticket ${id}: I was charged twice`, questions: { money: noul("Is it about money?") }, ...extra },
+});
+
+let account: Account;
+let client: Client;
+const fakes: Fake[] = [];
+const started = async <T extends Fake>(fake: Promise<T>): Promise<T> => {
+  const ready = await fake;
+  fakes.push(ready);
+  return ready;
+};
+
+beforeAll(async () => {
+  for (const name of SETTINGS) delete process.env[name];
+  account = await newAccount();
+  client = stackClient(account.key.secret);
+});
+
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((fake) => fake.stop()));
+});
+
+describe("settings", () => {
+  it("come from the option, else the environment variable, else the default", async () => {
+    await withEnv({ SVC_API_KEY: "svc_from-env", SVC_BASE_URL: "http://127.0.0.1:9/", SVC_DEFAULT_MODEL: "env-model" }, () => {
+      const fromEnv = new Client();
+      expect(fromEnv).toMatchObject({ baseURL: "http://127.0.0.1:9", defaultModel: "env-model" });
+      const explicit = new Client({ baseURL: "https://decisions.example.test/gateway/", defaultModel: "option-model", timeout: 5000, maxRetries: 0 });
+      expect(explicit).toMatchObject({ baseURL: "https://decisions.example.test/gateway", defaultModel: "option-model", timeout: 5000, maxRetries: 0 });
+    });
+    await withEnv({}, () => {
+      expect(new Client({ apiKey: "svc_x", baseURL: stack().baseUrl })).toMatchObject({ defaultModel: SHARED_ALIAS, timeout: 60_000, maxRetries: 2 });
+    });
+    expect(SHARED_ALIAS).toBe("svc-shared");
+    expect(LIMITS.toolRequestTimeoutMs).toBe(60_000);
+  });
+
+  it("use an explicit API key over SVC_API_KEY, and SVC_API_KEY when none is given", async () => {
+    const wrong = "svc_0000000000000000.not-a-real-secret-of-this-account";
+    await withEnv({ SVC_API_KEY: account.key.secret, SVC_BASE_URL: stack().baseUrl }, async () => {
+      expect((await new Client().models.list()).models.length).toBeGreaterThan(0);
+      expect(await rejection(new Client({ apiKey: wrong }).models.list())).toBeInstanceOf(AuthenticationError);
+    });
+    await withEnv({ SVC_API_KEY: wrong, SVC_BASE_URL: stack().baseUrl }, async () => {
+      expect(await rejection(new Client().models.list())).toBeInstanceOf(AuthenticationError);
+      expect((await new Client({ apiKey: account.key.secret }).models.list()).models.length).toBeGreaterThan(0);
+    });
+  });
+
+  it("must name a key and a base URL, and never come from the command-line tool's saved credentials", async () => {
+    const home = mkdtempSync(join(tmpdir(), "sdk-home-"));
+    try {
+      mkdirSync(join(home, ".svc"), { mode: 0o700 });
+      const saved = join(home, ".svc", "config.json");
+      writeFileSync(saved, JSON.stringify({ api_key: account.key.secret, apiKey: account.key.secret, base_url: stack().baseUrl, baseURL: stack().baseUrl }), { mode: 0o600 });
+      await withEnv({ HOME: home, SVC_CONFIG_PATH: saved }, () => {
+        expect(() => new Client()).toThrow(ConfigurationError);
+        expect(() => new Client()).toThrow(/no API key: pass \{ apiKey \} .* or set SVC_API_KEY/);
+        expect(() => new Client({ apiKey: account.key.secret })).toThrow(/no base URL: .*SVC_BASE_URL.*no default address/);
+        expect(() => new Client({ apiKey: "", baseURL: stack().baseUrl })).toThrow(/no API key/);
+      });
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it("refuse to run in a browser", () => {
+    const scope = globalThis as { window?: unknown; document?: unknown };
+    scope.window = {};
+    scope.document = {};
+    try {
+      expect(() => stackClient(account.key.secret)).toThrow(ConfigurationError);
+      expect(() => stackClient(account.key.secret)).toThrow(/does not run in a browser/);
+    } finally {
+      delete scope.window;
+      delete scope.document;
+    }
+    expect(() => stackClient(account.key.secret)).not.toThrow();
+  });
+
+  it("accept https anywhere and plain http only to a loopback host", () => {
+    const base = (baseURL: string) => () => new Client({ apiKey: "svc_x", baseURL });
+    for (const good of ["https://decisions.example.test", "http://127.0.0.1:8787", "http://127.9.9.9", "http://localhost:1", "http://[::1]:8787/"]) {
+      expect(base(good), good).not.toThrow();
+    }
+    for (const bad of ["http://decisions.example.test", "http://10.0.0.1:8787", "http://127.0.0.1.example.test", "ftp://decisions.example.test", "not a url"]) {
+      expect(base(bad), bad).toThrow(ConfigurationError);
+    }
+    expect(base("http://decisions.example.test")).toThrow(/plaintext http:\/\/ to a remote host \(decisions.example.test\); use https:\/\//);
+    expect(base("https://decisions.example.test/v1/systemone")).toThrow(/without \/v1\/\.\.\.: use https:\/\/decisions.example.test$/);
+    expect(base("https://user:pass@decisions.example.test")).toThrow(/credentials/);
+    expect(base("https://decisions.example.test/?key=1")).toThrow(/query/);
+  });
+
+  it("refuse a timeout or a retry count that cannot work", () => {
+    expect(() => stackClient("svc_x", { timeout: 0 })).toThrow(/timeout/);
+    expect(() => stackClient("svc_x", { timeout: Number.NaN })).toThrow(/timeout/);
+    expect(() => stackClient("svc_x", { maxRetries: -1 })).toThrow(/maxRetries/);
+    expect(() => stackClient("svc_x", { maxRetries: 1.5 })).toThrow(/maxRetries/);
+  });
+
+  it("keep the API key out of the client's printed and serialized forms", () => {
+    // Compared as booleans, so that a failure does not print the key.
+    expect(inspect(client, { depth: 10, showHidden: true }).includes(account.key.secret)).toBe(false);
+    expect(JSON.stringify(client).includes(account.key.secret)).toBe(false);
+  });
+});
+
+describe("client.models.list", () => {
+  it("lists the models the account may use, with the shared alias, and the request id", async () => {
+    const list = await client.models.list();
+    const shared = list.models.find((m) => m.aliases.includes(SHARED_ALIAS));
+    expect(shared).toMatchObject({ name: stack().releaseId });
+    expect(list._request_id).toMatch(/^req_/);
+    // The request id is not part of the data.
+    expect(Object.keys(list)).toEqual(["models"]);
+  });
+});
+
+describe("client.systemOne", () => {
+  it("answers each question with the answer of its type, as plain typed objects", async () => {
+    const reply = await client.systemOne({
+      state: { ticket: "The invoice was charged twice this month.", customer: "ACME" },
+      questions: {
+        money: noul("Does the customer report a problem with money?"),
+        topic: choice({ billing: "payments and invoices", bug: null, praise: "compliments" }, "What is the ticket about?"),
+        severity: score(["none", { label: "some", examples: ["slow page"] }, "severe"], "How severe is it?"),
+        written: { type: "choice", criteria: { yes: null, no: null } },
+      },
+    });
+    expect(reply.model).toBe(stack().releaseId);
+    expect(reply._request_id).toMatch(/^req_/);
+    expect(Object.keys(reply.answers)).toEqual(["money", "topic", "severity", "written"]);
+
+    const { money, topic, severity, written } = reply.answers;
+    expectTypeOf(topic.choice).toEqualTypeOf<"billing" | "bug" | "praise">();
+    expectTypeOf(written.choice).toEqualTypeOf<"yes" | "no">();
+    expectTypeOf(severity.score).toEqualTypeOf<number>();
+    expectTypeOf(money.noul).toEqualTypeOf<number>();
+    expect(money.type).toBe("noul");
+    expect(money.noul).toBeGreaterThanOrEqual(0);
+    expect(money.noul).toBeLessThanOrEqual(1);
+    expect(topic.type).toBe("choice");
+    expect(Object.keys(topic.probabilities)).toEqual(["billing", "bug", "praise"]);
+    expect(Object.values(topic.probabilities).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    expect(topic.choice).toBe(Object.entries(topic.probabilities).sort((a, b) => b[1] - a[1])[0]![0]);
+    expect(severity).toMatchObject({ type: "score", legend: { "0": "none", "1": { label: "some", examples: ["slow page"] }, "2": "severe" } });
+    expect(severity.score).toBeGreaterThanOrEqual(0);
+    expect(severity.score).toBeLessThanOrEqual(2);
+    expect(written.type).toBe("choice");
+    expect(reply.usage.output_tokens).toBeGreaterThan(0);
+    expect(Number.isInteger(reply.usage.input_tokens)).toBe(true);
+  });
+
+  it("sends the client's defaultModel when the request names none, and the request's model over it", async () => {
+    const misnamed = stackClient(account.key.secret, { defaultModel: "no-such-model" });
+    const err = await rejection(misnamed.systemOne({ state: "s", questions: { q: noul("?") } }));
+    expect(err).toBeInstanceOf(NotFoundError);
+    expect(err).toMatchObject({ status: 404, code: "model_not_found" });
+    const reply = await misnamed.systemOne({ model: SHARED_ALIAS, state: "charged twice", questions: { q: noul("Is it about money?") } });
+    expect(reply.model).toBe(stack().releaseId);
+  });
+
+  it("builds questions with the helpers, keeping the order of option names a JavaScript object would reorder", () => {
+    expect(noul("Urgent?")).toEqual({ type: "noul", instructions: "Urgent?" });
+    expect(noul(undefined, { true: "urgent", false: null })).toEqual({ type: "noul", criteria: { true: "urgent", false: null } });
+    expect(choice(["billing", "bug"])).toEqual({ type: "choice", criteria: { billing: null, bug: null } });
+    expect(choice({ a: "first" }, { rule: "pick one" })).toEqual({ type: "choice", criteria: { a: "first" }, instructions: { rule: "pick one" } });
+    expect(score(["low", "high"])).toEqual({ type: "score", criteria: ["low", "high"] });
+    const numbered = choice(["10", "2", "1"]);
+    expect(numbered.criteria).toBeInstanceOf(Map);
+    expect(stringifyJson(numbered)).toBe('{"type":"choice","criteria":{"10":null,"2":null,"1":null}}');
+  });
+});
+
+describe("errors from the real service", () => {
+  it("401: a wrong key is an AuthenticationError with the code, the message and the request id", async () => {
+    const err = await rejection(stackClient("svc_0000000000000000.wrong").models.list());
+    expect(err).toBeInstanceOf(AuthenticationError);
+    expect(err).toBeInstanceOf(APIError);
+    expect(err).toMatchObject({ name: "AuthenticationError", status: 401, code: "invalid_credentials" });
+    expect((err as APIError).message.length).toBeGreaterThan(0);
+    expect((err as APIError).requestId).toMatch(/^req_/);
+  });
+
+  it("404: an unknown batch, and another account's batch, are the same NotFoundError", async () => {
+    const mine = await client.batches.create();
+    const other = await newAccount();
+    for (const promise of [client.batches.retrieve(UNKNOWN_BATCH), stackClient(other.key.secret).batches.retrieve(mine.id)]) {
+      const err = await rejection(promise);
+      expect(err).toBeInstanceOf(NotFoundError);
+      expect(err).toMatchObject({ status: 404, code: "not_found", message: "no batch with this id in this account" });
+    }
+  });
+
+  it("409: submitting before the upload, and reading results before the end, are ConflictErrors", async () => {
+    const batch = await client.batches.create();
+    expect(await rejection(client.batches.submit(batch.id))).toMatchObject({ name: "ConflictError", status: 409, code: "upload_incomplete" });
+    expect(await rejection(client.batches.results(batch.id).toArray())).toBeInstanceOf(ConflictError);
+    expect(await rejection(client.batches.results(batch.id).toArray())).toMatchObject({ code: "batch_not_finished" });
+  });
+
+  it("410: results after their retention period are a GoneError", async () => {
+    const batch = await client.batches.create();
+    await finishDirectly(batch.id, 1, LIMITS.bulkDataRetentionMs + 60_000);
+    const err = await rejection(client.batches.results(batch.id).toArray());
+    expect(err).toBeInstanceOf(GoneError);
+    expect(err).toMatchObject({ status: 410, code: "results_expired" });
+  });
+
+  it("422: an invalid body is an UnprocessableEntityError naming the problem", async () => {
+    const err = await rejection(client.systemOne({ state: "s", questions: { q: choice(["only"]) } }));
+    expect(err).toBeInstanceOf(UnprocessableEntityError);
+    expect(err).toMatchObject({ status: 422, code: "invalid_request" });
+    expect((err as Error).message).toMatch(/at least 2 options/);
+  });
+
+  it("429: an account limit is a RateLimitError with the wait it names; batch quotas too", async () => {
+    const limited = await newAccount();
+    await withDb((db) => setSettings(db, limited.accountId, { tokens_per_second: 1, max_active_batches: 1 }));
+    const limitedClient = stackClient(limited.key.secret, { maxRetries: 0 });
+    const err = await rejection(limitedClient.systemOne({ state: "s", questions: { q: noul("?") } }));
+    expect(err).toBeInstanceOf(RateLimitError);
+    expect(err).toMatchObject({ status: 429, code: "rate_limited" });
+    expect((err as RateLimitError).retryAfterMs).toBeGreaterThan(0);
+    expect((err as RateLimitError).retryAfterMs).toBeLessThanOrEqual(1000);
+
+    await limitedClient.batches.create();
+    const quota = await rejection(limitedClient.batches.create());
+    expect(quota).toBeInstanceOf(RateLimitError);
+    expect(quota).toMatchObject({ code: "active_batch_limit", retryAfterMs: 60_000 });
+  });
+
+  it("other statuses are a plain APIError: a second upload of one batch's input (412)", async () => {
+    const batch = await client.batches.create();
+    await client.batches.upload(batch, [noulRecord("a")]);
+    const err = await rejection(client.batches.upload(batch, [noulRecord("b")]));
+    expect(err).toBeInstanceOf(APIError);
+    expect(Object.getPrototypeOf(err)).toBe(APIError.prototype);
+    expect(err).toMatchObject({ status: 412, code: "already_uploaded" });
+  });
+});
+
+describe("retries", () => {
+  it("retry a 429 once the wait the service names has passed", async () => {
+    const limited = await newAccount();
+    await withDb((db) => setSettings(db, limited.accountId, { requests_per_second: 1 }));
+    for (let tries = 0; tries < 5; tries++) {
+      const recorder = recordingFetch();
+      // This second's one request goes first; the client's first attempt then lands in the same second, unless the second turned in between.
+      await call("/v1/models", { token: limited.key.secret });
+      const list = await stackClient(limited.key.secret, { fetch: recorder.fetch }).models.list();
+      if (recorder.sent[0]!.status === 200) continue;
+      expect(recorder.sent.map((s) => s.status)).toEqual([429, 200]);
+      const asked = Number(recorder.sent[0]!.responseHeaders.get("retry-after-ms"));
+      expect(asked).toBeGreaterThan(0);
+      expect(recorder.sent[1]!.startedAt - recorder.sent[0]!.endedAt).toBeGreaterThanOrEqual(asked - 2);
+      expect(list.models.length).toBeGreaterThan(0);
+      return;
+    }
+    throw new Error("the client's request never shared a second with the one before it");
+  });
+
+  it("stop after maxRetries: a decision its account's token limit always refuses is sent 1 + maxRetries times", async () => {
+    const limited = await newAccount();
+    await withDb((db) => setSettings(db, limited.accountId, { tokens_per_second: 1 }));
+    const recorder = recordingFetch();
+    const err = await rejection(stackClient(limited.key.secret, { fetch: recorder.fetch, maxRetries: 2 }).systemOne({ state: "s", questions: { q: noul("?") } }));
+    expect(err).toBeInstanceOf(RateLimitError);
+    expect(recorder.sent.map((s) => s.status)).toEqual([429, 429, 429]);
+    const again = recordingFetch();
+    await rejection(stackClient(limited.key.secret, { fetch: again.fetch }).systemOne({ state: "s", questions: { q: noul("?") } }, { maxRetries: 0 }));
+    expect(again.sent).toHaveLength(1);
+  });
+
+  it("retry a 529 (full lane), honouring retry-after-ms, then give the OverloadedError", async () => {
+    const fake = await started(fakeServiceAnswering(529, { "retry-after-ms": "100", "retry-after": "1" }));
+    const began = Date.now();
+    const err = await rejection(fakeClient(fake).systemOne({ state: "s", questions: { q: noul("?") } }));
+    expect(Date.now() - began).toBeGreaterThanOrEqual(200);
+    expect(Date.now() - began).toBeLessThan(1000);
+    expect(err).toBeInstanceOf(OverloadedError);
+    expect(err).toMatchObject({ status: 529, code: "lane_full", requestId: "req_fake3" });
+    expect(fake.requests).toBe(3);
+  });
+
+  it("back off exponentially after a 529 that names no wait", async () => {
+    const fake = await started(fakeServiceAnswering(529));
+    const began = Date.now();
+    await rejection(fakeClient(fake, { maxRetries: 2 }).models.list());
+    // 500 ms then 1000 ms, each less up to a quarter of jitter.
+    expect(Date.now() - began).toBeGreaterThanOrEqual(1125);
+    expect(Date.now() - began).toBeLessThan(3000);
+    expect(fake.requests).toBe(3);
+  });
+
+  it("do not wait out a Retry-After over a minute: the caller gets the error at once", async () => {
+    const fake = await started(fakeServiceAnswering(529, { "retry-after": "120" }));
+    const err = await rejection(fakeClient(fake).models.list());
+    expect(err).toMatchObject({ status: 529, retryAfterMs: 120_000 });
+    expect(fake.requests).toBe(1);
+  });
+
+  it("never resend a decision after 503, 504, a timeout or a dropped connection", async () => {
+    const unavailable = await started(fakeServiceAnswering(503, { "retry-after": "1" }));
+    const timeout = await started(fakeServiceAnswering(504));
+    const hanging = await started(fakeServiceHanging());
+    const dropping = await started(fakeServiceDroppingConnections());
+    const decide = (fake: Fake, options: ClientOptions = {}) => fakeClient(fake, { maxRetries: 5, ...options }).systemOne({ state: "s", questions: { q: noul("?") } });
+
+    expect(await rejection(decide(unavailable))).toBeInstanceOf(ServiceUnavailableError);
+    expect(await rejection(decide(timeout))).toBeInstanceOf(GatewayTimeoutError);
+    const began = Date.now();
+    const late = await rejection(decide(hanging, { timeout: 300 }));
+    expect(late).toBeInstanceOf(APIConnectionTimeoutError);
+    expect(late).toBeInstanceOf(APIConnectionError);
+    expect(late).toMatchObject({ status: undefined, message: expect.stringMatching(/within 300 ms/) });
+    expect(Date.now() - began).toBeLessThan(2000);
+    const dropped = await rejection(decide(dropping));
+    expect(dropped).toBeInstanceOf(APIConnectionError);
+    expect(dropped).not.toBeInstanceOf(APIConnectionTimeoutError);
+    for (const fake of [unavailable, timeout, hanging, dropping]) expect(fake.requests).toBe(1);
+  });
+
+  it("stop at once when the caller aborts, waiting or not", async () => {
+    const hanging = await started(fakeServiceHanging());
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    expect(await rejection(fakeClient(hanging).models.list({ signal: controller.signal }))).toBeInstanceOf(APIUserAbortError);
+    const full = await started(fakeServiceAnswering(529, { "retry-after": "30" }));
+    const waiting = new AbortController();
+    setTimeout(() => waiting.abort(), 100);
+    const began = Date.now();
+    expect(await rejection(fakeClient(full).models.list({ signal: waiting.signal }))).toBeInstanceOf(APIUserAbortError);
+    expect(Date.now() - began).toBeLessThan(2000);
+  });
+});
+
+describe("connections", () => {
+  it(`keep at most ${LIMITS.httpConnectionsPerService} requests and connections open to one service for 100 calls at once`, async () => {
+    const fake = await started(fakeServiceCountingConnections(50));
+    const many = fakeClient(fake);
+    await Promise.all(Array.from({ length: 100 }, (_, i) => many.systemOne({ state: `s${i}`, questions: { q: noul("?") } })));
+    expect(fake.requests).toBe(100);
+    expect(fake.maxInFlight).toBe(LIMITS.httpConnectionsPerService);
+    expect(fake.maxSockets).toBeLessThanOrEqual(LIMITS.httpConnectionsPerService);
+  });
+
+  it("never follow a redirect: a 3xx is an APIError and the new address is not contacted", async () => {
+    for (const status of [302, 307, 308] as const) {
+      const fake = await started(fakeServiceRedirecting(status, `${stack().baseUrl}/v1/models`));
+      const recorder = recordingFetch();
+      const err = await rejection(fakeClient(fake, { apiKey: account.key.secret, fetch: recorder.fetch }).models.list());
+      expect(err).toBeInstanceOf(APIError);
+      expect(err).toMatchObject({ status, message: expect.stringMatching(/redirects are not followed/) });
+      expect(recorder.sent.map((s) => s.url)).toEqual([`${fake.url}/v1/models`]);
+      expect(fake.requests).toBe(1);
+    }
+  });
+});
+
+describe("client.batches", () => {
+  it("create, upload a JSONL file by path (without the API key), submit, retrieve, wait and read results", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sdk-batch-"));
+    try {
+      const file = join(dir, "input.jsonl");
+      writeFileSync(file, [noulRecord("t-1"), noulRecord("t-2")].map((r) => JSON.stringify(r)).join("\n") + "\n");
+      const recorder = recordingFetch();
+      const batches = stackClient(account.key.secret, { fetch: recorder.fetch }).batches;
+      const key = `sdk-path-${Date.now()}`;
+      const batch = await batches.create({ idempotencyKey: key });
+      remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
+      expect(batch).toMatchObject({ object: "batch", status: "uploading", idempotency_key: key });
+      expect((await batches.create({ idempotencyKey: key })).id).toBe(batch.id);
+
+      const uploaded = await batches.upload(batch, file);
+      expect(uploaded.size).toBe(Buffer.byteLength(JSON.stringify(noulRecord("t-1")) + JSON.stringify(noulRecord("t-2")) + "\n\n"));
+      const put = recorder.sent.find((s) => s.method === "PUT")!;
+      expect(put.headers.get("authorization")).toBeNull();
+      expect(put.headers.get("if-none-match")).toBe("*");
+      // Once the input is there, the same key gives the same batch and no new destination.
+      expect((await batches.create({ idempotencyKey: key })).upload).toBeUndefined();
+
+      expect((await batches.submit(batch.id)).status).toBe("queued");
+      expect((await batches.submit(batch.id)).status).not.toBe("uploading");
+      expect((await batches.retrieve(batch.id)).id).toBe(batch.id);
+      const done = await batches.wait(batch.id, { pollInterval: 200 });
+      expect(done).toMatchObject({ status: "completed", request_counts: { total: 2, completed: 2, failed: 0 } });
+      const records = await batches.results(batch.id).toArray();
+      expect(records.map((r) => r.custom_id)).toEqual(["t-1", "t-2"]);
+      for (const record of records) {
+        if (!("response" in record)) throw new Error(`record ${record.custom_id} failed: ${record.error.message}`);
+        expect(record.response.answers.money).toMatchObject({ type: "noul" });
+        // A file is sent as it is: its records name no model, so the service's default answered.
+        expect(record.response.model).toBe(stack().releaseId);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("run: records in, the terminal batch and its results out, with progress, records defaulting to the client's model", async () => {
+    const runner = stackClient(account.key.secret, { defaultModel: "no-such-model" });
+    const seen: string[] = [];
+    const { batch, results } = await runner.batches.run(
+      [noulRecord("named", { model: SHARED_ALIAS }), noulRecord("defaulted"), { custom_id: "invalid", body: { state: "s", questions: { q: choice(["one"]) } } }],
+      { pollInterval: 200, onProgress: (b) => seen.push(b.status) },
+    );
+    expect(batch).toMatchObject({ status: "completed", request_counts: { total: 3, completed: 1, failed: 2 } });
+    expect(seen.at(-1)).toBe("completed");
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+    const records = [];
+    for await (const record of results) records.push(record);
+    expect(records.map((r) => r.custom_id)).toEqual(["named", "defaulted", "invalid"]);
+    expect(records[0]).toMatchObject({ response: { model: stack().releaseId, answers: { money: { type: "noul" } } } });
+    expect(records[1]).toMatchObject({ error: { status: 404, code: "model_not_found" } });
+    expect(records[2]).toMatchObject({ error: { status: 422, code: "invalid_request" } });
+    expect(await results.toArray()).toEqual(records);
+  });
+
+  it("run: bytes are sent as they are, and a file the worker refuses ends a failed batch with no results", async () => {
+    const { batch, results } = await client.batches.run(new TextEncoder().encode('{"custom_id":"a","body":{}}\n{not json\n'), { pollInterval: 200 });
+    expect(batch).toMatchObject({ status: "failed", error: { code: "invalid_jsonl", line: 2 } });
+    expect(await results.toArray()).toEqual([]);
+  });
+
+  it("run resumes the batch of its idempotency key instead of making another", async () => {
+    const key = `sdk-resume-${Date.now()}`;
+    const first = await client.batches.run([noulRecord("r-1")], { idempotencyKey: key, pollInterval: 200 });
+    const again = await client.batches.run([noulRecord("r-1")], { idempotencyKey: key, pollInterval: 200 });
+    expect(again.batch.id).toBe(first.batch.id);
+    expect(again.batch.status).toBe("completed");
+    expect((await again.results.toArray()).map((r) => r.custom_id)).toEqual(["r-1"]);
+  });
+
+  it("stop waiting when the caller aborts, leaving the batch as it is; an aborted run sends nothing", async () => {
+    const batch = await client.batches.create();
+    const controller = new AbortController();
+    const polls: string[] = [];
+    setTimeout(() => controller.abort(), 300);
+    const err = await rejection(client.batches.wait(batch.id, { pollInterval: 50, signal: controller.signal, onProgress: (b) => polls.push(b.status) }));
+    expect(err).toBeInstanceOf(APIUserAbortError);
+    expect((err as Error).message).toContain(`stopped waiting for batch ${batch.id}`);
+    expect(polls.length).toBeGreaterThan(1);
+    expect(new Set(polls)).toEqual(new Set(["uploading"]));
+    expect((await client.batches.retrieve(batch.id)).status).toBe("uploading");
+    // Aborted during a poll rather than between two: the same answer.
+    const hanging = await started(fakeServiceHanging());
+    const duringPoll = await rejection(fakeClient(hanging).batches.wait(batch.id, { signal: AbortSignal.timeout(100) }));
+    expect(duringPoll).toMatchObject({ name: "APIUserAbortError", message: expect.stringContaining(`stopped waiting for batch ${batch.id}`) });
+
+    const recorder = recordingFetch();
+    const aborted = AbortSignal.abort();
+    expect(await rejection(stackClient(account.key.secret, { fetch: recorder.fetch }).batches.run([noulRecord("x")], { signal: aborted }))).toBeInstanceOf(APIUserAbortError);
+    expect(recorder.sent).toEqual([]);
+  });
+
+  it("cancel a batch that has not finished; a finished one is returned unchanged", async () => {
+    const batch = await client.batches.create();
+    await client.batches.upload(batch, [noulRecord("c-1")]);
+    const cancelled = await client.batches.cancel(batch.id);
+    expect(cancelled).toMatchObject({ id: batch.id, status: "cancelled" });
+    expect(cancelled.finished_at).not.toBeNull();
+    expect(await client.batches.cancel(batch.id)).toMatchObject({ status: "cancelled", finished_at: cancelled.finished_at });
+    expect(await client.batches.results(batch.id).toArray()).toEqual([]);
+  });
+
+  it("list the account's batches newest first, page by page", async () => {
+    const lister = await newAccount();
+    const own = stackClient(lister.key.secret);
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push((await own.batches.create({ idempotencyKey: `list-${i}` })).id);
+    const first = await own.batches.list({ limit: 2 });
+    expect(first).toMatchObject({ object: "list", has_more: true });
+    expect(first.data.map((b) => b.id)).toEqual([made[2], made[1]]);
+    const second = await own.batches.list({ limit: 2, after: first.next_cursor! });
+    expect(second).toMatchObject({ has_more: false, next_cursor: null });
+    expect(second.data.map((b) => b.id)).toEqual([made[0]]);
+    expect((await own.batches.list()).data).toHaveLength(3);
+  });
+
+  it("read results page by page as they are iterated, from any cursor", async () => {
+    const batch = await client.batches.create();
+    await finishDirectly(batch.id, 2 * LIMITS.bulkResultsPage + 5);
+    const recorder = recordingFetch();
+    const reader = stackClient(account.key.secret, { fetch: recorder.fetch });
+    const ids: string[] = [];
+    for await (const record of reader.batches.results(batch.id)) {
+      ids.push(record.custom_id);
+      // Only the pages read so far have been fetched.
+      expect(recorder.sent).toHaveLength(Math.floor((ids.length - 1) / LIMITS.bulkResultsPage) + 1);
+    }
+    expect(ids).toEqual(Array.from({ length: 45 }, (_, i) => `r${i + 1}`));
+    expect(recorder.sent.map((s) => new URL(s.url).searchParams.get("after"))).toEqual(["0", "20", "40"]);
+    const pages = [];
+    for await (const page of reader.batches.results(batch.id, { after: 40 }).pages()) pages.push(page);
+    expect(pages).toHaveLength(1);
+    expect(pages[0]).toMatchObject({ object: "list", next_cursor: null });
+    expect(pages[0]!.data.map((r) => r.custom_id)).toEqual(["r41", "r42", "r43", "r44", "r45"]);
+  });
+
+  it("refuse input that cannot be accepted before sending anything", async () => {
+    const recorder = recordingFetch();
+    const batches = stackClient(account.key.secret, { fetch: recorder.fetch }).batches;
+    const tooMany = Array.from({ length: LIMITS.bulkFileRecords + 1 }, (_, i) => noulRecord(`m-${i}`));
+    expect(await rejection(batches.run(tooMany))).toBeInstanceOf(InputError);
+    expect(await rejection(batches.run([]))).toMatchObject({ name: "InputError", message: "the batch has no records" });
+    expect(await rejection(batches.run(new Uint8Array()))).toMatchObject({ name: "InputError", message: "the batch file is empty" });
+    expect(await rejection(batches.run(new Uint8Array(LIMITS.bulkFileBytes + 1)))).toMatchObject({ message: expect.stringMatching(/at most 26214400 bytes/) });
+    expect(await rejection(batches.run(join(tmpdir(), "no-such-dir", "input.jsonl")))).toMatchObject({ message: expect.stringMatching(/cannot read the batch file/) });
+    expect(await rejection(batches.upload({}, [noulRecord("x")]))).toBeInstanceOf(InputError);
+    const remote = { url: "http://storage.example.test/batches/x/input.jsonl", method: "PUT" as const, headers: {}, expires_at: "" };
+    expect(await rejection(batches.upload({ upload: remote }, [noulRecord("x")]))).toMatchObject({ message: expect.stringMatching(/unusable upload address.*plaintext http/) });
+    expect(recorder.sent).toEqual([]);
+  });
+});
+
+describe("the packed package", () => {
+  it("installs from its tarball with npm and makes a real call under plain Node, without Bun", { timeout: 300_000 }, () => {
+    const dir = mkdtempSync(join(tmpdir(), "sdk-pack-"));
+    try {
+      const env = plainNodeEnv();
+      expect(() => run("sh", ["-c", "command -v bun"], { env })).toThrow();
+      run("npm", ["pack", "--pack-destination", dir], { cwd: SDK_DIR, env });
+      const tarball = join(dir, `decision-service-sdk-${VERSION}.tgz`);
+      const files = run("tar", ["-tzf", tarball], { env }).split("\n").filter(Boolean).sort();
+      expect(files).toContain("package/dist/index.js");
+      expect(files).toContain("package/dist/index.d.ts");
+      expect(files).toContain("package/README.md");
+      expect(files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"))).toEqual([]);
+
+      const app = join(dir, "app");
+      mkdirSync(app);
+      writeFileSync(join(app, "package.json"), JSON.stringify({ name: "sdk-user", private: true, type: "module" }));
+      run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", tarball], { cwd: app, env });
+      expect(readdirSync(join(app, "node_modules")).filter((name) => !name.startsWith(".")).sort()).toEqual(["@decision-service", "zod"]);
+
+      writeFileSync(
+        join(app, "first-call.mjs"),
+        `import { Client, noul, NotFoundError, VERSION } from "@decision-service/sdk";
+const client = new Client();
+const { models } = await client.models.list();
+const reply = await client.systemOne({ state: "I was charged twice", questions: { money: noul("Is it about money?") } });
+const missing = await client.batches.retrieve("${UNKNOWN_BATCH}").catch((err) => err);
+console.log(JSON.stringify({ version: VERSION, models: models.map((m) => m.name), model: reply.model, noul: reply.answers.money.noul, notFound: missing instanceof NotFoundError, bun: typeof Bun }));
+`,
+      );
+      const out = run("node", ["first-call.mjs"], { cwd: app, env: { ...env, SVC_API_KEY: account.key.secret, SVC_BASE_URL: stack().baseUrl } });
+      const result = JSON.parse(out.trim().split("\n").at(-1)!);
+      expect(result).toMatchObject({ version: "0.1.0", models: [stack().releaseId], model: stack().releaseId, notFound: true, bun: "undefined" });
+      expect(result.noul).toBeGreaterThanOrEqual(0);
+
+      // The declarations work for a strict TypeScript user with Node's own module resolution.
+      writeFileSync(
+        join(app, "typed.ts"),
+        `import { Client, choice, type DecisionResponse } from "@decision-service/sdk";
+export async function topic(client: Client): Promise<"billing" | "bug"> {
+  const reply = await client.systemOne({ state: "s", questions: { topic: choice(["billing", "bug"]) } });
+  const whole: DecisionResponse = reply;
+  return whole.model === "" ? "bug" : reply.answers.topic.choice;
+}
+`,
+      );
+      writeFileSync(
+        join(app, "tsconfig.json"),
+        JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", lib: ["ES2023", "DOM"], types: [], strict: true, noEmit: true }, files: ["typed.ts"] }),
+      );
+      run("node", [join(import.meta.dirname, "..", "node_modules", "typescript", "bin", "tsc"), "-p", app], { cwd: app, env });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("has the version of its package.json", () => {
+    const pkg = JSON.parse(readFileSync(join(SDK_DIR, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+    expect(pkg).toMatchObject({ name: "@decision-service/sdk", version: VERSION, engines: { node: ">=20" }, dependencies: { zod: "4.6.7" } });
+    expect(Object.keys(pkg.dependencies)).toEqual(["zod"]);
+  });
+});

@@ -13,6 +13,7 @@
  * or a model), a UTF-16 surrogate without its pair (not a Unicode string), and numbers too large to
  * represent. Depth counts containers: a scalar is 0, `{}` and `[]` are 1.
  */
+import type { ZodError } from "zod";
 
 export type Json = null | boolean | number | string | Json[] | JsonMap | { [key: string]: Json };
 export type JsonMap = Map<string, Json>;
@@ -227,4 +228,24 @@ export function toRecord(value: unknown): unknown {
   const record = Object.create(null) as Record<string, unknown>;
   for (const [key, member] of value) record[key] = member;
   return record;
+}
+
+/**
+ * "questions.q1.criteria: a choice needs at least 2 options; name: name is required". At most five
+ * issues; paths shorten long keys, unknown fields are named by a short prefix, and each message is cut
+ * short, so no error body grows with the input.
+ */
+export function describeIssues(error: ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((issue) => {
+      const message =
+        issue.code === "unrecognized_keys"
+          ? `unknown field ${formatPath([issue.keys[0] ?? ""])}${issue.keys.length > 1 ? ` and ${issue.keys.length - 1} more` : ""}`
+          : issue.message.length > 4 * ECHO_MAX
+            ? `${issue.message.slice(0, 4 * ECHO_MAX)}…`
+            : issue.message;
+      return issue.path.length > 0 ? `${formatPath(issue.path)}: ${message}` : message;
+    })
+    .join("; ");
 }

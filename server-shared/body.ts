@@ -15,7 +15,7 @@
  */
 import type { Context } from "hono";
 import type { z } from "zod";
-import { ECHO_MAX, formatPath, JsonError, parseJson } from "../contract/json.ts";
+import { describeIssues, JsonError, parseJson } from "../contract/json.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { ServiceError } from "./errors.ts";
 
@@ -78,24 +78,4 @@ function validate<T>(schema: z.ZodType<T>, value: unknown): T {
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw new ServiceError("invalid_request", describeIssues(parsed.error));
   return parsed.data;
-}
-
-/**
- * "questions.q1.criteria: a choice needs at least 2 options; name: name is required". At most five
- * issues; paths shorten long keys, unknown fields are named by a short prefix, and each message is cut
- * short, so no error body grows with the input.
- */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .slice(0, 5)
-    .map((issue) => {
-      const message =
-        issue.code === "unrecognized_keys"
-          ? `unknown field ${formatPath([issue.keys[0] ?? ""])}${issue.keys.length > 1 ? ` and ${issue.keys.length - 1} more` : ""}`
-          : issue.message.length > 4 * ECHO_MAX
-            ? `${issue.message.slice(0, 4 * ECHO_MAX)}…`
-            : issue.message;
-      return issue.path.length > 0 ? `${formatPath(issue.path)}: ${message}` : message;
-    })
-    .join("; ");
 }

@@ -17,7 +17,7 @@ import { DecisionRequest, type DecisionResponse, type Usage } from "../../contra
 import { ERROR_STATUS, type ErrorCode } from "../../contract/errors.ts";
 import { JsonError, parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS, SHARED_ALIAS } from "../../contract/limits.ts";
-import { describeIssues } from "../../server-shared/body.ts";
+import { describeIssues } from "../../contract/json.ts";
 import { decisionViolation } from "../../server-shared/decisions.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { admit } from "../../server-shared/quota.ts";

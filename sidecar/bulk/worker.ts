@@ -30,7 +30,7 @@ import { readInput, type EdgeLink } from "./grants.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import { servedRelease } from "../runtime/registry.ts";
 import { errorRecord, frozenRelease, modelOf, processRecord, type FrozenModels, type ResultOutcome, type StoredRecord } from "./records.ts";
-import { validateInput } from "./validate.ts";
+import { validateInput } from "../../contract/batch-file.ts";
 
 export interface WorkerTiming {
   leaseMs: number;

@@ -1,6 +1,6 @@
 /**
- * File-level validation of a batch's input (runs in the sidecar's bulk worker, before any
- * inference): the file must be non-empty, at most LIMITS.bulkFileBytes and LIMITS.bulkFileRecords,
+ * File-level validation of a batch's input: the sidecar's bulk worker applies it before any
+ * inference, and the command-line tool before it uploads a file, so both refuse the same files: the file must be non-empty, at most LIMITS.bulkFileBytes and LIMITS.bulkFileRecords,
  * UTF-8, one `{custom_id, body}` object per line with unique non-empty string ids, and hold no U+0000
  * anywhere, raw or escaped. The first violation fails the whole batch with an error naming its line.
  * A record whose `body` is not a valid decision request is not a file error: its result is a 422
@@ -12,10 +12,9 @@
  *
  * Lines are numbered from 1 as in the file. Empty lines are allowed only at the end of the file.
  */
-import { InputLine, type BatchError } from "../../contract/batches.ts";
-import { JsonError, parseJson, stringifyJson } from "../../contract/json.ts";
-import { LIMITS } from "../../contract/limits.ts";
-import { describeIssues } from "../../server-shared/body.ts";
+import { InputLine, type BatchError } from "./batches.ts";
+import { describeIssues, JsonError, parseJson, stringifyJson } from "./json.ts";
+import { LIMITS } from "./limits.ts";
 
 export interface InputRecord {
   /** 1-based line number in the file. */
@@ -39,7 +38,7 @@ export function validateInput(bytes: Uint8Array): Validation {
   if (lines.length > LIMITS.bulkFileRecords) {
     return fail("too_many_records", `the file holds ${lines.length} lines; a batch holds at most ${LIMITS.bulkFileRecords} records`, LIMITS.bulkFileRecords + 1);
   }
-  const decoder = new TextDecoder("utf-8", { fatal: true });
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
   const records: InputRecord[] = [];
   const seen = new Map<string, number>();
   for (const [i, raw] of lines.entries()) {

@@ -42,3 +42,10 @@ export function parseApiKey(token: string): { id: string } | null {
   const match = API_KEY_PATTERN.exec(token);
   return match?.[1] ? { id: match[1] } : null;
 }
+
+/**
+ * GET /v1/sign-in: where the command-line tool's browser sign-in goes (a public client with
+ * authorization code + PKCE and a loopback redirect), and the scope its user token needs.
+ */
+export const SignInTarget = z.object({ issuer: z.string(), client_id: z.string(), scope: z.string() });
+export type SignInTarget = z.infer<typeof SignInTarget>;

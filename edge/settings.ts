@@ -8,6 +8,7 @@
  *   UPSTASH_REDIS_REST_TOKEN
  *   SIDECAR_SECRET              shared with every sidecar; which sidecar serves a release is the registry's
  *   OIDC_ISSUER, OIDC_AUDIENCE, OIDC_JWKS_URL   the identity provider whose user tokens manage keys
+ *   OIDC_CLI_CLIENT_ID          the provider's public client for `svc login` (GET /v1/sign-in); default svc-cli
  *   ALLOWED_ORIGIN              the one browser origin allowed (CORS); unset allows none
  *   STORAGE_ACCESS_KEY_ID,      the key pair that signs storage grants (edge/storage.ts): an R2 API
  *   STORAGE_SECRET_ACCESS_KEY   token's S3 credentials when grants point at R2, any random pair otherwise
@@ -26,6 +27,7 @@ export const EdgeSettings = z.object({
   OIDC_ISSUER: required(),
   OIDC_AUDIENCE: required(),
   OIDC_JWKS_URL: serviceUrl(),
+  OIDC_CLI_CLIENT_ID: optional().transform((value) => value ?? "svc-cli"),
   ALLOWED_ORIGIN: optional(),
   STORAGE_ACCESS_KEY_ID: required(),
   STORAGE_SECRET_ACCESS_KEY: required(),

@@ -1,0 +1,40 @@
+/**
+ * What a `svc` command runs with (runs in a user's terminal): its streams, the environment, the
+ * signal that Ctrl-C aborts, the settings, and an SDK client made from them.
+ *
+ *     const client = ctx.client({ timeout: 10_000 });
+ *     const { models } = await client.models.list({ signal: ctx.signal });
+ */
+import type { ReadStream } from "node:tty";
+import { Client, type ClientOptions } from "./sdk.ts";
+import { requireCredentials, resolveSettings, type Env, type Settings } from "./settings.ts";
+
+export interface Context {
+  env: Env;
+  stdin: NodeJS.ReadableStream & Partial<Pick<ReadStream, "isTTY" | "setRawMode">>;
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+  /** Aborted by Ctrl-C (SIGINT); pass it to every request. */
+  signal: AbortSignal;
+  /** The settings (read once); throws SettingsError for a bad variable or saved file. */
+  settings(): Settings;
+  /** A client with the settings' key and base URL; throws SettingsError when either is missing. */
+  client(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
+  /** One line of status on standard error. */
+  status(line: string): void;
+}
+
+export function createContext(io: Pick<Context, "env" | "stdin" | "stdout" | "stderr" | "signal">): Context {
+  let settings: Settings | undefined;
+  const ctx: Context = {
+    ...io,
+    settings: () => (settings ??= resolveSettings(io.env)),
+    client(options = {}) {
+      const current = ctx.settings();
+      const { apiKey, baseUrl } = requireCredentials(current);
+      return new Client({ apiKey, baseURL: baseUrl, defaultModel: current.defaultModel, ...options });
+    },
+    status: (line) => void io.stderr.write(`${line}\n`),
+  };
+  return ctx;
+}

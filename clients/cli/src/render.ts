@@ -1,0 +1,85 @@
+/**
+ * Readable output of `svc decide` and `svc models` (runs in a user's terminal): each answer with its
+ * probabilities and a small bar per option, in the order the request gave its questions and options.
+ *
+ *     money  noul  false (p(true) = 0.283)
+ *       true   0.283  ██████░░░░░░░░░░░░░░
+ *       false  0.717  ██████████████░░░░░░
+ *     level  score  1.08 of 0-2 (confidence 0.230)
+ *       0 low     0.261  █████░░░░░░░░░░░░░░░
+ *       1 medium  0.402  ████████░░░░░░░░░░░░
+ *       2 high    0.337  ███████░░░░░░░░░░░░░
+ */
+import { stringifyJson } from "../../../contract/json.ts";
+import type { Answer, DecisionResponse, ModelItem } from "./sdk.ts";
+
+const BAR_WIDTH = 20;
+/** Labels longer than this are cut, so a bar stays on its line. */
+const LABEL_MAX = 40;
+
+export function bar(probability: number, width = BAR_WIDTH): string {
+  const filled = Math.round(Math.min(1, Math.max(0, probability)) * width);
+  return "█".repeat(filled) + "░".repeat(width - filled);
+}
+
+const fixed = (n: number) => n.toFixed(3);
+
+function label(value: unknown): string {
+  const text = typeof value === "string" ? value : stringifyJson(value);
+  return text.length > LABEL_MAX ? `${text.slice(0, LABEL_MAX - 1)}…` : text;
+}
+
+/** Rows of `label  probability  bar`, labels padded to one width. */
+function rows(entries: Array<[string, number]>): string[] {
+  const width = Math.max(...entries.map(([name]) => name.length));
+  return entries.map(([name, p]) => `  ${name.padEnd(width)}  ${fixed(p)}  ${bar(p)}`);
+}
+
+/**
+ * The keys of `probabilities` in the request's order (`order`), then any the request did not name.
+ * Answers arrive as JSON objects, which put integer-like keys first; the request knows the real order.
+ */
+function ordered(probabilities: Record<string, number>, order: readonly string[] | undefined): Array<[string, number]> {
+  const keys = [...(order ?? []).filter((key) => key in probabilities), ...Object.keys(probabilities).filter((key) => !order?.includes(key))];
+  return keys.map((key) => [key, probabilities[key]!]);
+}
+
+export function renderAnswer(id: string, answer: Answer, optionOrder?: readonly string[]): string[] {
+  switch (answer.type) {
+    case "noul": {
+      const verdict = answer.noul >= 0.5 ? "true" : "false";
+      return [`${id}  noul  ${verdict} (p(true) = ${fixed(answer.noul)})`, ...rows([["true", answer.noul], ["false", 1 - answer.noul]])];
+    }
+    case "choice":
+      return [`${id}  choice  ${label(answer.choice)} (confidence ${fixed(answer.confidence)})`, ...rows(ordered(answer.probabilities, optionOrder).map(([name, p]) => [label(name), p]))];
+    case "score": {
+      const levels = Object.keys(answer.probabilities).sort((a, b) => Number(a) - Number(b));
+      const top = levels.length - 1;
+      const entries = levels.map((level): [string, number] => [`${level} ${label(answer.legend[level] ?? "")}`, answer.probabilities[level]!]);
+      return [`${id}  score  ${answer.score.toFixed(2)} of 0-${top} (confidence ${fixed(answer.confidence)})`, ...rows(entries)];
+    }
+    default:
+      return [`${id}  ${stringifyJson(answer)}`];
+  }
+}
+
+/** Every answer, in the request's question order; `options` gives each choice question's option order. */
+export function renderDecision(response: DecisionResponse, questionOrder: readonly string[], options: Map<string, readonly string[]>): string {
+  const answers = response.answers as Record<string, Answer>;
+  const ids = [...questionOrder.filter((id) => id in answers), ...Object.keys(answers).filter((id) => !questionOrder.includes(id))];
+  return `${ids.flatMap((id) => renderAnswer(id, answers[id]!, options.get(id))).join("\n")}\n`;
+}
+
+/** One line of usage for stderr: the release that answered and the tokens it used. */
+export function usageLine(response: DecisionResponse, requestId: string | null): string {
+  const { input_tokens, output_tokens, billable_input_tokens } = response.usage;
+  const billable = billable_input_tokens === undefined ? "" : `, ${billable_input_tokens} billable`;
+  return `model ${response.model} · ${input_tokens} input tokens${billable}, ${output_tokens} output${requestId ? ` · request ${requestId}` : ""}`;
+}
+
+export function renderModels(models: readonly ModelItem[]): string {
+  if (models.length === 0) return "No models are available to this key.\n";
+  const table = [["NAME", "ALIASES", "RELEASED", "DESCRIPTION"], ...models.map((m) => [m.name, m.aliases.join(", ") || "-", m.release_date, m.description])];
+  const widths = [0, 1, 2].map((col) => Math.max(...table.map((row) => row[col]!.length)));
+  return `${table.map((row) => row.map((cell, col) => (col < 3 ? cell.padEnd(widths[col]!) : cell)).join("  ").trimEnd()).join("\n")}\n`;
+}

@@ -1,0 +1,190 @@
+/**
+ * The tools' settings (runs in a user's terminal: the `svc` CLI and the MCP server both import this
+ * module): which key and which deployment a command uses, and the saved-credentials file.
+ *
+ *     SVC_API_KEY        an API key; when set, the environment alone names the credentials
+ *     SVC_BASE_URL       the deployment's address, without /v1/... (the service publishes no default
+ *                        address, so it comes from here, the saved file or `svc login --base-url`)
+ *     SVC_DEFAULT_MODEL  the model when a command names none; default svc-shared
+ *     SVC_CONFIG_PATH    the saved-credentials file; default ~/.svc/config.json
+ *
+ * Precedence (the specification's Authentication, point 9): with SVC_API_KEY set, the key and the
+ * base URL come from the environment (SVC_BASE_URL), so an environment key is never
+ * sent to a host that was saved for another key. Otherwise the saved key and URL are used, with
+ * SVC_BASE_URL overriding the saved URL.
+ *
+ * The file is JSON, mode 0600 in a 0700 folder, replaced atomically (a temporary file beside it,
+ * then a rename), so a failed or interrupted write leaves the previous credentials as they were:
+ *
+ *     { "base_url": "https://...", "api_key": "svc_...", "session": { "issuer": ..., "access_token": ... } }
+ */
+import { randomBytes } from "node:crypto";
+import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { z } from "zod";
+import { SHARED_ALIAS } from "../../../contract/limits.ts";
+import { checkServiceUrl } from "../../../contract/urls.ts";
+
+/** A setting or the saved file is unusable. Messages name the setting or the path, never a secret. */
+export class SettingsError extends Error {
+  override readonly name = "SettingsError";
+}
+
+/** A browser sign-in (`svc login`): the identity provider's tokens for the key-management routes. */
+export const Session = z.looseObject({
+  issuer: z.string(),
+  client_id: z.string(),
+  access_token: z.string(),
+  refresh_token: z.string().optional(),
+  /** ISO time the access token expires. */
+  expires_at: z.string(),
+  /** Who signed in (the token's subject), for display. */
+  subject: z.string().optional(),
+});
+export type Session = z.infer<typeof Session>;
+
+/** The saved file. Unknown fields are kept, so an older tool does not drop what a newer one wrote. */
+export const SavedSettings = z.looseObject({
+  base_url: z.string().optional(),
+  api_key: z.string().optional(),
+  session: Session.optional(),
+});
+export type SavedSettings = z.infer<typeof SavedSettings>;
+
+export type Env = Record<string, string | undefined>;
+
+export interface Settings {
+  /** The API key to send; undefined when there is none (not signed in). */
+  apiKey: string | undefined;
+  /** The deployment; undefined when nothing names one. */
+  baseUrl: string | undefined;
+  defaultModel: string;
+  configPath: string;
+  /** Where the key came from. */
+  source: "environment" | "saved" | "none";
+}
+
+/** A variable that is set and not empty. */
+const set = (value: string | undefined) => (value === undefined || value === "" ? undefined : value);
+
+export function configPath(env: Env): string {
+  return set(env.SVC_CONFIG_PATH) ?? join(homedir(), ".svc", "config.json");
+}
+
+/**
+ * A deployment's address as the tools use it: no trailing slash, https (or http on loopback), no
+ * `/v1/...` route in it. `what` names where the value came from, for the message.
+ */
+export function normalizeBaseUrl(raw: string, what: string): string {
+  let url: URL;
+  try {
+    url = checkServiceUrl(raw, what);
+  } catch (err) {
+    throw new SettingsError((err as Error).message);
+  }
+  if (url.username || url.password) throw new SettingsError(`${what} URL must not contain a user name or password`);
+  if (url.search || url.hash) throw new SettingsError(`${what} URL must not have a query or fragment`);
+  const path = url.pathname.replace(/\/+$/, "");
+  if (/\/v1(\/|$)/.test(path)) throw new SettingsError(`${what} URL must be the deployment's address, without /v1/... (for example ${url.origin})`);
+  return `${url.origin}${path}`;
+}
+
+/** The saved file, or an empty one when there is none. */
+export function readSaved(path: string): SavedSettings {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return {};
+    throw new SettingsError(`cannot read the saved settings ${path}: ${(err as NodeJS.ErrnoException).code ?? "read failed"}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new SettingsError(`the saved settings ${path} are not valid JSON; fix or remove the file (svc logout removes it)`);
+  }
+  const parsed = SavedSettings.safeParse(json);
+  if (!parsed.success) throw new SettingsError(`the saved settings ${path} do not have the expected shape; fix or remove the file (svc logout removes it)`);
+  return parsed.data;
+}
+
+/**
+ * Replaces the saved file atomically: the new content goes to a temporary file (mode 0600) in the
+ * same folder, is flushed, and is renamed over the old one. A folder that has to be created gets
+ * mode 0700; the default folder (~/.svc) is tightened to 0700 too.
+ */
+export function writeSaved(path: string, settings: SavedSettings): void {
+  const dir = dirname(path);
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    if (dir === join(homedir(), ".svc")) chmodSync(dir, 0o700);
+  } catch (err) {
+    throw new SettingsError(`cannot create the folder ${dir}: ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
+  }
+  const tmp = join(dir, `.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    const fd = openSync(tmp, "wx", 0o600);
+    try {
+      writeSync(fd, `${JSON.stringify(settings, null, 2)}\n`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    // The mode given to open is reduced by the umask; the file must be 0600 whatever it is.
+    chmodSync(tmp, 0o600);
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw new SettingsError(`cannot save the settings to ${path}: ${(err as NodeJS.ErrnoException).code ?? "write failed"}`);
+  }
+}
+
+/**
+ * Removes the saved key and session; the saved base URL stays, so the next login goes to the same
+ * deployment. Returns what was removed.
+ */
+export function forgetSaved(path: string): { apiKey: boolean; session: boolean } {
+  const saved = readSaved(path);
+  const removed = { apiKey: saved.api_key !== undefined, session: saved.session !== undefined };
+  if (removed.apiKey || removed.session) {
+    const { api_key: _key, session: _session, ...rest } = saved;
+    writeSaved(path, rest);
+  }
+  return removed;
+}
+
+/**
+ * The settings a command runs with. Throws `SettingsError` for a bad SVC_BASE_URL or saved URL, or
+ * an unreadable saved file (the file is not read at all when SVC_API_KEY is set).
+ */
+export function resolveSettings(env: Env): Settings {
+  const path = configPath(env);
+  const defaultModel = set(env.SVC_DEFAULT_MODEL) ?? SHARED_ALIAS;
+  const envUrl = set(env.SVC_BASE_URL);
+  const envKey = set(env.SVC_API_KEY);
+  if (envKey !== undefined) {
+    const baseUrl = envUrl === undefined ? undefined : normalizeBaseUrl(envUrl, "SVC_BASE_URL");
+    return { apiKey: envKey, baseUrl, defaultModel, configPath: path, source: "environment" };
+  }
+  const saved = readSaved(path);
+  let baseUrl: string | undefined;
+  if (envUrl !== undefined) baseUrl = normalizeBaseUrl(envUrl, "SVC_BASE_URL");
+  else if (saved.base_url !== undefined) baseUrl = normalizeBaseUrl(saved.base_url, `the base_url saved in ${path}:`);
+  return { apiKey: saved.api_key, baseUrl, defaultModel, configPath: path, source: saved.api_key === undefined ? "none" : "saved" };
+}
+
+/** What to tell someone who has no key yet. */
+export const SIGN_IN_HINT =
+  "no API key is configured: save one with `svc login --api-key --base-url URL` (it prompts for the key; `svc login --api-key -` reads it from standard input), or set SVC_API_KEY and SVC_BASE_URL";
+
+/** What to tell someone whose key has no deployment to go to. */
+export const BASE_URL_HINT = "no base URL is configured: set SVC_BASE_URL to the service's address (without /v1/...), or save one with `svc login --api-key --base-url URL`";
+
+/** The key and the deployment, or a SettingsError that says how to provide the one missing. */
+export function requireCredentials(settings: Settings): { apiKey: string; baseUrl: string } {
+  if (settings.apiKey === undefined) throw new SettingsError(SIGN_IN_HINT);
+  if (settings.baseUrl === undefined) throw new SettingsError(BASE_URL_HINT);
+  return { apiKey: settings.apiKey, baseUrl: settings.baseUrl };
+}

@@ -1,0 +1,658 @@
+/**
+ * The `svc` command-line tool (clients/cli) as a user runs it: the built bundle started by Node as a
+ * real process, against the real stack. The no-echo prompt is driven through a real pseudo-terminal
+ * (`script` from util-linux), Ctrl-C is a real SIGINT, the browser sign-in walks the local identity
+ * provider's real pages to the CLI's own loopback listener, and the packed tarballs are installed
+ * with npm and run by plain Node without Bun. A loopback fake (test/support/fake-service.ts) stands
+ * in for the service only where a test must prove that nothing was sent to it.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Batch, BatchList } from "../contract/batches.ts";
+import { DecisionResponse } from "../contract/decision.ts";
+import { parseJson, type JsonMap } from "../contract/json.ts";
+import { ModelList } from "../contract/models.ts";
+import { VERSION } from "../clients/cli/src/version.ts";
+import { browseSignIn } from "./support/browser.ts";
+import { buildClients, inTerminal, ROOT, shellQuote, start, SVC, svc, userEnv, type Outcome } from "./support/cli.ts";
+import { call, newAccount, query, remember, stack, withDb } from "./support/api.ts";
+import { fakeServiceAnswering, type Fake } from "./support/fake-service.ts";
+import { plainNodeEnv, run } from "./support/plain-node.ts";
+
+type Account = Awaited<ReturnType<typeof newAccount>>;
+
+let account: Account;
+const homes: string[] = [];
+const fakes: Fake[] = [];
+
+beforeAll(async () => {
+  buildClients();
+  account = await newAccount();
+});
+
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((fake) => fake.stop()));
+});
+
+afterAll(() => {
+  for (const home of homes) rmSync(home, { recursive: true, force: true });
+});
+
+/** A fresh HOME for one user of the tool. */
+function newHome(): string {
+  const home = mkdtempSync(join(tmpdir(), "svc-cli-home-"));
+  homes.push(home);
+  return home;
+}
+
+/** A fake service that counts the requests it gets (and answers each with 503). */
+async function countingFake(): Promise<Fake> {
+  const fake = await fakeServiceAnswering(503);
+  fakes.push(fake);
+  return fake;
+}
+
+/** The environment of a user with `key` and the stack's address in SVC_API_KEY and SVC_BASE_URL. */
+const withKey = (home: string, extra: Record<string, string> = {}) => userEnv(home, { SVC_API_KEY: account.key.secret, SVC_BASE_URL: stack().baseUrl, ...extra });
+
+/** A well-formed API key that the service does not know. */
+const unknownKey = () => remember(`svc_${"a".repeat(26)}_${randomBytes(32).toString("base64url")}`);
+
+function expectExit(outcome: Outcome, code: number): void {
+  expect(outcome.code, `exit ${outcome.code}\nstdout: ${outcome.stdout}\nstderr: ${outcome.stderr}`).toBe(code);
+}
+
+/** Writes `files` (name -> content) into a new folder and returns its path. */
+function folder(files: Record<string, string | Buffer>): string {
+  const dir = newHome();
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
+  return dir;
+}
+
+const configOf = (home: string) => join(home, ".svc", "config.json");
+const savedOf = (path: string) => JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+
+describe("svc arguments", () => {
+  const COMMANDS = [[], ["login"], ["logout"], ["models"], ["decide"], ["batches"], ["train"], ...["run", "create", "status", "cancel", "list", "results"].map((c) => ["batches", c]), ["train", "list"]];
+
+  it("answers --help on every command and sub-command, on standard output, exit 0", async () => {
+    const home = newHome();
+    for (const words of COMMANDS) {
+      const outcome = await svc([...words, "--help"], { env: userEnv(home) });
+      expectExit(outcome, 0);
+      expect(outcome.stdout).toMatch(/^Usage: svc/);
+      expect(outcome.stderr).toBe("");
+    }
+    expect((await svc(["decide", "--help"], { env: userEnv(home) })).stdout).toMatch(/--state[\s\S]*--questions[\s\S]*--body[\s\S]*--model[\s\S]*--timeout[\s\S]*--json/);
+    expect((await svc(["train", "list", "--help"], { env: userEnv(home) })).stdout).toMatch(/calibrat[\s\S]*no API for text training jobs/);
+  });
+
+  it("refuses unknown flags, unknown commands and extra arguments with exit 2", async () => {
+    const home = newHome();
+    for (const words of COMMANDS.filter((w) => w.length > 0)) {
+      const outcome = await svc([...words, "--no-such-flag"], { env: userEnv(home) });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(/unknown option --no-such-flag/);
+      expect(outcome.stdout).toBe("");
+    }
+    expectExit(await svc(["frobnicate"], { env: userEnv(home) }), 2);
+    expectExit(await svc(["batches", "frobnicate"], { env: userEnv(home) }), 2);
+    expectExit(await svc(["models", "extra"], { env: userEnv(home) }), 2);
+    expectExit(await svc(["batches", "status"], { env: userEnv(home) }), 2);
+    expectExit(await svc(["decide", "--timeout"], { env: userEnv(home) }), 2);
+  });
+
+  it("prints its version, the version of both packages", async () => {
+    const outcome = await svc(["--version"], { env: userEnv(newHome()) });
+    expect(outcome.stdout.trim()).toBe(VERSION);
+    for (const name of ["cli", "mcp"]) {
+      expect(JSON.parse(readFileSync(join(ROOT, "clients", name, "package.json"), "utf8")).version).toBe(VERSION);
+    }
+  });
+});
+
+describe("settings precedence (SVC_API_KEY, SVC_BASE_URL, the saved file)", () => {
+  /** A saved settings file in a new HOME (the default path), as `svc login` writes it. */
+  function savedHome(saved: Record<string, unknown>): string {
+    const home = newHome();
+    mkdirSync(join(home, ".svc"), { mode: 0o700 });
+    writeFileSync(configOf(home), JSON.stringify(saved), { mode: 0o600 });
+    return home;
+  }
+
+  it("uses the saved key and address when SVC_API_KEY is not set", async () => {
+    const home = savedHome({ base_url: stack().baseUrl, api_key: account.key.secret });
+    expectExit(await svc(["models"], { env: userEnv(home) }), 0);
+  });
+
+  it("uses SVC_API_KEY over the saved key", async () => {
+    const home = savedHome({ base_url: stack().baseUrl, api_key: account.key.secret });
+    const refused = await svc(["models"], { env: userEnv(home, { SVC_API_KEY: unknownKey(), SVC_BASE_URL: stack().baseUrl }) });
+    expectExit(refused, 1);
+    expect(refused.stderr).toMatch(/401/);
+    const other = savedHome({ base_url: stack().baseUrl, api_key: unknownKey() });
+    expectExit(await svc(["models"], { env: withKey(other) }), 0);
+  });
+
+  it("never sends an environment key to the saved address: without SVC_BASE_URL there is none (exit 2)", async () => {
+    const fake = await countingFake();
+    const home = savedHome({ base_url: fake.url, api_key: unknownKey() });
+    const outcome = await svc(["models"], { env: userEnv(home, { SVC_API_KEY: account.key.secret }) });
+    expectExit(outcome, 2);
+    expect(outcome.stderr).toMatch(/no base URL/);
+    expect(fake.requests).toBe(0);
+  });
+
+  it("lets SVC_BASE_URL override the saved address of the saved key", async () => {
+    const fake = await countingFake();
+    const toFake = savedHome({ base_url: stack().baseUrl, api_key: account.key.secret });
+    expectExit(await svc(["models"], { env: userEnv(toFake, { SVC_BASE_URL: fake.url }) }), 1);
+    expect(fake.requests).toBe(1);
+    const toStack = savedHome({ base_url: fake.url, api_key: account.key.secret });
+    expectExit(await svc(["models"], { env: userEnv(toStack, { SVC_BASE_URL: stack().baseUrl }) }), 0);
+    expect(fake.requests).toBe(1);
+  });
+
+  it("reads SVC_CONFIG_PATH instead of ~/.svc/config.json", async () => {
+    const home = newHome();
+    const path = join(home, "elsewhere", "svc.json");
+    mkdirSync(join(home, "elsewhere"));
+    writeFileSync(path, JSON.stringify({ base_url: stack().baseUrl, api_key: account.key.secret }), { mode: 0o600 });
+    expectExit(await svc(["models"], { env: userEnv(home) }), 2);
+    expectExit(await svc(["models"], { env: userEnv(home, { SVC_CONFIG_PATH: path }) }), 0);
+  });
+
+  it("refuses plaintext http to a remote host, and a base URL with /v1 in it (exit 2)", async () => {
+    const home = newHome();
+    for (const url of ["http://decisions.example.com", `${stack().baseUrl}/v1/systemone`, "ftp://127.0.0.1"]) {
+      const outcome = await svc(["models"], { env: withKey(home, { SVC_BASE_URL: url }) });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).not.toContain(account.key.secret);
+    }
+  });
+
+  it("refuses a saved file that is not JSON (exit 2), and names the file, not its content", async () => {
+    const home = savedHome({});
+    writeFileSync(configOf(home), `{"api_key": "${account.key.secret}"`);
+    const outcome = await svc(["models"], { env: userEnv(home) });
+    expectExit(outcome, 2);
+    expect(outcome.stderr).toContain(configOf(home));
+    expect(outcome.stderr).not.toContain(account.key.secret);
+  });
+
+  it("sends SVC_DEFAULT_MODEL when a decision names no model", async () => {
+    const home = newHome();
+    const args = ["decide", "--state", "charged twice", "--questions", '{"q":{"type":"noul"}}'];
+    const missing = await svc(args, { env: withKey(home, { SVC_DEFAULT_MODEL: "no-such-model" }) });
+    expectExit(missing, 1);
+    expect(missing.stderr).toMatch(/404/);
+    expectExit(await svc(args, { env: withKey(home, { SVC_DEFAULT_MODEL: stack().releaseId }) }), 0);
+  });
+});
+
+describe("svc login --api-key", () => {
+  const login = (home: string, extra: string[] = []) => `${shellQuote(process.execPath)} ${shellQuote(SVC)} login --api-key --base-url ${shellQuote(stack().baseUrl)} ${extra.join(" ")}`;
+
+  it("prompts on a terminal without echoing the typed key, checks it, and saves it with mode 0600 in a 0700 folder", async () => {
+    const home = newHome();
+    const { code, transcript } = await inTerminal(login(home), { env: userEnv(home), prompt: /API key: /, typed: `${account.key.secret}\r` });
+    expect(code, transcript).toBe(0);
+    expect(transcript).toContain("API key: ");
+    expect(transcript).not.toContain(account.key.secret);
+    expect(transcript).not.toContain(account.key.secret.slice(0, 12));
+    expect(transcript).toMatch(/Signed in to .* with an API key/);
+    expect(savedOf(configOf(home))).toEqual({ base_url: stack().baseUrl, api_key: account.key.secret });
+    expect(statSync(configOf(home)).mode & 0o777).toBe(0o600);
+    expect(statSync(join(home, ".svc")).mode & 0o777).toBe(0o700);
+    expect(readdirSync(join(home, ".svc"))).toEqual(["config.json"]);
+  });
+
+  it("the terminal harness shows what a program leaves echoed (so the check above can fail)", async () => {
+    const { transcript } = await inTerminal(`sh -c 'printf "API key: "; read line; echo done'`, { env: userEnv(newHome()), prompt: /API key: /, typed: "visible-typing\r" });
+    expect(transcript).toContain("visible-typing");
+  });
+
+  it("exits 130 on Ctrl-C at the prompt and saves nothing", async () => {
+    const home = newHome();
+    const { code } = await inTerminal(login(home), { env: userEnv(home), prompt: /API key: /, typed: "svc_partial\u0003" });
+    expect(code).toBe(130);
+    expect(existsSync(configOf(home))).toBe(false);
+  });
+
+  it("reads the key from standard input with `-`", async () => {
+    const home = newHome();
+    const outcome = await svc(["login", "--api-key", "-", "--base-url", stack().baseUrl], { env: userEnv(home), input: `${account.key.secret}\n` });
+    expectExit(outcome, 0);
+    expect(savedOf(configOf(home))).toMatchObject({ api_key: account.key.secret, base_url: stack().baseUrl });
+    expect(outcome.stderr + outcome.stdout).not.toContain(account.key.secret);
+    expectExit(await svc(["models"], { env: userEnv(home) }), 0);
+  });
+
+  it("keeps the previous file byte for byte when the service refuses the key (exit 1), by prompt or by stdin", async () => {
+    const home = newHome();
+    expectExit(await svc(["login", "--api-key", "-", "--base-url", stack().baseUrl], { env: userEnv(home), input: account.key.secret }), 0);
+    const before = readFileSync(configOf(home));
+    const rejected = unknownKey();
+
+    const piped = await svc(["login", "--api-key", "-"], { env: userEnv(home), input: rejected });
+    expectExit(piped, 1);
+    expect(piped.stderr).toMatch(/refused this key \(401 /);
+    expect(piped.stderr).toMatch(/saved credentials were not changed/);
+    expect(piped.stderr).not.toContain(rejected);
+
+    const typed = await inTerminal(login(home), { env: userEnv(home), prompt: /API key: /, typed: `${rejected}\r` });
+    expect(typed.code).toBe(1);
+    expect(typed.transcript).not.toContain(rejected);
+
+    expect(readFileSync(configOf(home)).equals(before)).toBe(true);
+    expect(readdirSync(join(home, ".svc"))).toEqual(["config.json"]);
+  });
+
+  it("does not save a key it could not check (no service there: exit 1)", async () => {
+    const fake = await countingFake();
+    const home = newHome();
+    const outcome = await svc(["login", "--api-key", "-", "--base-url", fake.url], { env: userEnv(home), input: account.key.secret });
+    expectExit(outcome, 1);
+    expect(fake.requests).toBe(1);
+    expect(existsSync(configOf(home))).toBe(false);
+  });
+
+  it("refuses a key on the command line, a prompt without a terminal, and a remote http address (exit 2), echoing no key", async () => {
+    const home = newHome();
+    const onCommandLine = await svc(["login", "--api-key", account.key.secret, "--base-url", stack().baseUrl], { env: userEnv(home) });
+    expectExit(onCommandLine, 2);
+    expect(onCommandLine.stderr).not.toContain(account.key.secret);
+    const inline = await svc(["login", `--api-key=${account.key.secret}`], { env: userEnv(home) });
+    expectExit(inline, 2);
+    expect(inline.stderr).not.toContain(account.key.secret);
+    expectExit(await svc(["login", "--api-key", "--base-url", stack().baseUrl], { env: userEnv(home), input: account.key.secret }), 2);
+    expectExit(await svc(["login", "--api-key", "-", "--base-url", "http://decisions.example.com"], { env: userEnv(home), input: account.key.secret }), 2);
+    expectExit(await svc(["login", "--api-key", "-"], { env: userEnv(home), input: account.key.secret }), 2);
+    expect(existsSync(configOf(home))).toBe(false);
+  });
+});
+
+describe("svc logout", () => {
+  it("removes the saved key and session, keeps the address, and does not revoke the key", async () => {
+    const home = newHome();
+    expectExit(await svc(["login", "--api-key", "-", "--base-url", stack().baseUrl], { env: userEnv(home), input: account.key.secret }), 0);
+    const saved = savedOf(configOf(home));
+    writeFileSync(configOf(home), JSON.stringify({ ...saved, session: { issuer: stack().issuer, client_id: "svc-cli", access_token: "t", expires_at: new Date().toISOString() } }));
+    const outcome = await svc(["logout"], { env: userEnv(home) });
+    expectExit(outcome, 0);
+    expect(outcome.stderr).toMatch(/Removed the saved API key and browser session/);
+    expect(savedOf(configOf(home))).toEqual({ base_url: stack().baseUrl });
+    expectExit(await svc(["models"], { env: userEnv(home) }), 2);
+    // The key itself still works.
+    expect((await call("/v1/models", { token: account.key.secret })).status).toBe(200);
+    expectExit(await svc(["logout"], { env: userEnv(home) }), 0);
+  });
+});
+
+describe("svc login (browser sign-in)", () => {
+  it("the edge names its identity provider and the CLI's public client at GET /v1/sign-in, without credentials", async () => {
+    const reply = await call("/v1/sign-in");
+    expect(reply.status).toBe(200);
+    expect(reply.body).toEqual({ issuer: stack().issuer, client_id: "svc-cli", scope: "openid keys" });
+  });
+
+  it("prints the address, survives having no browser, and saves the session the provider's real pages give its loopback listener", async () => {
+    const home = newHome();
+    // A BROWSER that does not exist: the CLI tries it, fails quietly, and waits for the printed address.
+    const running = start(["login", "--base-url", stack().baseUrl], { env: userEnv(home, { BROWSER: join(home, "no-such-browser") }) });
+    const [address] = await running.waitFor(/http:\/\/127\.0\.0\.1:\d+\/auth\?\S+/);
+    const url = new URL(address);
+    expect(url.searchParams.get("code_challenge_method")).toBe("S256");
+    expect(url.searchParams.get("client_id")).toBe("svc-cli");
+    const redirect = new URL(url.searchParams.get("redirect_uri")!);
+    expect(redirect.hostname).toBe("127.0.0.1");
+    expect(redirect.pathname).toBe("/callback");
+
+    // A request with another state is not the provider's answer: refused, and the CLI keeps waiting.
+    const forged = await fetch(`${redirect.origin}/callback?code=forged&state=other`);
+    expect(forged.status).toBe(400);
+
+    const login = `cli-user-${randomBytes(4).toString("hex")}`;
+    const page = await browseSignIn(address, { login });
+    expect(page.status).toBe(200);
+    expect(page.text).toMatch(/Signed in/);
+    const outcome = await running.exit;
+    expectExit(outcome, 0);
+    expect(outcome.stderr).toMatch(new RegExp(`Signed in to .* as ${login}`));
+
+    const saved = savedOf(configOf(home)) as { base_url: string; api_key?: string; session: { access_token: string; refresh_token?: string; subject: string; issuer: string } };
+    remember(saved.session.access_token);
+    if (saved.session.refresh_token) remember(saved.session.refresh_token);
+    expect(saved.base_url).toBe(stack().baseUrl);
+    expect(saved.api_key).toBeUndefined();
+    expect(saved.session).toMatchObject({ issuer: stack().issuer, client_id: "svc-cli", subject: login });
+    expect(statSync(configOf(home)).mode & 0o777).toBe(0o600);
+    expect(outcome.stderr + outcome.stdout).not.toContain(saved.session.access_token);
+
+    // The session's token is a real user access token of the key routes; the sign-in made no key.
+    const keys = await call<{ keys: unknown[] }>("/v1/keys", { token: saved.session.access_token });
+    expect(keys.status).toBe(200);
+    expect(keys.body.keys).toEqual([]);
+  });
+
+  it("keeps a key saved for the same deployment, and is stopped by Ctrl-C (exit 130)", async () => {
+    const home = newHome();
+    expectExit(await svc(["login", "--api-key", "-", "--base-url", stack().baseUrl], { env: userEnv(home), input: account.key.secret }), 0);
+    const running = start(["login", "--no-browser"], { env: userEnv(home) });
+    const [address] = await running.waitFor(/http:\/\/127\.0\.0\.1:\d+\/auth\?\S+/);
+    await browseSignIn(address, { login: "dev-user" });
+    expectExit(await running.exit, 0);
+    const saved = savedOf(configOf(home)) as { api_key: string; session: { access_token: string } };
+    remember(saved.session.access_token);
+    expect(saved.api_key).toBe(account.key.secret);
+
+    const waiting = start(["login", "--no-browser"], { env: userEnv(home) });
+    await waiting.waitFor(/Waiting for the browser/);
+    waiting.child.kill("SIGINT");
+    expectExit(await waiting.exit, 130);
+  });
+});
+
+describe("svc models", () => {
+  it("lists the key's models readably, and as the response JSON with --json", async () => {
+    const home = newHome();
+    const readable = await svc(["models"], { env: withKey(home) });
+    expectExit(readable, 0);
+    expect(readable.stdout).toMatch(/^NAME\s+ALIASES\s+RELEASED\s+DESCRIPTION/);
+    expect(readable.stdout).toContain(stack().releaseId);
+    expect(readable.stdout).toContain("svc-shared");
+    const json = await svc(["models", "--json"], { env: withKey(home) });
+    expectExit(json, 0);
+    const listed = ModelList.parse(JSON.parse(json.stdout));
+    expect(listed).toEqual((await call("/v1/models", { token: account.key.secret })).body);
+  });
+
+  it("exits 1 for a refused key and for a service that cannot be reached, 2 without a key", async () => {
+    const home = newHome();
+    const refused = await svc(["models"], { env: withKey(home, { SVC_API_KEY: unknownKey() }) });
+    expectExit(refused, 1);
+    expect(refused.stderr).toMatch(/^svc: 401 invalid_credentials: .*\(request req_[0-9a-f]+\)/m);
+    const closed = await svc(["models"], { env: withKey(home, { SVC_BASE_URL: "http://127.0.0.1:9" }) });
+    expectExit(closed, 1);
+    expect(closed.stderr).toMatch(/connection/);
+    const none = await svc(["models"], { env: userEnv(home) });
+    expectExit(none, 2);
+    expect(none.stderr).toMatch(/svc login --api-key/);
+  });
+});
+
+describe("svc decide", () => {
+  // Question ids and option names that a JavaScript object would reorder ("2" and "10" first).
+  const QUESTIONS = '{"money":{"type":"noul","instructions":"Is it about money?"},"2":{"type":"choice","criteria":{"refund":null,"10":"ten","bug":"a defect"}},"level":{"type":"score","criteria":["low","medium","high"]}}';
+  const ORDER = ["money", "2", "level"];
+
+  function expectAnswers(stdout: string): void {
+    const map = parseJson(stdout) as JsonMap;
+    const response = DecisionResponse.parse(map);
+    expect([...response.answers.keys()]).toEqual(ORDER);
+    expect(response.model).toBe(stack().releaseId);
+    expect(response.answers.get("money")).toMatchObject({ type: "noul" });
+    expect(response.answers.get("2")).toMatchObject({ type: "choice" });
+    expect(response.answers.get("level")).toMatchObject({ type: "score" });
+  }
+
+  it("prints each answer with its probabilities and a bar per option, in the request's order; usage on stderr", async () => {
+    const outcome = await svc(["decide", "--state", "I was charged twice for one order", "--questions", QUESTIONS], { env: withKey(newHome()) });
+    expectExit(outcome, 0);
+    const lines = outcome.stdout.split("\n");
+    expect(lines.filter((line) => !line.startsWith(" ") && line !== "").map((line) => line.split(" ")[0])).toEqual(ORDER);
+    expect(outcome.stdout).toMatch(/^money {2}noul {2}(true|false) \(p\(true\) = 0\.\d{3}\)$/m);
+    expect(outcome.stdout).toMatch(/^ {2}true {3}0\.\d{3} {2}[█░]{20}$/m);
+    expect(lines.filter((line) => /^ {2}(refund|10|bug) /.test(line)).map((line) => line.trim().split(" ")[0])).toEqual(["refund", "10", "bug"]);
+    expect(outcome.stdout).toMatch(/^level {2}score {2}\d\.\d{2} of 0-2 \(confidence 0\.\d{3}\)$/m);
+    expect(outcome.stdout).toMatch(/^ {2}2 high +0\.\d{3} {2}[█░]{20}$/m);
+    expect(outcome.stderr).toMatch(new RegExp(`^model ${stack().releaseId} · \\d+ input tokens, \\d+ output · request req_`, "m"));
+  });
+
+  it("takes the state and the questions from files (@), and prints the response JSON with --json", async () => {
+    const dir = folder({ "state.json": '{"ticket":"I was charged twice","amount":"12 EUR"}', "questions.json": QUESTIONS });
+    const outcome = await svc(["decide", "--state", `@${join(dir, "state.json")}`, "--questions", `@${join(dir, "questions.json")}`, "--json"], { env: withKey(newHome()) });
+    expectExit(outcome, 0);
+    expectAnswers(outcome.stdout);
+    expect(outcome.stderr).toBe("");
+  });
+
+  it("reads the state, or the questions, or the whole body from standard input (-)", async () => {
+    const dir = folder({ "questions.json": QUESTIONS, "body.json": `{"state":["a","b"],"questions":${QUESTIONS},"model":"svc-shared"}` });
+    const env = withKey(newHome());
+    expectAnswers((await svc(["decide", "--state", "-", "--questions", `@${join(dir, "questions.json")}`, "--json"], { env, input: "plain text from a pipe" })).stdout);
+    expectAnswers((await svc(["decide", "--state", "a ticket", "--questions", "-", "--json"], { env, input: QUESTIONS })).stdout);
+    expectAnswers((await svc(["decide", "--body", "-", "--json"], { env, input: readFileSync(join(dir, "body.json")) })).stdout);
+    expectAnswers((await svc(["decide", "--body", `@${join(dir, "body.json")}`, "--json"], { env })).stdout);
+  });
+
+  it("takes --model over the body's model", async () => {
+    const dir = folder({ "body.json": `{"state":"s","questions":{"q":{"type":"noul"}},"model":"svc-shared"}` });
+    const outcome = await svc(["decide", "--body", `@${join(dir, "body.json")}`, "--model", "no-such-model"], { env: withKey(newHome()) });
+    expectExit(outcome, 1);
+    expect(outcome.stderr).toMatch(/^svc: 404 /m);
+  });
+
+  it("refuses invalid input with exit 2 and sends nothing", async () => {
+    const fake = await countingFake();
+    const env = withKey(newHome(), { SVC_BASE_URL: fake.url });
+    const dir = folder({ "big.txt": "x".repeat(1024 * 1024 + 1), "latin1.txt": Buffer.from([0x63, 0x61, 0x66, 0xe9]), "q.json": QUESTIONS });
+    const cases: Array<[string[], string | undefined, RegExp]> = [
+      [["--state", "-", "--questions", "-"], "x", /only one option may read standard input/],
+      [["--state", "s", "--questions", QUESTIONS, "--body", `@${join(dir, "q.json")}`], undefined, /cannot be combined/],
+      [["--state", "s"], undefined, /give --state and --questions/],
+      [["--state", `@${join(dir, "missing.txt")}`, "--questions", QUESTIONS], undefined, /cannot read .*missing\.txt: no such file/],
+      [["--state", `@${join(dir, "big.txt")}`, "--questions", QUESTIONS], undefined, /larger than 1 MiB/],
+      [["--state", "-", "--questions", QUESTIONS], "y".repeat(1024 * 1024 + 1), /standard input is larger than 1 MiB/],
+      [["--state", `@${join(dir, "latin1.txt")}`, "--questions", QUESTIONS], undefined, /not UTF-8/],
+      [["--state", "{not json", "--questions", QUESTIONS], undefined, /--state is not valid JSON/],
+      [["--state", "s", "--questions", '{"q":{"type":"noul"},"q":{"type":"noul"}}'], undefined, /appears twice/],
+      [["--state", "s", "--questions", '["not", "an object"]'], undefined, /must be a JSON object/],
+      [["--state", "s", "--questions", '{"q":{"type":"choice","criteria":{"only":null}}}'], undefined, /questions\.q\.criteria: a choice needs at least 2 options/],
+      [["--state", "s", "--questions", '{"q":{"type":"maybe"}}'], undefined, /type must be/],
+      [["--state", "s", "--questions", '{"q":{"type":"noul"}}', "--timeout", "soon"], undefined, /--timeout is a number of seconds/],
+      [["--body", `@${join(dir, "q.json")}`], undefined, /--body: invalid request/],
+    ];
+    for (const [args, input, message] of cases) {
+      const outcome = await svc(["decide", ...args], { env, input });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(message);
+      expect(outcome.stdout).toBe("");
+    }
+    expect(fake.requests).toBe(0);
+  });
+
+  it("exits 1 when the service refuses or does not answer in time", async () => {
+    const args = ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'];
+    const refused = await svc(args, { env: withKey(newHome(), { SVC_API_KEY: unknownKey() }) });
+    expectExit(refused, 1);
+    expect(refused.stderr).toMatch(/401/);
+    const late = await svc([...args, "--timeout", "0.001"], { env: withKey(newHome()) });
+    expectExit(late, 1);
+    expect(late.stderr).toMatch(/no response from the service within 1 ms/);
+  });
+
+  it("aborts the request and exits 130 on a real SIGINT during a decision", async () => {
+    // About a dozen model passes over a long state: seconds of work, so the signal lands mid-decision.
+    const options = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option ${i}`, null]));
+    const state = "The customer writes that the order arrived late and damaged. ".repeat(40);
+    const dir = folder({ "q.json": JSON.stringify({ which: { type: "choice", criteria: options } }) });
+    const started = Date.now();
+    const running = start(["decide", "--state", state, "--questions", `@${join(dir, "q.json")}`], { env: withKey(newHome()) });
+    running.child.stdin.end();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(running.child.exitCode).toBeNull();
+    const signalled = Date.now();
+    running.child.kill("SIGINT");
+    const outcome = await running.exit;
+    expectExit(outcome, 130);
+    expect(Date.now() - signalled).toBeLessThan(2000);
+    expect(outcome.stdout).toBe("");
+    expect(outcome.stderr).toMatch(/^svc: interrupted$/m);
+    expect(signalled - started).toBeGreaterThanOrEqual(1000);
+  });
+});
+
+describe("svc batches", () => {
+  const record = (id: string, body: object) => JSON.stringify({ custom_id: id, body });
+  const noul = (state: string) => ({ state, questions: { money: { type: "noul", instructions: "Is it about money?" } } });
+
+  it("run: creates, uploads, submits, waits and writes the results as JSONL, in input order, with a per-record error", async () => {
+    const dir = folder({
+      "input.jsonl": [record("a", noul("charged twice")), record("b", { state: "s", questions: { bad: { type: "choice", criteria: { one: null } } } }), record("c", noul("late delivery"))].join("\n") + "\n",
+    });
+    const out = join(dir, "results.jsonl");
+    const outcome = await svc(["batches", "run", join(dir, "input.jsonl"), "--output", out, "--poll-interval", "0.2"], { env: withKey(newHome()) });
+    expectExit(outcome, 0);
+    const id = /Batch ([0-9a-f-]{36}) /.exec(outcome.stderr)![1]!;
+    expect(outcome.stderr).toMatch(/3 records from/);
+    expect(outcome.stderr).toMatch(/completed: 3 of 3 records done \(1 failed\); 3 results written/);
+    // Not a terminal: no bar, no carriage return.
+    expect(outcome.stderr).not.toMatch(/[\r█]/);
+    const lines = readFileSync(out, "utf8").trim().split("\n").map((line) => JSON.parse(line));
+    expect(lines.map((line) => line.custom_id)).toEqual(["a", "b", "c"]);
+    expect(lines[0].response.answers.money.type).toBe("noul");
+    expect(lines[1].error).toMatchObject({ status: 422 });
+    expect(lines[2].response.model).toBe(stack().releaseId);
+
+    // The same results to standard output, and the batch's status and place in the list.
+    const results = await svc(["batches", "results", id], { env: withKey(newHome()) });
+    expectExit(results, 0);
+    expect(results.stdout).toBe(readFileSync(out, "utf8"));
+    const status = await svc(["batches", "status", id, "--json"], { env: withKey(newHome()) });
+    expect(Batch.parse(JSON.parse(status.stdout))).toMatchObject({ id, status: "completed", request_counts: { total: 3, completed: 2, failed: 1 } });
+    const readable = await svc(["batches", "status", id], { env: withKey(newHome()) });
+    expect(readable.stdout).toMatch(/^status {9}completed$/m);
+    const list = await svc(["batches", "list", "--json", "--limit", "100"], { env: withKey(newHome()) });
+    expect(BatchList.parse(JSON.parse(list.stdout)).data.map((b) => b.id)).toContain(id);
+  });
+
+  it("run draws progress bars when standard error is a terminal", async () => {
+    const dir = folder({ "input.jsonl": [record("a", noul("one")), record("b", noul("two"))].join("\n") });
+    const command = [process.execPath, SVC, "batches", "run", join(dir, "input.jsonl"), "--output", join(dir, "out.jsonl"), "--poll-interval", "0.2"].map(shellQuote).join(" ");
+    const { code, transcript } = await inTerminal(command, { env: withKey(newHome()) });
+    expect(code, transcript).toBe(0);
+    expect(transcript).toMatch(/uploaded \d+(\.\d)? (B|KiB)/);
+    expect(transcript).toMatch(/█+░*\s+\d+%/);
+    expect(transcript).toMatch(/batch completed: 2 of 2 records done/);
+    expect(readFileSync(join(dir, "out.jsonl"), "utf8").trim().split("\n")).toHaveLength(2);
+  });
+
+  it("create prints the id; cancel stops it; a file the worker would refuse is refused first (exit 2), creating nothing", async () => {
+    const env = withKey(newHome());
+    const many = Array.from({ length: 20 }, (_, i) => record(`r${i}`, noul(`ticket ${i}: ${"words ".repeat(200)}`))).join("\n");
+    const dir = folder({ "many.jsonl": many, "dupes.jsonl": `${record("x", noul("a"))}\n${record("x", noul("b"))}\n`, "gap.jsonl": `${record("x", noul("a"))}\n\n${record("y", noul("b"))}\n`, "empty.jsonl": "" });
+    const created = await svc(["batches", "create", join(dir, "many.jsonl")], { env });
+    expectExit(created, 0);
+    const id = created.stdout.trim();
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    const cancelled = await svc(["batches", "cancel", id], { env });
+    expectExit(cancelled, 0);
+    expect(cancelled.stdout).toMatch(new RegExp(`^${id} cancelled: `));
+    const notFinishedEarlier = await svc(["batches", "results", "00000000-0000-4000-8000-000000000000"], { env });
+    expectExit(notFinishedEarlier, 1);
+    expect(notFinishedEarlier.stderr).toMatch(/404/);
+
+    const before = await query<{ n: string }>("SELECT count(*) AS n FROM batches WHERE account_id = $1", [account.accountId]);
+    for (const [file, message] of [["dupes.jsonl", /line 2: custom_id "x" is also on line 1/], ["gap.jsonl", /line 2 is empty/], ["empty.jsonl", /holds no records/], ["missing.jsonl", /no such file/]] as const) {
+      const outcome = await svc(["batches", "run", join(dir, file)], { env });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(message);
+    }
+    expect(await query("SELECT count(*) AS n FROM batches WHERE account_id = $1", [account.accountId])).toEqual(before);
+  });
+
+  it("results of a batch that has not finished exit 1 and write no output file", async () => {
+    const env = withKey(newHome());
+    const dir = newHome();
+    const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `unfinished-${randomBytes(4).toString("hex")}` } });
+    expect(created.status).toBe(201);
+    const outcome = await svc(["batches", "results", created.body.id, "--output", join(dir, "out.jsonl")], { env });
+    expectExit(outcome, 1);
+    expect(outcome.stderr).toMatch(/409 batch_not_finished/);
+    expect(existsSync(join(dir, "out.jsonl"))).toBe(false);
+    expectExit(await svc(["batches", "cancel", created.body.id], { env }), 0);
+  });
+});
+
+describe("svc train list", () => {
+  it("lists the calibrated releases the key may use, and says so when there are none (exit 0)", async () => {
+    const own = await newAccount();
+    const env = userEnv(newHome(), { SVC_API_KEY: own.key.secret, SVC_BASE_URL: stack().baseUrl });
+    const none = await svc(["train", "list"], { env });
+    const shared = ModelList.parse((await call("/v1/models", { token: own.key.secret })).body).models.filter((m) => m.calibration);
+    expectExit(none, 0);
+    if (shared.length === 0) expect(none.stdout).toMatch(/No trained \(calibrated\) releases/);
+
+    const release = `cli-cal-${randomBytes(4).toString("hex")}`;
+    await withDb((db) =>
+      db.query(
+        `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, base_release, calibration, calibration_report)
+         SELECT $1, $2, ARRAY[$3::uuid], url, token_env, current_date, 'calibrated for the CLI test', id, '{}'::jsonb, '{}'::jsonb FROM model_releases WHERE id = $4`,
+        [release, createHash("sha256").update(release).digest("hex"), own.accountId, stack().releaseId],
+      ),
+    );
+    const listed = await svc(["train", "list"], { env });
+    expectExit(listed, 0);
+    expect(listed.stdout).toContain(release);
+    expect(listed.stdout).toContain(`/v1/models/${release}/calibration`);
+    expect(listed.stdout).not.toMatch(new RegExp(`^${stack().releaseId} `, "m"));
+    const json = await svc(["train", "list", "--json"], { env });
+    expect(ModelList.parse(JSON.parse(json.stdout)).models.map((m) => m.name)).toContain(release);
+    // Another account does not see it.
+    expect((await svc(["train", "list"], { env: withKey(newHome()) })).stdout).not.toContain(release);
+    await withDb((db) => db.query("UPDATE model_releases SET retired_at = now() WHERE id = $1", [release]));
+  });
+});
+
+describe("the packed packages", () => {
+  it("install with `npm install -g` from their tarballs and run under plain Node without Bun", { timeout: 300_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-pack-"));
+    homes.push(dir);
+    // The machine's certificate and proxy settings, which npm needs to reach the registry from here.
+    const network = Object.fromEntries(
+      ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+    );
+    const env = plainNodeEnv({ ...network, npm_config_prefix: join(dir, "prefix") });
+    expect(() => run("sh", ["-c", "command -v bun"], { env })).toThrow();
+    for (const name of ["cli", "mcp"]) run("npm", ["pack", "--pack-destination", dir], { cwd: join(ROOT, "clients", name), env });
+    const tarballs = readdirSync(dir).filter((f) => f.endsWith(".tgz")).sort();
+    expect(tarballs).toEqual([`decision-service-cli-${VERSION}.tgz`, `decision-service-mcp-${VERSION}.tgz`]);
+    for (const tarball of tarballs) {
+      const files = run("tar", ["-tzf", join(dir, tarball)], { env }).split("\n").filter(Boolean).sort();
+      expect(files.filter((f) => f.endsWith(".ts"))).toEqual([]);
+      expect(files).toContain("package/README.md");
+    }
+    run("npm", ["install", "-g", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs.map((t) => join(dir, t))], { cwd: dir, env });
+    const bin = join(dir, "prefix", "bin");
+    const userPath = { ...env, PATH: `${bin}:${env.PATH}`, HOME: dir };
+
+    expect(run("svc", ["--help"], { env: userPath })).toMatch(/^Usage: svc COMMAND/);
+    const models = run("svc", ["models", "--json"], { env: { ...userPath, SVC_API_KEY: account.key.secret, SVC_BASE_URL: stack().baseUrl } });
+    expect(ModelList.parse(JSON.parse(models)).models.map((m) => m.name)).toContain(stack().releaseId);
+    expect(run("svc", ["models"], { env: { ...userPath, SVC_API_KEY: account.key.secret, SVC_BASE_URL: stack().baseUrl } })).toContain("svc-shared");
+    // The MCP server's bin starts and answers an MCP client's first request on its standard output.
+    const init = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+    const mcp = run("sh", ["-c", `printf '%s\\n' '${init}' | svc-mcp`], { env: userPath });
+    expect(JSON.parse(mcp.trim().split("\n")[0]!)).toMatchObject({ id: 1, result: { serverInfo: { name: "decision-service", version: VERSION } } });
+  });
+});
+
+describe("secrets", () => {
+  it("are never printed: a key in the settings file is not in any output of a failing command", async () => {
+    const home = newHome();
+    mkdirSync(join(home, ".svc"));
+    chmodSync(join(home, ".svc"), 0o700);
+    const key = unknownKey();
+    writeFileSync(configOf(home), JSON.stringify({ base_url: stack().baseUrl, api_key: key }));
+    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"]]) {
+      const outcome = await svc(args, { env: userEnv(home) });
+      expectExit(outcome, 1);
+      expect(outcome.stdout + outcome.stderr).not.toContain(key);
+      expect(outcome.stdout + outcome.stderr).not.toContain(key.slice(-20));
+    }
+  });
+});

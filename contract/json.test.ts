@@ -61,7 +61,9 @@ describe("parseJson and stringifyJson", () => {
         } catch {
           plain = false;
         }
-        if (!plain) expect(refusal(text).reason).toBe("syntax");
+        // Refused too; the reason is the first problem from the left, which may be a stricter rule
+        // of this parser ("1E310:" overflows before its ":" is reached, "\u0000" before its end).
+        if (!plain) expect(refusal(text).reason).toMatch(/^(syntax|number|nul|surrogate)$/);
       }),
       { numRuns: 2000 },
     );

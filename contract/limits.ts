@@ -5,6 +5,10 @@
 export const LIMITS = {
   /** Decision request body, bytes. */
   decisionBodyBytes: 1024 * 1024,
+  /** Body of a key or batch creation ({name} or {idempotency_key}), bytes. */
+  controlBodyBytes: 16 * 1024,
+  /** Body of an action route that takes none (revoke, submit, cancel), bytes. */
+  actionBodyBytes: 1024,
   /** Maximum nesting depth of any JSON request body. */
   jsonDepth: 32,
   /** Tokens in one rendered model pass (prompt included). */

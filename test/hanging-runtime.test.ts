@@ -128,7 +128,7 @@ describe("a runtime that hangs", () => {
     "holds one execution, refuses a third request at once with 529, times the waiting one out at 30 s with 504, never running two",
     async () => {
       const running = decide();
-      await until(() => runtime.scoreCalls === 1);
+      await until(() => runtime.scoreCalls === PASSES_IN_FLIGHT);
 
       const waitingSince = Date.now();
       const waiting = decide();

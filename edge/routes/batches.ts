@@ -47,7 +47,7 @@ const QUOTA_RETRY_SECONDS = 60;
 const objectKeyOf = (id: string) => `batches/${id}/input.jsonl`;
 
 batches.post("/v1/batches", async (c) => {
-  const { idempotency_key: key } = await readJson(c, CreateBatchRequest, { maxBytes: 16 * 1024 });
+  const { idempotency_key: key } = await readJson(c, CreateBatchRequest, { maxBytes: LIMITS.controlBodyBytes });
   const account = c.get("account").id;
   const id = crypto.randomUUID();
   const { sql } = services(c.env);
@@ -126,7 +126,7 @@ batches.get("/v1/batches", async (c) => {
 batches.get("/v1/batches/:id", async (c) => c.json(batchOf(await findBatch(c))));
 
 batches.post("/v1/batches/:id/submit", async (c) => {
-  await readJson(c, looseFields({}), { maxBytes: 1024, emptyIsObject: true });
+  await readJson(c, looseFields({}), { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const batch = await findBatch(c);
   if (batch.status !== "uploading") {
     // A repeated submit changes nothing; a batch that ended before it was submitted cannot start.
@@ -156,7 +156,7 @@ batches.post("/v1/batches/:id/submit", async (c) => {
 });
 
 batches.post("/v1/batches/:id/cancel", async (c) => {
-  await readJson(c, looseFields({}), { maxBytes: 1024, emptyIsObject: true });
+  await readJson(c, looseFields({}), { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const batch = await findBatch(c);
   const rows = await services(c.env).sql.query(
     `UPDATE batches SET status = 'cancelled', finished_at = now()

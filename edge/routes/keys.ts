@@ -14,6 +14,7 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import { CreateKeyRequest, KEY_ID_PATTERN, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
 import { looseFields } from "../../contract/fields.ts";
 import { quoteName } from "../../contract/json.ts";
+import { LIMITS } from "../../contract/limits.ts";
 import { userAuth } from "../auth/user.ts";
 import { readJson } from "../../server-shared/body.ts";
 import type { AppEnv } from "../env.ts";
@@ -27,7 +28,7 @@ keys.use("/v1/keys/*", userAuth);
 const METADATA = "id, name, created_at, revoked_at";
 
 keys.post("/v1/keys", async (c) => {
-  const { name } = await readJson(c, CreateKeyRequest, { maxBytes: 16 * 1024 });
+  const { name } = await readJson(c, CreateKeyRequest, { maxBytes: LIMITS.controlBodyBytes });
   const user = c.get("user");
   const { id, secret } = newKey();
   const rows = await services(c.env).sql`
@@ -56,7 +57,7 @@ keys.get("/v1/keys", async (c) => {
 
 keys.post("/v1/keys/:id/revoke", async (c) => {
   const id = c.req.param("id");
-  await readJson(c, looseFields({}), { maxBytes: 1024, emptyIsObject: true });
+  await readJson(c, looseFields({}), { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const user = c.get("user");
   const rows = KEY_ID_PATTERN.test(id)
     ? await services(c.env).sql.query(

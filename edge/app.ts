@@ -15,6 +15,7 @@ import { health } from "./routes/health.ts";
 import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
+import { reference } from "./routes/reference.ts";
 import { signIn } from "./routes/sign-in.ts";
 import { storage } from "./routes/storage.ts";
 import { services } from "./services.ts";
@@ -50,6 +51,7 @@ export function createApp(): Hono<AppEnv> {
   // Unauthenticated and free of I/O: what a client can reach when nothing else answers.
   app.get("/", (c) => c.json({ service: "decision-service", api: "/v1" }));
   app.route("/", health);
+  app.route("/", reference);
   app.route("/", signIn);
   app.route("/", keys);
   app.route("/", models);

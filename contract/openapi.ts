@@ -1,0 +1,263 @@
+/**
+ * The OpenAPI 3.1 document of the public API, generated from the contract: the route table
+ * (contract/routes.ts) and zod 4's JSON Schema output of the contract's own schemas. The edge serves
+ * it at GET /v1/openapi.json; clients and tests import it.
+ *
+ *     const doc = openApiDocument();
+ *     doc.components.schemas.DecisionRequest;   // the request body as JSON Schema (draft 2020-12)
+ *
+ * The wire is plain JSON, while some parsed forms are not: a map keyed by client names (questions,
+ * options, probabilities) is a `Map` (contract/fields.ts `orderedMap`), written here as a JSON object
+ * whose key order is meaningful, and a few values are `z.custom` checks (the state, any JSON value),
+ * whose JSON Schema is given in CUSTOM below. A new custom type fails generation until it is added
+ * there. Request schemas are the input side of their zod schema (defaults make fields optional),
+ * response schemas the output side; an object that drops unknown fields on parse says nothing of
+ * additional properties, so a client stays free to accept fields added later.
+ */
+import { z } from "zod";
+import { Batch, BatchError, BatchLimits, BatchList, BatchStatus, CreateBatchRequest, InputRecord, RecordError, ResultRecord, ResultsPage, Upload } from "./batches.ts";
+import { CalibrationReport } from "./calibration.ts";
+import { Answer, ChoiceQuestion, DecisionRequest, DecisionResponse, NoulQuestion, Question, Questions, State, Usage } from "./decision.ts";
+import { ERROR_STATUS, ErrorEnvelope, type ErrorCode } from "./errors.ts";
+import { JsonValue } from "./fields.ts";
+import { CreatedKey, CreateKeyRequest, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
+import { LIMITS, REQUEST_ID_HEADER } from "./limits.ts";
+import { ModelItem, ModelList } from "./models.ts";
+import { EmptyRequest, ROUTES, type Credential, type Route } from "./routes.ts";
+
+export const OPENAPI_PATH = "/v1/openapi.json";
+export const DOCS_PATH = "/docs";
+
+type JsonSchema = Record<string, unknown>;
+type Io = "input" | "output";
+
+/**
+ * Components by the contract's export names, each converted on the side it travels: requests as
+ * clients send them, responses as the service writes them.
+ */
+const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
+  DecisionRequest: { schema: DecisionRequest, io: "input" },
+  Question: { schema: Question, io: "input" },
+  DecisionResponse: { schema: DecisionResponse, io: "output" },
+  Answer: { schema: Answer, io: "output" },
+  Usage: { schema: Usage, io: "output" },
+  ModelList: { schema: ModelList, io: "output" },
+  ModelItem: { schema: ModelItem, io: "output" },
+  CalibrationReport: { schema: CalibrationReport, io: "output" },
+  CreateKeyRequest: { schema: CreateKeyRequest, io: "input" },
+  CreatedKey: { schema: CreatedKey, io: "output" },
+  KeyMetadata: { schema: KeyMetadata, io: "output" },
+  KeyList: { schema: KeyList, io: "output" },
+  SignInTarget: { schema: SignInTarget, io: "output" },
+  CreateBatchRequest: { schema: CreateBatchRequest, io: "input" },
+  EmptyRequest: { schema: EmptyRequest, io: "input" },
+  Batch: { schema: Batch, io: "output" },
+  BatchStatus: { schema: BatchStatus, io: "output" },
+  BatchLimits: { schema: BatchLimits, io: "output" },
+  BatchError: { schema: BatchError, io: "output" },
+  Upload: { schema: Upload, io: "output" },
+  BatchList: { schema: BatchList, io: "output" },
+  InputRecord: { schema: InputRecord, io: "input" },
+  ResultRecord: { schema: ResultRecord, io: "output" },
+  RecordError: { schema: RecordError, io: "output" },
+  ResultsPage: { schema: ResultsPage, io: "output" },
+  ErrorEnvelope: { schema: ErrorEnvelope, io: "output" },
+};
+
+/** The `z.custom` checks of the contract, by their check function, as JSON Schema. */
+const customOf = (schema: { _zod: { def: object } }) => (schema._zod.def as { fn?: unknown }).fn;
+const Instructions = NoulQuestion.shape.instructions.unwrap();
+const CUSTOM = new Map<unknown, JsonSchema>([
+  [customOf(State), { type: ["object", "array", "string"], description: "The state the questions are about: a JSON object, an array or text." }],
+  [customOf(Instructions), { type: ["string", "object", "array", "null"], description: "Text, a JSON object or array, or null." }],
+  [customOf(JsonValue), { description: "Any JSON value." }],
+]);
+
+/** Bounds the contract checks with `.refine` (opaque to JSON Schema), by schema, from the same LIMITS. */
+const REFINED = new Map<unknown, JsonSchema>([
+  [Questions, { minProperties: 1 }],
+  [ChoiceQuestion.shape.criteria, { minProperties: LIMITS.choiceOptions.min, maxProperties: LIMITS.choiceOptions.max }],
+]);
+
+/** JSON Schema (draft 2020-12) of one contract schema, on the given side of the wire. */
+export function jsonSchemaOf(schema: z.ZodType, io: Io): JsonSchema {
+  const converted = z.toJSONSchema(schema, {
+    io,
+    reused: "inline",
+    unrepresentable: (ctx) => {
+      const def = ctx.zodSchema._zod.def as unknown as { type: string; keyType?: z.ZodType; valueType?: z.ZodType };
+      if (def.type === "map" && def.keyType && def.valueType) {
+        const keys = jsonSchemaOf(def.keyType, io);
+        return {
+          type: "object",
+          description: "A JSON object whose key order is meaningful: the service reads and writes its keys in order.",
+          ...(Object.keys(keys).length > 1 ? { propertyNames: keys } : {}),
+          additionalProperties: jsonSchemaOf(def.valueType, io),
+        };
+      }
+      if (def.type === "custom") {
+        const known = CUSTOM.get(customOf(ctx.zodSchema));
+        if (known) return { ...known };
+        throw new Error(`openapi: no JSON Schema for the custom type at ${ctx.path.join(".") || "the top"}; add it to CUSTOM`);
+      }
+      return undefined;
+    },
+    override: (ctx) => {
+      const def = ctx.zodSchema._zod.def as { type: string; catchall?: unknown };
+      const json = ctx.jsonSchema as JsonSchema;
+      const refined = REFINED.get(ctx.zodSchema);
+      if (refined) Object.assign(json, refined);
+      // An object that drops unknown fields (z.object) is not a promise that none will ever be added.
+      if (def.type === "object" && def.catchall === undefined && json.additionalProperties === false) delete json.additionalProperties;
+      // zod bounds every integer to the safe range; on the wire that says nothing.
+      if (json.type === "integer") {
+        if (json.minimum === Number.MIN_SAFE_INTEGER) delete json.minimum;
+        if (json.maximum === Number.MAX_SAFE_INTEGER) delete json.maximum;
+      }
+    },
+  }) as JsonSchema;
+  delete converted.$schema;
+  return converted;
+}
+
+const SECURITY: Record<Exclude<Credential, "none">, { name: string; scheme: JsonSchema }> = {
+  api_key: {
+    name: "apiKey",
+    scheme: { type: "http", scheme: "bearer", bearerFormat: "svc_<id>_<secret>", description: "An account API key (create one with POST /v1/keys): `Authorization: Bearer svc_...`." },
+  },
+  user_token: {
+    name: "userToken",
+    scheme: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A signed-in user's access token from the identity provider named by GET /v1/sign-in. Manages keys only." },
+  },
+};
+
+/** Response headers of the edge: the request id on every response, and what a refused or full service says about retrying. */
+export const RESPONSE_HEADERS: Record<string, { description: string; schema: JsonSchema }> = {
+  [REQUEST_ID_HEADER]: { description: "The request's id, on every response (errors included); quote it when reporting a problem.", schema: { type: "string" } },
+  "retry-after": { description: "Seconds to wait before retrying (429 quotas; 503 and 529 answer 1).", schema: { type: "integer", minimum: 0 } },
+  "retry-after-ms": { description: "Milliseconds to wait before retrying (429): the precise form of `retry-after`.", schema: { type: "integer", minimum: 0 } },
+  "x-ratelimit-limit-requests": { description: "The account's `requests_per_second` quota, when that is the limit reached (429 `rate_limited`).", schema: { type: "integer" } },
+  "x-ratelimit-limit-tokens": { description: "The account's `tokens_per_second` quota, when that is the limit reached (429 `rate_limited`).", schema: { type: "integer" } },
+};
+
+/** The headers each error status carries besides the request id. */
+const RETRY_HEADERS: Record<number, string[]> = {
+  429: ["retry-after", "retry-after-ms", "x-ratelimit-limit-requests", "x-ratelimit-limit-tokens"],
+  503: ["retry-after"],
+  529: ["retry-after"],
+};
+
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad request",
+  401: "Missing, invalid or revoked credential",
+  403: "Forbidden",
+  404: "Not found",
+  409: "Conflict with the batch's state",
+  410: "Gone",
+  411: "Length required",
+  412: "Precondition failed",
+  413: "Payload too large",
+  422: "Invalid request",
+  429: "Quota or limit reached: back off and honour Retry-After",
+  500: "Internal error",
+  502: "Bad gateway",
+  503: "Unavailable: retry shortly",
+  504: "The execution wait elapsed",
+  529: "The lane is full: retry shortly",
+};
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const headerRefs = (names: string[]) => Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
+const componentName = new Map([...Object.entries(COMPONENTS)].map(([name, { schema }]) => [schema, name]));
+
+/** A body as a component reference, or as an inline schema when the contract has no name for it. */
+function bodySchema(schema: z.ZodType, io: Io): JsonSchema {
+  const name = componentName.get(schema);
+  return name ? ref(name) : jsonSchemaOf(schema, io);
+}
+
+/** Error responses of a route, one per status, each listing its codes. */
+function errorResponses(codes: readonly ErrorCode[]): Record<string, JsonSchema> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of new Set(codes)) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
+  const statuses = [...byStatus.keys()].sort((a, b) => a - b);
+  return Object.fromEntries(
+    statuses.map((status) => {
+      const list = byStatus.get(status)!;
+      return [
+        String(status),
+        {
+          description: `${STATUS_TEXT[status] ?? "Error"}. \`error.code\`: ${list.map((code) => `\`${code}\``).join(", ")}.`,
+          headers: headerRefs([REQUEST_ID_HEADER, ...(RETRY_HEADERS[status] ?? [])]),
+          content: { "application/json": { schema: ref("ErrorEnvelope") } },
+          "x-error-codes": list,
+        },
+      ];
+    }),
+  );
+}
+
+function operation(route: Route): JsonSchema {
+  const success = Object.entries(route.responses).map(([status, { description, body }]) => [
+    status,
+    {
+      description,
+      headers: headerRefs([REQUEST_ID_HEADER]),
+      content: body instanceof z.ZodType ? { "application/json": { schema: bodySchema(body, "output") } } : { [body.mediaType]: { schema: { type: "string", description: body.description } } },
+    },
+  ]);
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    tags: [route.tag],
+    security: route.credential === "none" ? [] : [{ [SECURITY[route.credential].name]: [] }],
+    ...(route.parameters
+      ? {
+          parameters: route.parameters.map((p) => ({
+            name: p.name,
+            in: p.in,
+            required: p.in === "path",
+            description: p.description,
+            schema: jsonSchemaOf(p.schema, "input"),
+          })),
+        }
+      : {}),
+    ...(route.request
+      ? { requestBody: { required: !route.request.optional, content: { "application/json": { schema: bodySchema(route.request.schema, "input") } } } }
+      : {}),
+    responses: { ...Object.fromEntries(success), ...errorResponses(route.errors) },
+  };
+}
+
+let cached: JsonSchema | undefined;
+
+/** The whole document (built once; treat it as read-only). */
+export function openApiDocument(): JsonSchema & { paths: Record<string, Record<string, JsonSchema>>; components: { schemas: Record<string, JsonSchema> } } {
+  cached ??= build();
+  return cached as ReturnType<typeof openApiDocument>;
+}
+
+function build(): JsonSchema {
+  const paths: Record<string, Record<string, JsonSchema>> = {};
+  for (const route of ROUTES) (paths[route.path] ??= {})[route.method] = operation(route);
+  return {
+    openapi: "3.1.0",
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    info: {
+      title: "Decision service",
+      version: "1",
+      description:
+        "Typed decisions over HTTP: real-time (`POST /v1/systemone`), models, key management and bulk batches. " +
+        "Credentials go in `Authorization: Bearer <token>`: an API key for models, decisions and batches, a user access token for key management. " +
+        `Every error is the one envelope \`{"error": {"code", "message", "status"}}\`. Request bodies hold at most ${LIMITS.decisionBodyBytes} bytes and nest at most ${LIMITS.jsonDepth} levels.`,
+    },
+    servers: [{ url: "/", description: "This deployment" }],
+    tags: [...new Set(ROUTES.map((route) => route.tag))].map((name) => ({ name })),
+    paths,
+    components: {
+      schemas: Object.fromEntries(Object.entries(COMPONENTS).map(([name, { schema, io }]) => [name, jsonSchemaOf(schema, io)])),
+      headers: RESPONSE_HEADERS,
+      securitySchemes: Object.fromEntries(Object.values(SECURITY).map(({ name, scheme }) => [name, scheme])),
+    },
+  };
+}

@@ -1,0 +1,259 @@
+/**
+ * The public HTTP routes of the service, in one table: what contract/openapi.ts publishes and what a
+ * test compares with the routes the edge Worker really registers. Every body schema is the
+ * contract's own zod schema; nothing here restates a field.
+ *
+ *     { method: "post", path: "/v1/systemone", operationId: "createDecision", credential: "api_key",
+ *       request: DecisionRequest, responses: { 200: DecisionResponse }, errors: [...] }
+ *
+ * Sidecar-only routes (`/internal/*`, the shared sidecar secret), the storage endpoint a signed
+ * upload URL points at, and the health probe are not part of the public API and are not listed.
+ */
+import { z } from "zod";
+import { Batch, BATCH_LIST_PAGE, BatchList, CreateBatchRequest, ResultsPage } from "./batches.ts";
+import { CalibrationReport } from "./calibration.ts";
+import { DecisionRequest, DecisionResponse } from "./decision.ts";
+import type { ErrorCode } from "./errors.ts";
+import { looseFields } from "./fields.ts";
+import { CreatedKey, CreateKeyRequest, KEY_ID_PATTERN, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
+import { ModelList } from "./models.ts";
+
+/** Who may call a route: anyone, a signed-in user (identity-provider access token), or an account API key. */
+export type Credential = "none" | "user_token" | "api_key";
+
+/** A body that is not JSON: its media type and a short description (the SVG diagram, the reference page). */
+export interface RawBody {
+  mediaType: string;
+  description: string;
+}
+
+export interface Parameter {
+  name: string;
+  in: "path" | "query";
+  description: string;
+  schema: z.ZodType;
+}
+
+export interface Route {
+  method: "get" | "post" | "put" | "delete";
+  /** OpenAPI form: `/v1/batches/{id}`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  credential: Credential;
+  parameters?: Parameter[];
+  /** The JSON body; `optional` for action routes whose body is `{}` and may be left out. */
+  request?: { schema: z.ZodType; optional?: boolean };
+  /** Success statuses and their bodies. */
+  responses: Record<number, { description: string; body: z.ZodType | RawBody }>;
+  /** Every error code the route can answer; the document groups them by status. */
+  errors: readonly ErrorCode[];
+}
+
+/** The body of an action route (`submit`, `cancel`, `revoke`): `{}`, or nothing at all. */
+export const EmptyRequest = looseFields({});
+
+/** The service's own OpenAPI document, as served (an object; contract/openapi.ts builds it). */
+const OpenApiDocument = z.record(z.string(), z.unknown());
+
+/** Any route: a bug or a missing setting is the server's fault. */
+const SERVER: ErrorCode[] = ["internal_error", "unavailable"];
+const API_KEY: ErrorCode[] = ["missing_credentials", "invalid_credentials", "revoked_key", "account_disabled", "wrong_credential_kind"];
+/** The account's per-second quotas, admitted after the key (edge/auth/quota.ts). */
+const QUOTA: ErrorCode[] = ["rate_limited", "quota_unavailable"];
+const USER_TOKEN: ErrorCode[] = ["missing_credentials", "invalid_credentials", "wrong_credential_kind"];
+
+const batchId: Parameter = { name: "id", in: "path", description: "The batch id (a UUID).", schema: Batch.shape.id };
+const modelName: Parameter = { name: "model", in: "path", description: "A model name: an alias or a release id.", schema: z.string().min(1) };
+
+export const ROUTES: readonly Route[] = [
+  {
+    method: "get",
+    path: "/v1/openapi.json",
+    operationId: "getOpenApiDocument",
+    summary: "This OpenAPI document",
+    tag: "Reference",
+    credential: "none",
+    responses: { 200: { description: "The OpenAPI 3.1 document of the public API.", body: OpenApiDocument } },
+    errors: ["internal_error"],
+  },
+  {
+    method: "get",
+    path: "/docs",
+    operationId: "getReferencePage",
+    summary: "Human reference page for this document",
+    tag: "Reference",
+    credential: "none",
+    responses: { 200: { description: "An HTML page that renders /v1/openapi.json; its scripts and styles are served by the service itself.", body: { mediaType: "text/html", description: "The reference page." } } },
+    errors: ["internal_error"],
+  },
+  {
+    method: "get",
+    path: "/v1/sign-in",
+    operationId: "getSignInTarget",
+    summary: "Where the command-line tool's browser sign-in goes",
+    tag: "Keys",
+    credential: "none",
+    responses: { 200: { description: "The identity provider, its public client id and the scope a user token needs.", body: SignInTarget } },
+    errors: SERVER,
+  },
+  {
+    method: "post",
+    path: "/v1/keys",
+    operationId: "createKey",
+    summary: "Create an API key (the secret is shown this once)",
+    tag: "Keys",
+    credential: "user_token",
+    request: { schema: CreateKeyRequest },
+    responses: { 201: { description: "The new key's metadata and its secret.", body: CreatedKey } },
+    errors: [...USER_TOKEN, "forbidden", "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/keys",
+    operationId: "listKeys",
+    summary: "List the account's keys, newest first",
+    tag: "Keys",
+    credential: "user_token",
+    responses: { 200: { description: "Key metadata; never a secret.", body: KeyList } },
+    errors: [...USER_TOKEN, ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/keys/{id}/revoke",
+    operationId: "revokeKey",
+    summary: "Revoke a key (repeatable)",
+    tag: "Keys",
+    credential: "user_token",
+    parameters: [{ name: "id", in: "path", description: "The key id shown in listings.", schema: z.string().regex(KEY_ID_PATTERN) }],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The revoked key's metadata.", body: KeyMetadata } },
+    errors: [...USER_TOKEN, "not_found", "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/models",
+    operationId: "listModels",
+    summary: "List the models the account may use",
+    tag: "Models",
+    credential: "api_key",
+    responses: { 200: { description: "Release names, their aliases and, when calibrated, where the report is.", body: ModelList } },
+    errors: [...API_KEY, ...QUOTA, ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/models/{model}/calibration",
+    operationId: "getCalibrationReport",
+    summary: "A calibrated release's calibration report",
+    tag: "Models",
+    credential: "api_key",
+    parameters: [modelName],
+    responses: { 200: { description: "The published calibration report.", body: CalibrationReport } },
+    errors: [...API_KEY, ...QUOTA, "model_not_found", "not_found", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/models/{model}/calibration.svg",
+    operationId: "getCalibrationDiagram",
+    summary: "A calibrated release's reliability diagram",
+    tag: "Models",
+    credential: "api_key",
+    parameters: [modelName],
+    responses: { 200: { description: "The reliability diagram.", body: { mediaType: "image/svg+xml", description: "An SVG image." } } },
+    errors: [...API_KEY, ...QUOTA, "model_not_found", "not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/systemone",
+    operationId: "createDecision",
+    summary: "Answer typed questions about a state (real-time decision)",
+    tag: "Decisions",
+    credential: "api_key",
+    request: { schema: DecisionRequest },
+    responses: { 200: { description: "One answer per question, in the request's order.", body: DecisionResponse } },
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "model_not_found", "bad_gateway", "identity_mismatch", "timeout", "lane_full", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/batches",
+    operationId: "createBatch",
+    summary: "Create a bulk batch (idempotent by key) and get where to upload its input",
+    tag: "Batches",
+    credential: "api_key",
+    request: { schema: CreateBatchRequest },
+    responses: {
+      201: { description: "A new batch, with `upload` (a signed PUT for the JSONL input).", body: Batch },
+      200: { description: "The batch this idempotency key already made; `upload` only while no input has arrived.", body: Batch },
+    },
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "active_batch_limit", "batch_storage_limit", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/batches",
+    operationId: "listBatches",
+    summary: "List the account's batches, newest first",
+    tag: "Batches",
+    credential: "api_key",
+    parameters: [
+      {
+        name: "limit",
+        in: "query",
+        description: "Batches per page.",
+        schema: z.number().int().min(1).max(BATCH_LIST_PAGE.max).default(BATCH_LIST_PAGE.default),
+      },
+      { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id },
+    ],
+    responses: { 200: { description: "One page of batches.", body: BatchList } },
+    errors: [...API_KEY, ...QUOTA, "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/batches/{id}",
+    operationId: "getBatch",
+    summary: "A batch's status, timestamps and counts",
+    tag: "Batches",
+    credential: "api_key",
+    parameters: [batchId],
+    responses: { 200: { description: "The batch.", body: Batch } },
+    errors: [...API_KEY, ...QUOTA, "not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/batches/{id}/submit",
+    operationId: "submitBatch",
+    summary: "Queue an uploaded batch for processing",
+    tag: "Batches",
+    credential: "api_key",
+    parameters: [batchId],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The batch, queued (or unchanged on a repeat).", body: Batch } },
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_submittable", "upload_incomplete", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/batches/{id}/cancel",
+    operationId: "cancelBatch",
+    summary: "Cancel a batch",
+    tag: "Batches",
+    credential: "api_key",
+    parameters: [batchId],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The batch, cancelled (or unchanged when already terminal).", body: Batch } },
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/batches/{id}/results",
+    operationId: "listBatchResults",
+    summary: "A finished batch's result records, in input order",
+    tag: "Batches",
+    credential: "api_key",
+    parameters: [
+      batchId,
+      { name: "after", in: "query", description: "0, or an earlier page's `next_cursor` (an input line number).", schema: z.number().int().min(0).default(0) },
+    ],
+    responses: { 200: { description: "Up to one page of result records.", body: ResultsPage } },
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_finished", "results_expired", ...SERVER],
+  },
+];

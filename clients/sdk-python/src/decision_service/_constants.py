@@ -1,0 +1,30 @@
+"""
+The service's numbers this client depends on. They are written once in the wire contract
+(contract/limits.ts, contract/batches.ts); tests/test_contract.py checks these copies against it.
+"""
+
+from typing import Final
+
+SHARED_ALIAS: Final = "svc-shared"
+"""The alias every account may use for the shared base model."""
+
+REQUEST_ID_HEADER: Final = "x-typesafe-request-id"
+"""The response header naming the service's request id (quote it when asking for help)."""
+
+DEFAULT_TIMEOUT: Final = 60.0
+"""Seconds one request may take by default (LIMITS.toolRequestTimeoutMs)."""
+
+DEFAULT_MAX_RETRIES: Final = 2
+
+MAX_CONNECTIONS: Final = 32
+"""Connections one client keeps open to the service at most (LIMITS.httpConnectionsPerService)."""
+
+BULK_FILE_BYTES: Final = 25 * 1024 * 1024
+BULK_FILE_RECORDS: Final = 10_000
+BATCH_LIST_PAGE_DEFAULT: Final = 20
+
+BATCH_STATUSES: Final = ("uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired")
+TERMINAL_STATUSES: Final = ("completed", "failed", "cancelled", "expired")
+
+MAX_RETRY_WAIT: Final = 60.0
+"""Seconds: a Retry-After longer than this is not waited out; the caller gets the 429 or 529."""

@@ -1,0 +1,171 @@
+"""client.batches against the real service and its bulk worker, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from decision_service import (
+    AsyncClient,
+    Batch,
+    Client,
+    DecisionRequest,
+    InputError,
+    InputRecord,
+    ResultFailure,
+    ResultSuccess,
+    noul,
+)
+
+from .conftest import Stack, remember_upload, require
+
+
+def record(custom_id: str, model: str | None = None) -> InputRecord:
+    body: DecisionRequest = {"state": f"ticket {custom_id}: I was charged twice", "questions": {"money": noul("Is it about money?")}}
+    if model is not None:
+        body["model"] = model
+    return {"custom_id": custom_id, "body": body}
+
+
+def test_create_upload_a_file_submit_retrieve_wait_and_read_results(client: Client, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[httpx.Request] = []
+    send = httpx.Client.send
+
+    def recording(self: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        sent.append(request)
+        return send(self, request, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "send", recording)
+    file = tmp_path / "input.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in (record("t-1"), record("t-2"))))
+    key = f"py-path-{uuid.uuid4()}"
+    batch = client.batches.create(idempotency_key=key)
+    assert batch.upload is not None
+    remember_upload(batch.upload.url)
+    assert (batch.object, batch.status, batch.idempotency_key) == ("batch", "uploading", key)
+    assert batch.request_id is not None
+    assert client.batches.create(idempotency_key=key).id == batch.id
+
+    uploaded = client.batches.upload(batch, file)
+    assert uploaded.size == file.stat().st_size
+    put = next(r for r in sent if r.method == "PUT")
+    assert "authorization" not in put.headers
+    assert put.headers["if-none-match"] == "*"
+    # Once the input is there, the same key gives the same batch and no new destination.
+    assert client.batches.create(idempotency_key=key).upload is None
+
+    assert client.batches.submit(batch.id).status == "queued"
+    assert client.batches.submit(batch.id).status != "uploading"
+    assert client.batches.retrieve(batch.id).id == batch.id
+    done = client.batches.wait(batch.id, poll_interval=0.2)
+    assert (done.status, done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == ("completed", 2, 2, 0)
+    records = list(client.batches.results(batch.id))
+    assert [r.custom_id for r in records] == ["t-1", "t-2"]
+    for r in records:
+        assert isinstance(r, ResultSuccess), r
+        assert r.response.noul_answer("money").type == "noul"
+        if stack.release_id is not None:
+            assert r.response.model == stack.release_id
+
+
+def test_run_records_to_the_terminal_batch_and_its_results_with_progress_and_the_clients_model(stack: Stack) -> None:
+    seen: list[str] = []
+    with Client(api_key=stack.api_key, base_url=stack.base_url, default_model="no-such-model") as runner:
+        run = runner.batches.run(
+            [record("ok", model="svc-shared"), record("defaulted")],
+            poll_interval=0.2,
+            on_progress=lambda b: seen.append(b.status),
+        )
+        # Results are read page by page as they are iterated, so while the client is open.
+        results = {r.custom_id: r for r in run.results}
+    assert run.batch.status == "completed"
+    assert seen[-1] == "completed"
+    assert isinstance(results["ok"], ResultSuccess)
+    failed = results["defaulted"]
+    assert isinstance(failed, ResultFailure)
+    assert failed.error.status == 404
+
+
+def test_run_sends_bytes_as_they_are_and_a_file_the_worker_refuses_ends_a_failed_batch(client: Client) -> None:
+    run = client.batches.run(b'{"custom_id": "a", "body": {}}\nnot json\n', poll_interval=0.2)
+    assert run.batch.status == "failed"
+    assert run.batch.error is not None and run.batch.error.line == 2
+    assert list(run.results) == []
+
+
+def test_run_resumes_the_batch_of_its_idempotency_key(client: Client) -> None:
+    key = f"py-resume-{uuid.uuid4()}"
+    first = client.batches.run([record("r-1")], idempotency_key=key, poll_interval=0.2)
+    again = client.batches.run([record("r-1")], idempotency_key=key, poll_interval=0.2)
+    assert again.batch.id == first.batch.id
+    assert [r.custom_id for r in again.results] == ["r-1"]
+
+
+def test_cancel_a_batch_that_has_not_finished_and_a_finished_one_is_unchanged(client: Client) -> None:
+    batch = client.batches.create()
+    cancelled = client.batches.cancel(batch.id)
+    assert cancelled.status == "cancelled" and cancelled.finished_at is not None
+    assert client.batches.cancel(batch.id).status == "cancelled"
+
+
+def test_list_the_accounts_batches_newest_first_page_by_page(stack: Stack) -> None:
+    other = Client(api_key=require(stack.other_api_key, "SVC_TEST_OTHER_API_KEY"), base_url=stack.base_url)
+    made = [other.batches.create().id for _ in range(3)]
+    first = other.batches.list(limit=2)
+    assert first.object == "list" and first.has_more and first.next_cursor is not None
+    rest = other.batches.list(limit=2, after=first.next_cursor)
+    listed = [b.id for b in first.data + rest.data]
+    assert listed[:3] == list(reversed(made))
+    assert all(isinstance(b, Batch) for b in first.data)
+
+
+def test_results_iterate_every_page_from_any_cursor(client: Client, stack: Stack) -> None:
+    paged = require(stack.paged_batch_id, "SVC_TEST_PAGED_BATCH_ID")
+    stream = client.batches.results(paged)
+    pages = list(stream.pages())
+    assert len(pages) == -(-stack.paged_records // 20) and all(len(p.data) <= 20 for p in pages)
+    records = list(client.batches.results(paged))
+    assert [r.custom_id for r in records] == [f"r{i}" for i in range(1, stack.paged_records + 1)]
+    assert [r.custom_id for r in client.batches.results(paged, after=stack.paged_records - 2)] == [
+        f"r{stack.paged_records - 1}",
+        f"r{stack.paged_records}",
+    ]
+
+
+def test_refuses_input_that_cannot_be_accepted_before_sending_anything(tmp_path: Path) -> None:
+    client = Client(api_key="svc_x", base_url="http://127.0.0.1:9")  # nothing listens: a send would fail differently
+    with pytest.raises(InputError, match="no records"):
+        client.batches.run([])
+    with pytest.raises(InputError, match="empty"):
+        client.batches.run(b"")
+    with pytest.raises(InputError, match="cannot read the batch file"):
+        client.batches.run(tmp_path / "missing.jsonl")
+    with pytest.raises(InputError, match="at most 10000"):
+        client.batches.run([record(str(i)) for i in range(10_001)])
+    with pytest.raises(InputError, match="at most 26214400 bytes"):
+        client.batches.run(b"x" * (25 * 1024 * 1024 + 1))
+
+
+def test_the_async_client_runs_a_batch_and_iterates_its_results(stack: Stack) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(api_key=stack.api_key, base_url=stack.base_url) as client:
+            assert len((await client.models.list()).models) > 0
+            reply = await client.system_one(state="I was charged twice", questions={"money": noul("Is it about money?")})
+            assert 0 <= reply.noul_answer("money").noul <= 1
+            seen: list[str] = []
+            run = await client.batches.run([record("a-1"), record("a-2")], poll_interval=0.2, on_progress=lambda b: seen.append(b.status))
+            assert run.batch.status == "completed" and seen[-1] == "completed"
+            assert [r.custom_id async for r in run.results] == ["a-1", "a-2"]
+            assert [r.custom_id for r in await client.batches.results(run.batch.id, after=1).to_list()] == ["a-2"]
+            assert (await client.batches.retrieve(run.batch.id)).status == "completed"
+            created = await client.batches.create()
+            assert (await client.batches.cancel(created.id)).status == "cancelled"
+            assert created.id in [b.id for b in (await client.batches.list(limit=5)).data]
+
+    asyncio.run(scenario())

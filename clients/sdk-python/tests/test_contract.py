@@ -1,0 +1,239 @@
+"""
+The SDK's models against the wire contract, so the two cannot drift: every field name, whether it
+is required, whether it may be null, and its type, for every class that reads a service answer.
+
+The contract's JSON Schema comes from the service itself (`GET /v1/openapi.json`, components named
+like the contract's exports) when it serves one, and from the dump of the contract's zod schemas
+that test/python-sdk.test.ts writes (`SVC_TEST_CONTRACT`); each source present is checked. The
+dump also carries the contract's constants, which the SDK's copies must equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from typing import Any, Literal, Union
+
+import httpx
+import pytest
+
+import decision_service as sdk
+from decision_service._models import type_hints, wire_fields
+
+from .conftest import STACK
+
+Schema = dict[str, Any]
+
+# Each SDK class that reads a whole answer, and the contract export it reads.
+ROOTS: dict[type[Any], str] = {
+    sdk.DecisionResponse: "DecisionResponse",
+    sdk.ModelList: "ModelList",
+    sdk.Batch: "Batch",
+    sdk.BatchList: "BatchList",
+    sdk.ResultsPage: "ResultsPage",
+}
+# Classes of the service's answers that are not in the contract: storage's answer to an upload.
+NOT_IN_CONTRACT = {sdk.UploadResult}
+
+
+def _sources() -> list[tuple[str, Schema]]:
+    found: list[tuple[str, Schema]] = []
+    if STACK is not None:
+        try:
+            served = httpx.get(f"{STACK.base_url}/v1/openapi.json", timeout=10)
+        except httpx.HTTPError:
+            served = None
+        if served is not None and served.status_code == 200:
+            found.append(("served /v1/openapi.json", served.json()))
+    dumped = os.environ.get("SVC_TEST_CONTRACT")
+    if dumped:
+        with open(dumped, encoding="utf-8") as file:
+            found.append(("contract dump", json.load(file)))
+    return found
+
+
+SOURCES = _sources()
+
+
+def _components(document: Schema) -> dict[str, Schema]:
+    components = document.get("components", {}).get("schemas", {})
+    assert isinstance(components, dict)
+    return components
+
+
+class Checker:
+    def __init__(self, document: Schema) -> None:
+        self.components = _components(document)
+        self.errors: list[str] = []
+        self.visited: set[type[Any]] = set()
+
+    def resolve(self, schema: Schema, root: Schema) -> tuple[Schema, Schema]:
+        """The schema a `$ref` points at (components, or the `$defs` of the schema it is in), and its root."""
+        while "$ref" in schema:
+            ref = schema["$ref"]
+            if ref.startswith("#/components/schemas/"):
+                root = self.components[ref.rsplit("/", 1)[1]]
+                schema = root
+            elif ref.startswith("#/$defs/"):
+                schema = root["$defs"][ref.rsplit("/", 1)[1]]
+            elif ref == "#":
+                schema = root
+            else:
+                raise AssertionError(f"unknown $ref {ref}")
+        return schema, root
+
+    def component(self, cls: type[Any]) -> Schema | None:
+        return self.components.get(cls.__name__)
+
+    def check_class(self, cls: type[Any], schema: Schema, root: Schema, where: str) -> None:
+        schema, root = self.resolve(schema, root)
+        if not schema.get("properties"):
+            # A shape JSON Schema cannot express here (an ordered map in zod): the export of the same name, when there is one.
+            named = self.component(cls)
+            if named is None or named is schema:
+                return
+            schema, root = named, named
+        self.visited.add(cls)
+        properties: dict[str, Schema] = schema["properties"]
+        required = set(schema.get("required", []))
+        fields = {f.name: f for f in wire_fields(cls)}
+        if set(fields) != set(properties):
+            self.errors.append(f"{where}: SDK fields {sorted(fields)} != contract fields {sorted(properties)}")
+        hints = type_hints(cls)
+        for name, f in fields.items():
+            if name not in properties:
+                continue
+            sdk_required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if sdk_required != (name in required):
+                self.errors.append(f"{where}.{name}: {'required' if sdk_required else 'optional'} in the SDK, not in the contract")
+            self.check_type(hints[name], properties[name], root, f"{where}.{name}", check_null=sdk_required)
+
+    def check_type(self, hint: Any, schema: Schema, root: Schema, where: str, check_null: bool = True) -> None:
+        schema, root = self.resolve(schema, root)
+        schema, nullable = self.strip_null(schema, root)
+        options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+        hint_nullable = type(None) in options
+        options = tuple(o for o in options if o is not type(None))
+        if isinstance(hint, (str, typing.ForwardRef)) or (len(options) > 1 and not all(dataclasses.is_dataclass(o) for o in options)):
+            return  # JsonValue: any JSON, null included
+        if check_null and hint_nullable != nullable:
+            self.errors.append(f"{where}: {'nullable' if hint_nullable else 'not nullable'} in the SDK, not in the contract")
+        if len(options) > 1:
+            self.check_union(options, schema, root, where)
+            return
+        (base,) = options
+        origin = typing.get_origin(base)
+        if schema == {}:
+            if dataclasses.is_dataclass(base) and isinstance(base, type):
+                self.check_class(base, schema, root, where)
+            elif origin is dict:
+                self.check_map_values(typing.get_args(base)[1], where)
+            return  # unrepresentable in JSON Schema: nothing more to compare
+        if origin is Literal:
+            allowed = set(schema["enum"]) if "enum" in schema else {schema.get("const")}
+            if allowed != set(typing.get_args(base)):
+                self.errors.append(f"{where}: SDK values {sorted(typing.get_args(base))} != contract values {sorted(allowed, key=str)}")
+        elif origin is list:
+            self.expect(schema, "array", where)
+            self.check_type(typing.get_args(base)[0], schema.get("items", {}), root, f"{where}[]")
+        elif origin is dict:
+            self.expect(schema, "object", where)
+            values = schema.get("additionalProperties")
+            if isinstance(values, dict):
+                self.check_type(typing.get_args(base)[1], values, root, f"{where}{{}}")
+        elif dataclasses.is_dataclass(base) and isinstance(base, type):
+            self.expect(schema, "object", where)
+            self.check_class(base, schema, root, where)
+        else:
+            wanted = {str: "string", int: "integer", float: "number", bool: "boolean"}[base]
+            self.expect(schema, wanted, where)
+
+    def check_union(self, options: tuple[Any, ...], schema: Schema, root: Schema, where: str) -> None:
+        """A union of classes: each matches the branch of the contract with its field names."""
+        listed: list[Schema] = schema.get("anyOf") or schema.get("oneOf") or []
+        branches = [self.resolve(b, root) for b in listed]
+        for cls in options:
+            names = {f.name for f in wire_fields(cls)}
+            match = [(b, r) for b, r in branches if set(b.get("properties", {})) == names]
+            if match:
+                self.check_class(cls, match[0][0], match[0][1], f"{where}<{cls.__name__}>")
+            elif self.component(cls) is not None:
+                named = self.component(cls)
+                assert named is not None
+                self.check_class(cls, named, named, f"{where}<{cls.__name__}>")
+            elif branches:
+                self.errors.append(f"{where}: no contract branch has the fields of {cls.__name__} {sorted(names)}")
+
+    def check_map_values(self, value_hint: Any, where: str) -> None:
+        options = typing.get_args(value_hint) if typing.get_origin(value_hint) in (Union, types.UnionType) else (value_hint,)
+        for cls in options:
+            named = self.component(cls) if isinstance(cls, type) else None
+            if named is not None:
+                self.check_class(cls, named, named, f"{where}{{}}<{cls.__name__}>")
+
+    def strip_null(self, schema: Schema, root: Schema) -> tuple[Schema, bool]:
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                rest = [b for b in schema[key] if self.resolve(b, root)[0].get("type") != "null"]
+                if len(rest) < len(schema[key]):
+                    return (rest[0] if len(rest) == 1 else {key: rest}), True
+        kind = schema.get("type")
+        if isinstance(kind, list) and "null" in kind:
+            others = [k for k in kind if k != "null"]
+            return {**schema, "type": others[0] if len(others) == 1 else others}, True
+        return schema, False
+
+    def expect(self, schema: Schema, kind: str, where: str) -> None:
+        if schema.get("type") != kind:
+            self.errors.append(f"{where}: {kind} in the SDK, {schema.get('type', schema)} in the contract")
+
+
+@pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
+def test_the_sdks_models_match_the_contracts_json_schema(source: str, document: Schema) -> None:
+    checker = Checker(document)
+    components = _components(document)
+    for cls, name in ROOTS.items():
+        assert name in components, f"{source} has no schema {name}"
+        checker.check_class(cls, components[name], components[name], name)
+    assert checker.errors == [], f"the SDK's models differ from the contract ({source}):\n" + "\n".join(checker.errors)
+    models = {v for v in vars(sdk._models).values() if isinstance(v, type) and dataclasses.is_dataclass(v)}
+    unchecked = models - checker.visited - NOT_IN_CONTRACT
+    assert unchecked == set(), f"{source} never reached {sorted(c.__name__ for c in unchecked)}"
+
+
+@pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
+def test_the_error_envelope_has_what_the_sdk_reads(source: str, document: Schema) -> None:
+    envelope = _components(document)["ErrorEnvelope"]
+    checker = Checker(document)
+    error, _ = checker.resolve(envelope["properties"]["error"], envelope)
+    assert {"code", "message", "status"} <= set(error["required"])
+    assert [error["properties"][k]["type"] for k in ("code", "message", "status")] == ["string", "string", "integer"]
+
+
+def test_the_sdks_constants_are_the_contracts() -> None:
+    dumped = os.environ.get("SVC_TEST_CONTRACT")
+    if not dumped:
+        pytest.skip("needs SVC_TEST_CONTRACT, the contract dump test/python-sdk.test.ts writes")
+    with open(dumped, encoding="utf-8") as file:
+        constants = json.load(file)["constants"]
+    assert sdk.SHARED_ALIAS == constants["SHARED_ALIAS"]
+    assert sdk.REQUEST_ID_HEADER == constants["REQUEST_ID_HEADER"]
+    assert sdk.DEFAULT_TIMEOUT * 1000 == constants["toolRequestTimeoutMs"]
+    assert sdk.MAX_CONNECTIONS == constants["httpConnectionsPerService"]
+    assert list(sdk.BATCH_STATUSES) == constants["BATCH_STATUSES"]
+    assert list(sdk.TERMINAL_STATUSES) == constants["TERMINAL_STATUSES"]
+    assert list(typing.get_args(sdk.BatchStatus)) == constants["BATCH_STATUSES"]
+    from decision_service import _constants
+
+    assert _constants.BULK_FILE_BYTES == constants["bulkFileBytes"]
+    assert _constants.BULK_FILE_RECORDS == constants["bulkFileRecords"]
+    assert _constants.BATCH_LIST_PAGE_DEFAULT == constants["batchListPageDefault"]
+
+
+def test_there_is_a_contract_to_compare_with_when_the_service_is_there() -> None:
+    if STACK is None:
+        pytest.skip("needs the running service: set SVC_BASE_URL and SVC_API_KEY")
+    assert SOURCES, "neither GET /v1/openapi.json nor SVC_TEST_CONTRACT gave the contract's JSON Schema"

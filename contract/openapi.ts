@@ -17,7 +17,7 @@
 import { z } from "zod";
 import { Batch, BatchError, BatchLimits, BatchList, BatchStatus, CreateBatchRequest, InputRecord, RecordError, ResultRecord, ResultsPage, Upload } from "./batches.ts";
 import { CalibrationReport } from "./calibration.ts";
-import { Answer, ChoiceQuestion, DecisionRequest, DecisionResponse, NoulQuestion, Question, Questions, State, Usage } from "./decision.ts";
+import { Answer, ChoiceQuestion, DecisionRequest, DecisionResponse, NoulQuestion, Question, Questions, ScoreQuestion, State, Usage } from "./decision.ts";
 import { ERROR_STATUS, ErrorEnvelope, type ErrorCode } from "./errors.ts";
 import { JsonValue } from "./fields.ts";
 import { CreatedKey, CreateKeyRequest, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
@@ -77,6 +77,15 @@ const CUSTOM = new Map<unknown, JsonSchema>([
 const REFINED = new Map<unknown, JsonSchema>([
   [Questions, { minProperties: 1 }],
   [ChoiceQuestion.shape.criteria, { minProperties: LIMITS.choiceOptions.min, maxProperties: LIMITS.choiceOptions.max }],
+  [ScoreQuestion.shape.criteria.element, { not: { type: "null" }, description: "A level: text or structured JSON, never null." }],
+]);
+
+/**
+ * Fields the contract parses but this service refuses whatever their value, by schema: the document
+ * says so rather than offer a shape no request can use.
+ */
+const REFUSED = new Map<unknown, JsonSchema>([
+  [DecisionRequest.out.shape.images, { not: {}, description: "Image decisions are not enabled on this service: a request with `images` is refused (422 `invalid_request`)." }],
 ]);
 
 /** JSON Schema (draft 2020-12) of one contract schema, on the given side of the wire. */
@@ -107,6 +116,11 @@ export function jsonSchemaOf(schema: z.ZodType, io: Io): JsonSchema {
       const json = ctx.jsonSchema as JsonSchema;
       const refined = REFINED.get(ctx.zodSchema);
       if (refined) Object.assign(json, refined);
+      const refused = REFUSED.get(ctx.zodSchema);
+      if (refused) {
+        for (const key of Object.keys(json)) delete json[key];
+        Object.assign(json, refused);
+      }
       // An object that drops unknown fields (z.object) is not a promise that none will ever be added.
       if (def.type === "object" && def.catchall === undefined && json.additionalProperties === false) delete json.additionalProperties;
       // zod bounds every integer to the safe range; on the wire that says nothing.
@@ -249,7 +263,8 @@ function build(): JsonSchema {
       description:
         "Typed decisions over HTTP: real-time (`POST /v1/systemone`), models, key management and bulk batches. " +
         "Credentials go in `Authorization: Bearer <token>`: an API key for models, decisions and batches, a user access token for key management. " +
-        `Every error is the one envelope \`{"error": {"code", "message", "status"}}\`. Request bodies hold at most ${LIMITS.decisionBodyBytes} bytes and nest at most ${LIMITS.jsonDepth} levels.`,
+        `Every error is the one envelope \`{"error": {"code", "message", "status"}}\`. Request bodies hold at most ${LIMITS.decisionBodyBytes} bytes, nest at most ${LIMITS.jsonDepth} levels ` +
+        "and are UTF-8 JSON with no duplicate key and no U+0000 in any string or key (such a body is refused, 422 `invalid_request`).",
     },
     servers: [{ url: "/", description: "This deployment" }],
     tags: [...new Set(ROUTES.map((route) => route.tag))].map((name) => ({ name })),

@@ -14,8 +14,9 @@ import { Batch, BATCH_LIST_PAGE, BatchList, CreateBatchRequest, ResultsPage } fr
 import { CalibrationReport } from "./calibration.ts";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
 import type { ErrorCode } from "./errors.ts";
-import { looseFields } from "./fields.ts";
+import { fields } from "./fields.ts";
 import { CreatedKey, CreateKeyRequest, KEY_ID_PATTERN, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
+import { LIMITS } from "./limits.ts";
 import { ModelList } from "./models.ts";
 
 /** Who may call a route: anyone, a signed-in user (identity-provider access token), or an account API key. */
@@ -51,8 +52,12 @@ export interface Route {
   errors: readonly ErrorCode[];
 }
 
-/** The body of an action route (`submit`, `cancel`, `revoke`): `{}`, or nothing at all. */
-export const EmptyRequest = looseFields({});
+/**
+ * The body of an action route (`submit`, `cancel`, `revoke`): `{}`, or nothing at all. A field in it
+ * is refused (422): such a body carries nothing, and every body the document allows then fits the
+ * route's `actionBodyBytes`.
+ */
+export const EmptyRequest = fields({});
 
 /** The service's own OpenAPI document, as served (an object; contract/openapi.ts builds it). */
 const OpenApiDocument = z.record(z.string(), z.unknown());
@@ -251,7 +256,12 @@ export const ROUTES: readonly Route[] = [
     credential: "api_key",
     parameters: [
       batchId,
-      { name: "after", in: "query", description: "0, or an earlier page's `next_cursor` (an input line number).", schema: z.number().int().min(0).default(0) },
+      {
+        name: "after",
+        in: "query",
+        description: "0, or an earlier page's `next_cursor` (an input line number).",
+        schema: z.number().int().min(0).max(LIMITS.bulkFileRecords).default(0),
+      },
     ],
     responses: { 200: { description: "Up to one page of result records.", body: ResultsPage } },
     errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_finished", "results_expired", ...SERVER],

@@ -3,8 +3,9 @@
  * conventions every response shares (request id header, error envelope, the one allowed browser
  * origin) are applied here too.
  */
-import { Hono } from "hono";
+import { Hono, type NotFoundHandler } from "hono";
 import { cors } from "hono/cors";
+import { errorBody } from "../contract/errors.ts";
 import { REQUEST_ID_HEADER } from "../contract/limits.ts";
 import { errorRenderer, notFound } from "../server-shared/http.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
@@ -60,7 +61,36 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", storage);
   app.route("/", internal);
 
-  app.notFound(notFound);
+  app.notFound(notFoundOrNotAllowed(app));
   app.onError(errorRenderer("edge"));
   return app;
+}
+
+/**
+ * The answer when no handler matched: 405 with `Allow` (RFC 9110) when the path is a route of the app
+ * under other methods, else the 404. HEAD is served by every GET handler and OPTIONS by the CORS
+ * middleware on any path, so `Allow` names them too.
+ */
+function notFoundOrNotAllowed(app: Hono<AppEnv>): NotFoundHandler<AppEnv> {
+  let table: { pattern: RegExp; method: string }[] | undefined;
+  return (c) => {
+    table ??= app.routes.filter((route) => route.method !== "ALL").map((route) => ({ pattern: routePattern(route.path), method: route.method }));
+    const methods = new Set(table.filter((route) => route.pattern.test(c.req.path)).map((route) => route.method));
+    if (methods.size === 0) return notFound(c);
+    if (methods.has("GET")) methods.add("HEAD");
+    methods.add("OPTIONS");
+    const allow = [...methods].join(", ");
+    c.header("allow", allow);
+    // Neither the method nor the path is echoed: both are the client's, of any length.
+    return c.json(errorBody("method_not_allowed", `this route does not take that method; allowed: ${allow}`), 405);
+  };
+}
+
+/** A Hono route path (`/v1/batches/:id/submit`, `/storage/*`) as a regular expression over request paths. */
+function routePattern(path: string): RegExp {
+  const source = path
+    .split("/")
+    .map((part) => (part === "*" ? ".*" : part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+    .join("/");
+  return new RegExp(`^${source}$`);
 }

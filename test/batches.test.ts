@@ -323,7 +323,8 @@ describe("results", () => {
     expect(lines).toEqual(Array.from({ length: 45 }, (_, i) => `r${i + 1}`));
     expect(texts).toHaveLength(3);
     expect(texts[0]).toContain('"answers":{"10":{"type":"noul","noul":0.5},"2":');
-    for (const bad of ["-1", "x", "1.5", "99999999999"]) {
+    // The cursor is a line number: past the most lines a batch can have it is no earlier page's (the document says so too).
+    for (const bad of ["-1", "x", "1.5", "99999999999", String(LIMITS.bulkFileRecords + 1), "539933848024"]) {
       expectError(await call(`/v1/batches/${batch.id}/results?after=${bad}`, { token: account.key.secret }), 422, "invalid_request");
     }
   });

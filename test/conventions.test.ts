@@ -28,7 +28,16 @@ describe("request ids", () => {
 describe("error envelope", () => {
   it("covers unknown routes and unsupported methods", async () => {
     expectError(await call("/v1/unknown"), 404, "not_found");
-    expectError(await call("/v1/models", { method: "DELETE" }), 404, "not_found");
+    // A method the path does not serve is 405 with `Allow` (RFC 9110); under a prefix whose every
+    // route needs a key (/v1/batches/*) the key is checked first.
+    const deleted = await call("/v1/models", { method: "DELETE" });
+    expectError(deleted, 405, "method_not_allowed");
+    expect(deleted.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
+    const account = await newAccount();
+    const wrongMethod = await call(`/v1/batches/${crypto.randomUUID()}/submit`, { method: "PUT", token: account.key.secret });
+    expectError(wrongMethod, 405, "method_not_allowed");
+    expect(wrongMethod.headers.get("allow")).toBe("POST, OPTIONS");
+    expectError(await call(`/v1/batches/${crypto.randomUUID()}/unknown`, { method: "PUT", token: account.key.secret }), 404, "not_found");
   });
 });
 

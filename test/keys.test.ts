@@ -154,6 +154,9 @@ describe("POST /v1/keys/{id}/revoke", () => {
   it("refuses a body other than {}", async () => {
     const key = await createKey(user.token);
     expectError(await call(`/v1/keys/${key.id}/revoke`, { token: user.token, rawBody: "[" }), 422, "invalid_request");
+    // A field is refused too: the body carries nothing, so the document allows exactly `{}`.
+    expectError(await call(`/v1/keys/${key.id}/revoke`, { token: user.token, body: { reason: "x" } }), 422, "invalid_request");
+    expect((await call(`/v1/keys/${key.id}/revoke`, { token: user.token, rawBody: "" })).status).toBe(200);
   });
 
   userRouteSecurity({ method: "POST", path: `/v1/keys/${"c".repeat(26)}/revoke`, body: {} });

@@ -17,7 +17,7 @@
 import { Hono, type Context } from "hono";
 import { BATCH_LIMITS, BATCH_LIST_PAGE, CreateBatchRequest, isTerminal, TERMINAL_STATUSES, type Batch, type BatchList, type BatchStatus } from "../../contract/batches.ts";
 import { errorBody } from "../../contract/errors.ts";
-import { looseFields } from "../../contract/fields.ts";
+import { EmptyRequest } from "../../contract/routes.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
@@ -126,7 +126,7 @@ batches.get("/v1/batches", async (c) => {
 batches.get("/v1/batches/:id", async (c) => c.json(batchOf(await findBatch(c))));
 
 batches.post("/v1/batches/:id/submit", async (c) => {
-  await readJson(c, looseFields({}), { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
+  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const batch = await findBatch(c);
   if (batch.status !== "uploading") {
     // A repeated submit changes nothing; a batch that ended before it was submitted cannot start.
@@ -156,7 +156,7 @@ batches.post("/v1/batches/:id/submit", async (c) => {
 });
 
 batches.post("/v1/batches/:id/cancel", async (c) => {
-  await readJson(c, looseFields({}), { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
+  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const batch = await findBatch(c);
   const rows = await services(c.env).sql.query(
     `UPDATE batches SET status = 'cancelled', finished_at = now()
@@ -169,7 +169,9 @@ batches.post("/v1/batches/:id/cancel", async (c) => {
 
 batches.get("/v1/batches/:id/results", async (c) => {
   const afterText = c.req.query("after") ?? "0";
-  if (!/^\d{1,9}$/.test(afterText)) throw new ServiceError("invalid_request", "after must be a non-negative integer: 0, or an earlier page's next_cursor");
+  if (!/^\d{1,9}$/.test(afterText) || Number(afterText) > LIMITS.bulkFileRecords) {
+    throw new ServiceError("invalid_request", `after must be an integer from 0 to ${LIMITS.bulkFileRecords}: 0, or an earlier page's next_cursor`);
+  }
   const batch = await findBatch(c);
   if (!isTerminal(batch.status as BatchStatus)) {
     throw new ServiceError("batch_not_finished", `results are served once the batch has finished; it is ${batch.status}`);

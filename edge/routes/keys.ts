@@ -12,7 +12,7 @@ import { Hono } from "hono";
 import { sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { CreateKeyRequest, KEY_ID_PATTERN, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
-import { looseFields } from "../../contract/fields.ts";
+import { EmptyRequest } from "../../contract/routes.ts";
 import { quoteName } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { userAuth } from "../auth/user.ts";
@@ -57,7 +57,7 @@ keys.get("/v1/keys", async (c) => {
 
 keys.post("/v1/keys/:id/revoke", async (c) => {
   const id = c.req.param("id");
-  await readJson(c, looseFields({}), { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
+  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const user = c.get("user");
   const rows = KEY_ID_PATTERN.test(id)
     ? await services(c.env).sql.query(

@@ -37,6 +37,9 @@ const REQUEST_TIMEOUT_S = LIMITS.laneWaitMs / 1000 + 10;
 /** The whole run's bound: a hang past the per-request timeout, or a run far slower than usual, fails. */
 const RUN_TIMEOUT_MS = Math.max(240_000, MAX_EXAMPLES * 8_000);
 
+/** Hypothesis failing inside CPython 3.11's ast module, not in any check of the service. */
+const CPYTHON_AST_CRASH = /SystemError: AST constructor recursion depth mismatch/;
+
 let venv: Venv;
 let workDir: string;
 
@@ -88,7 +91,13 @@ describe("schema-driven fuzzing", () => {
       COLUMNS: "160",
     };
     const started = Date.now();
-    const result = await runTool(venv.bin("schemathesis"), args, { cwd: workDir, env, timeoutMs: RUN_TIMEOUT_MS });
+    let result = await runTool(venv.bin("schemathesis"), args, { cwd: workDir, env, timeoutMs: RUN_TIMEOUT_MS });
+    // The fuzzer's own crash on CPython 3.11 (see beforeAll) says nothing about the service: that
+    // one crash, and only it, is run again once. A finding is never retried.
+    if (result.code !== 0 && CPYTHON_AST_CRASH.test(result.output)) {
+      console.warn("schemathesis crashed inside CPython's ast (a CPython 3.11 bug, not a finding); running it once more");
+      result = await runTool(venv.bin("schemathesis"), args, { cwd: workDir, env, timeoutMs: RUN_TIMEOUT_MS });
+    }
     const report = `${result.output}\n(schemathesis exited ${result.code} after ${Math.round((Date.now() - started) / 1000)} s)`;
     expect(result.code, report).toBe(0);
     // It tested every operation of the document. (Its warnings do not fail the run: the one it gives is

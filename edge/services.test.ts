@@ -1,19 +1,32 @@
-import { describe, expect, it } from "vitest";
+import { neonConfig } from "@neondatabase/serverless";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Env } from "./env.ts";
 import { services } from "./services.ts";
 
+const NEON_URL = "postgres://app:pw@ep-quiet-lake-123456.us-east-2.aws.neon.tech/svc?sslmode=require";
 const settings = {
-  DATABASE_URL: "postgres://u:p@127.0.0.1:5432/db",
-  UPSTASH_REDIS_REST_URL: "http://127.0.0.1:8079",
+  DATABASE_URL: NEON_URL,
+  UPSTASH_REDIS_REST_URL: "https://eu1-example.upstash.io",
   UPSTASH_REDIS_REST_TOKEN: "t",
   SIDECAR_SECRET: "s",
-  OIDC_ISSUER: "http://127.0.0.1:8788",
+  OIDC_ISSUER: "https://login.example.com/",
   OIDC_AUDIENCE: "svc-api",
-  OIDC_JWKS_URL: "http://127.0.0.1:8788/jwks",
+  OIDC_JWKS_URL: "https://login.example.com/jwks",
   STORAGE_ACCESS_KEY_ID: "k",
   STORAGE_SECRET_ACCESS_KEY: "s",
 };
 const env = (extra: Record<string, unknown> = {}) => ({ BUCKET: {} as R2Bucket, ...settings, ...extra }) as Env;
+
+function refusalOf(run: () => unknown): unknown {
+  try {
+    run();
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected a refusal");
+}
+
+afterEach(() => vi.unstubAllGlobals());
 
 describe("edge services", () => {
   it("are built once per isolate's env: the same clients for every request", () => {
@@ -24,13 +37,34 @@ describe("edge services", () => {
   });
 
   it("answer 503 for a misconfigured edge, with an operator note naming the setting", () => {
-    let refused: unknown;
-    try {
-      services(env({ SIDECAR_SECRET: undefined }));
-    } catch (err) {
-      refused = err;
-    }
+    const refused = refusalOf(() => services(env({ SIDECAR_SECRET: undefined })));
     expect(refused).toMatchObject({ status: 503, code: "unavailable", operatorNote: expect.stringContaining("setting SIDECAR_SECRET is required") });
     expect((refused as Error).message).not.toContain("SIDECAR_SECRET");
+  });
+
+  // Neon's endpoints cannot be reached from here, so the network is a fake that records where the
+  // driver sent the query; what is checked is the driver's configuration as the edge left it.
+  it("send a remote DATABASE_URL's queries to Neon's own HTTPS endpoint, never to a local bridge", async () => {
+    // A local edge built first in the same process must not leave its bridge behind.
+    services(env({ DATABASE_URL: "postgres://u:p@127.0.0.1:5432/svc", NEON_LOCAL_BRIDGE: "127.0.0.1:6543" }));
+    expect(neonConfig.fetchEndpoint).toBe("http://127.0.0.1:6543/sql");
+
+    const sent: Array<{ url: string; connection: string | null }> = [];
+    vi.stubGlobal("fetch", async (input: RequestInfo | URL, init?: RequestInit) => {
+      sent.push({ url: String(input), connection: new Headers(init?.headers).get("neon-connection-string") });
+      return new Response(JSON.stringify({ message: "the fake network answers nothing" }), { status: 400 });
+    });
+    const { sql } = services(env());
+    await expect(sql`SELECT 1`).rejects.toThrow();
+    expect(sent).toEqual([{ url: "https://api.us-east-2.aws.neon.tech/sql", connection: expect.stringContaining("@ep-quiet-lake-123456.us-east-2.aws.neon.tech/svc?sslmode=require") }]);
+    expect(neonConfig.useSecureWebSocket).toBe(true);
+    expect(String(neonConfig.wsProxy)).not.toContain("127.0.0.1");
+  });
+
+  it("refuse a local bridge named for a remote database (503, the setting named), and a loopback database without one", () => {
+    const remote = refusalOf(() => services(env({ NEON_LOCAL_BRIDGE: "127.0.0.1:6543" })));
+    expect(remote).toMatchObject({ status: 503, operatorNote: expect.stringContaining("setting NEON_LOCAL_BRIDGE must be unset for a remote DATABASE_URL") });
+    const local = refusalOf(() => services(env({ DATABASE_URL: "postgres://u:p@localhost/svc" })));
+    expect(local).toMatchObject({ status: 503, operatorNote: expect.stringContaining("setting NEON_LOCAL_BRIDGE is required for a loopback DATABASE_URL") });
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The edge's settings and backing-service clients, built once per isolate from the Worker's bindings
  * (workerd hands every request of an isolate the same `env`). The drivers are the production ones;
- * the local stack only points them at loopback bridges.
+ * the local stack only points them at loopback bridges, and only for a loopback DATABASE_URL.
  *
  *     const { sql, redis, settings } = services(c.env);
  */
@@ -9,7 +9,7 @@ import { neon, type NeonQueryFunction } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis/cloudflare";
 import { checkServiceUrl } from "../contract/urls.ts";
 import { ServiceError } from "../server-shared/errors.ts";
-import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
+import { neonRoute, useNeonRoute } from "../server-shared/neon-route.ts";
 import { parseSettings, SettingsError } from "../server-shared/settings.ts";
 import type { Env } from "./env.ts";
 import { EdgeSettings } from "./settings.ts";
@@ -39,7 +39,7 @@ function build(env: Env): Services {
     if (!(err instanceof SettingsError)) throw err;
     throw new ServiceError("unavailable", "the service is misconfigured; retry later", err.message);
   }
-  useNeonLocalBridge(settings.NEON_LOCAL_BRIDGE);
+  useNeonRoute(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE));
   return {
     settings,
     sql: neon(settings.DATABASE_URL),

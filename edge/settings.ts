@@ -2,8 +2,10 @@
  * The edge Worker's settings (wrangler vars and secrets), parsed with zod once per isolate, the first
  * time a request needs them. A missing or bad setting answers 503 and logs one line naming it.
  *
- *   DATABASE_URL                Postgres connection string (Neon in production)
- *   NEON_LOCAL_BRIDGE           `127.0.0.1:<port>` of the local Neon bridge; unset in production
+ *   DATABASE_URL                Postgres connection string: Neon's in production (reached at Neon's own
+ *                               endpoints), a loopback Postgres locally (server-shared/neon-route.ts)
+ *   NEON_LOCAL_BRIDGE           `127.0.0.1:<port>` of the local Neon bridge: required for a loopback
+ *                               DATABASE_URL, refused for a remote one
  *   UPSTASH_REDIS_REST_URL      Upstash REST endpoint (quota windows), and its token:
  *   UPSTASH_REDIS_REST_TOKEN
  *   SIDECAR_SECRET              shared with every sidecar; which sidecar serves a release is the registry's
@@ -16,6 +18,7 @@
  *                               straight to R2; unset: the edge serves them at /storage over its binding
  */
 import { z } from "zod";
+import { checkNeonRoute } from "../server-shared/neon-route.ts";
 import { optional, optionalServiceUrl, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const EdgeSettings = z.object({
@@ -32,5 +35,5 @@ export const EdgeSettings = z.object({
   STORAGE_ACCESS_KEY_ID: required(),
   STORAGE_SECRET_ACCESS_KEY: required(),
   STORAGE_ENDPOINT: optionalServiceUrl(),
-});
+}).superRefine(checkNeonRoute);
 export type EdgeSettings = z.infer<typeof EdgeSettings>;

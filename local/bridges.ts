@@ -11,22 +11,23 @@ import { start, type Child } from "./process.ts";
 import { BUN, ROOT } from "./tiers.ts";
 
 export interface Bridges {
-  /** `127.0.0.1:<port>` of the Neon bridge: NEON_LOCAL_BRIDGE. */
-  neonBridge: string;
+  /** `127.0.0.1:<port>` of the Neon bridge (NEON_LOCAL_BRIDGE); null when none was asked for. */
+  neonBridge: string | null;
   /** UPSTASH_REDIS_REST_URL. */
   upstashUrl: string;
   child: Child;
   stop(): Promise<void>;
 }
 
-export async function startBridges(opts: { databaseUrl: string; redisUrl: string; upstashToken: string; logDir: string }): Promise<Bridges> {
+/** `databaseUrl` null: no Neon bridge (the database is remote, reached at Neon's own endpoints). */
+export async function startBridges(opts: { databaseUrl: string | null; redisUrl: string; upstashToken: string; logDir: string }): Promise<Bridges> {
   const logPath = join(opts.logDir, "bridges.log");
-  let ready: { neonPort: number; upstashUrl: string } | undefined;
+  let ready: { neonPort: number | null; upstashUrl: string } | undefined;
   const child = await start({
     name: "bridges",
     command: BUN,
     args: [join(ROOT, "local/bridges-main.ts")],
-    env: { BRIDGES_DATABASE_URL: opts.databaseUrl, BRIDGES_REDIS_URL: opts.redisUrl, BRIDGES_UPSTASH_TOKEN: opts.upstashToken },
+    env: { BRIDGES_DATABASE_URL: opts.databaseUrl ?? "", BRIDGES_REDIS_URL: opts.redisUrl, BRIDGES_UPSTASH_TOKEN: opts.upstashToken },
     logPath,
     ready: async () => {
       const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("BRIDGES READY "));
@@ -34,5 +35,5 @@ export async function startBridges(opts: { databaseUrl: string; redisUrl: string
       return ready !== undefined;
     },
   });
-  return { neonBridge: `127.0.0.1:${ready!.neonPort}`, upstashUrl: ready!.upstashUrl, child, stop: child.stop };
+  return { neonBridge: ready!.neonPort === null ? null : `127.0.0.1:${ready!.neonPort}`, upstashUrl: ready!.upstashUrl, child, stop: child.stop };
 }

@@ -6,7 +6,8 @@
  *     await fetch(`${stack.baseUrl}/health`);
  *     await stack.stop();
  *
- * Order: model file, Postgres and Redis, schema, the Neon and Upstash bridges, the runtime, the
+ * Order: model file, Postgres and Redis, schema, the Neon bridge (for a loopback Postgres only; a
+ * remote DATABASE_URL is Neon, reached directly) and the Upstash bridge, the runtime, the
  * registry entry for what the runtime reports, the sidecar, then the edge (local/edge.ts).
  */
 import { randomBytes } from "node:crypto";
@@ -14,6 +15,7 @@ import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
 import { SHARED_ALIAS } from "../contract/limits.ts";
+import { isLoopbackHost } from "../contract/urls.ts";
 import { Identity } from "../server-shared/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
 import { pointAlias, registerRelease } from "../ops/registry.ts";
@@ -62,7 +64,8 @@ export interface Stack {
   idp: IdpInfo;
   /** Secrets of this stack, for tests that call internal tiers directly. */
   secrets: { runtime: string; sidecar: string; upstash: string; storage: string };
-  urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string };
+  /** neonBridge is null when DATABASE_URL is remote (Neon): the tiers then use Neon's own endpoints. */
+  urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string | null };
   children: Child[];
   /** Another edge over the same services, on a free port, stopped with the stack (benchmarks compare the two kinds). */
   addEdge(kind: EdgeKind): Promise<{ baseUrl: string; child: Child }>;
@@ -107,14 +110,16 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       startIdp({ dataDir: join(dataDir, "idp"), port: opts.idpPort }),
     ] as const);
     children.push(idp.child);
-    let database = postgres;
+    let databaseServer = postgres;
     await migrate(postgres.url);
 
     const upstashToken = secret();
-    const bridges = await startBridges({ databaseUrl: postgres.url, redisUrl: redis.url, upstashToken, logDir });
+    // A remote DATABASE_URL (Neon) is reached at Neon's own endpoints: no Neon bridge then.
+    const local = localDatabase(postgres.url);
+    const bridges = await startBridges({ databaseUrl: local ? postgres.url : null, redisUrl: redis.url, upstashToken, logDir });
     children.push(bridges.child);
     stoppers.push(bridges.stop);
-    const neonLocal = bridges.neonBridge;
+    const database = databaseSettings(postgres.url, bridges.neonBridge);
 
     const runtimeSecret = secret();
     // A developer's engine choices (a GPU build, more threads) carry over; nothing else of theirs does.
@@ -154,8 +159,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       name: "sidecar",
       address: sidecarAt,
       secret: sidecarSecret,
-      databaseUrl: postgres.url,
-      neonBridge: neonLocal,
+      database,
       runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret },
       edgeUrl: baseUrl,
       upstash: { url: bridges.upstashUrl, token: upstashToken },
@@ -173,8 +177,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     writeFileSync(
       envFile,
       Object.entries({
-        DATABASE_URL: postgres.url,
-        NEON_LOCAL_BRIDGE: neonLocal,
+        ...database,
         UPSTASH_REDIS_REST_URL: bridges.upstashUrl,
         UPSTASH_REDIS_REST_TOKEN: upstashToken,
         SIDECAR_SECRET: sidecarSecret,
@@ -202,7 +205,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
       { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
       { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
-      { name: "neon bridge (ws + /sql)", where: `http://${neonLocal}` },
+      database.NEON_LOCAL_BRIDGE
+        ? { name: "neon bridge (ws + /sql)", where: `http://${database.NEON_LOCAL_BRIDGE}` }
+        : { name: "neon (DATABASE_URL is remote)", where: "Neon's own endpoints, no bridge" },
       { name: "upstash bridge (REST)", where: bridges.upstashUrl },
       { name: "r2 (local)", where: join(dataDir, "wrangler") },
     ];
@@ -214,7 +219,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       release,
       idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken, storage: storageSecret },
-      urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: `http://${neonLocal}` },
+      urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: database.NEON_LOCAL_BRIDGE ? `http://${database.NEON_LOCAL_BRIDGE}` : null },
       children,
       addEdge: async (kind) => {
         const port = await freePort();
@@ -223,11 +228,11 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         stoppers.push(child.stop);
         return { baseUrl: `http://127.0.0.1:${port}`, child };
       },
-      stopService: (name) => (name === "postgres" ? database.stop() : redis.stop()),
+      stopService: (name) => (name === "postgres" ? databaseServer.stop() : redis.stop()),
       restartPostgres: async () => {
-        await database.stop();
-        database = await startPostgres({ dataDir: join(dataDir, "postgres"), port: Number(new URL(database.url).port) });
-        stoppers.push(() => database.stop());
+        await databaseServer.stop();
+        databaseServer = await startPostgres({ dataDir: join(dataDir, "postgres"), port: Number(new URL(databaseServer.url).port) });
+        stoppers.push(() => databaseServer.stop());
       },
       crashRuntime: () => runtime.child.kill(),
       restoreRuntime: async () => {
@@ -264,6 +269,23 @@ async function startAll<T extends readonly Promise<{ stop(): Promise<void> }>[]>
   const failed = results.find((result) => result.status === "rejected");
   if (failed) throw failed.reason;
   return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+}
+
+/** Whether the Neon driver needs the local bridge to reach `databaseUrl`: a loopback (or socket) Postgres. */
+export function localDatabase(databaseUrl: string): boolean {
+  const host = new URL(databaseUrl).hostname;
+  return host === "" || isLoopbackHost(host);
+}
+
+/**
+ * The database settings of the edge and the sidecar: a remote database (Neon) as it is, reached at
+ * Neon's own endpoints; a loopback one through the local Neon bridge (server-shared/neon-route.ts
+ * refuses anything else).
+ */
+export function databaseSettings(databaseUrl: string, neonBridge: string | null): { DATABASE_URL: string; NEON_LOCAL_BRIDGE?: string } {
+  if (!localDatabase(databaseUrl)) return { DATABASE_URL: databaseUrl };
+  if (!neonBridge) throw new Error("a loopback DATABASE_URL needs the local Neon bridge");
+  return { DATABASE_URL: databaseUrl, NEON_LOCAL_BRIDGE: neonBridge };
 }
 
 /** A connection URL without its password, for printing. */

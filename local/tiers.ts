@@ -4,7 +4,7 @@
  * one GGUF, and a sidecar.
  *
  *     const runtime = await startRuntime({ name: "runtime", modelPath, secret, logDir });
- *     const sidecar = await startSidecar({ name: "sidecar", secret, databaseUrl, neonBridge, runtimeSecrets, logDir });
+ *     const sidecar = await startSidecar({ name: "sidecar", secret, database, runtimeSecrets, edgeUrl, upstash, logDir });
  *
  * Every setting of a child is given explicitly, so that a developer's own settings cannot leak in.
  */
@@ -78,9 +78,8 @@ export async function startSidecar(opts: {
   name: string;
   address: { port: number; url: string };
   secret: string;
-  databaseUrl: string;
-  /** `127.0.0.1:<port>` of the local Neon bridge. */
-  neonBridge: string;
+  /** DATABASE_URL, and NEON_LOCAL_BRIDGE for a loopback one (local/stack.ts `databaseSettings`). */
+  database: { DATABASE_URL: string; NEON_LOCAL_BRIDGE?: string };
   /** Runtime secrets under the variable names the registry's `token_env` gives. */
   runtimeSecrets: Record<string, string>;
   /** The edge the bulk worker asks for storage grants. */
@@ -100,8 +99,7 @@ export async function startSidecar(opts: {
       SIDECAR_URL: opts.address.url,
       SIDECAR_PORT: String(opts.address.port),
       SIDECAR_HOST: "127.0.0.1",
-      DATABASE_URL: opts.databaseUrl,
-      NEON_LOCAL_BRIDGE: opts.neonBridge,
+      ...opts.database,
       EDGE_URL: opts.edgeUrl,
       UPSTASH_REDIS_REST_URL: opts.upstash.url,
       UPSTASH_REDIS_REST_TOKEN: opts.upstash.token,

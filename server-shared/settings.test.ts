@@ -7,7 +7,7 @@ const sidecar = {
   SIDECAR_SECRET: "s",
   SIDECAR_URL: "http://127.0.0.1:9100",
   SIDECAR_PORT: "9100",
-  DATABASE_URL: "postgres://u@127.0.0.1/db",
+  DATABASE_URL: "postgres://u:p@ep-quiet-lake-123456.us-east-2.aws.neon.tech/db?sslmode=require",
   EDGE_URL: "http://127.0.0.1:8787",
   UPSTASH_REDIS_REST_URL: "http://127.0.0.1:8079",
   UPSTASH_REDIS_REST_TOKEN: "t",
@@ -43,6 +43,18 @@ describe("parseSettings", () => {
     expect(message).toContain("setting SIDECAR_PORT must be an integer from 0 to 65535");
     expect(message).toMatch(/setting SIDECAR_URL is not allowed: .*plaintext/);
     expect(message).not.toContain("postgres://");
+  });
+
+  it("route a remote DATABASE_URL to Neon's own endpoints only, and a loopback one only through the local bridge", () => {
+    const local = { ...sidecar, DATABASE_URL: "postgres://u:p@127.0.0.1:5432/svc" };
+    expect(parseSettings("sidecar", SidecarSettings, { ...local, NEON_LOCAL_BRIDGE: "127.0.0.1:6543" }).NEON_LOCAL_BRIDGE).toBe("127.0.0.1:6543");
+    // The bug this guards: a launcher that hands a real database's tiers the local bridge.
+    expect(refusal(() => parseSettings("sidecar", SidecarSettings, { ...sidecar, NEON_LOCAL_BRIDGE: "127.0.0.1:6543" }))).toBe(
+      "sidecar: setting NEON_LOCAL_BRIDGE must be unset for a remote DATABASE_URL, which is reached at Neon's own endpoints",
+    );
+    expect(refusal(() => parseSettings("sidecar", SidecarSettings, local))).toMatch(/setting NEON_LOCAL_BRIDGE is required for a loopback DATABASE_URL/);
+    expect(refusal(() => parseSettings("sidecar", SidecarSettings, { ...local, NEON_LOCAL_BRIDGE: "db.example.com:6543" }))).toMatch(/NEON_LOCAL_BRIDGE must be a loopback host:port/);
+    expect(refusal(() => parseSettings("sidecar", SidecarSettings, { ...sidecar, DATABASE_URL: "not a url" }))).toMatch(/setting DATABASE_URL is not a valid postgres:\/\/ URL/);
   });
 
   it("refuses an edge without its identity provider or with a remote plaintext Redis", () => {

@@ -3,7 +3,7 @@
  */
 import { Pool } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis";
-import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
+import { neonRoute, useNeonRoute } from "../server-shared/neon-route.ts";
 import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
@@ -18,7 +18,7 @@ try {
   console.error(`${(err as Error).message}; refusing to start`);
   process.exit(2);
 }
-useNeonLocalBridge(settings.NEON_LOCAL_BRIDGE);
+useNeonRoute(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE));
 
 const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 // An idle connection dropped by the server must not crash the process.

@@ -5,8 +5,9 @@
  *   SIDECAR_URL         the address the edge reaches this sidecar at, exactly as the registry's
  *                       `sidecar_url` names it for the releases this sidecar serves
  *   SIDECAR_PORT        where to listen (0 picks a free port); SIDECAR_HOST defaults to 127.0.0.1
- *   DATABASE_URL        Postgres (Neon in production)
- *   NEON_LOCAL_BRIDGE   `127.0.0.1:<port>` of the local stack's Neon bridge; unset in production
+ *   DATABASE_URL        Postgres: Neon's in production, a loopback one locally (server-shared/neon-route.ts)
+ *   NEON_LOCAL_BRIDGE   `127.0.0.1:<port>` of the local stack's Neon bridge: required for a loopback
+ *                       DATABASE_URL, refused for a remote one
  *   EDGE_URL            the edge's base URL: the bulk worker asks it for storage grants
  *   UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN   quota admission of bulk records (as the edge's)
  *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
@@ -19,6 +20,7 @@
  */
 import { z } from "zod";
 import { LIMITS } from "../contract/limits.ts";
+import { checkNeonRoute } from "../server-shared/neon-route.ts";
 import { integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const SidecarSettings = z.object({
@@ -37,5 +39,5 @@ export const SidecarSettings = z.object({
   SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
   SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
-});
+}).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

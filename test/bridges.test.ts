@@ -12,7 +12,7 @@ import { neon, NeonDbError, Pool } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis";
 import ws from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useNeonLocalBridge } from "../server-shared/neon-local.ts";
+import { neonRoute, useNeonRoute } from "../server-shared/neon-route.ts";
 import { startNeonBridge, type NeonBridge } from "../local/neon-bridge.ts";
 import { clusterDir, startPostgres, type LocalPostgres } from "../local/postgres.ts";
 import { startRedis, type LocalRedis } from "../local/redis.ts";
@@ -40,7 +40,7 @@ beforeAll(async () => {
   redisServer = await startRedis({ dataDir: join(dir, "redis") });
   neonBridge = await startNeonBridge({ databaseUrl: postgres.url });
   upstash = await startUpstashBridge({ redisUrl: redisServer.url, token: randomBytes(16).toString("hex") });
-  useNeonLocalBridge(`127.0.0.1:${neonBridge.port}`, ws);
+  useNeonRoute(neonRoute(neonBridge.connectionString, `127.0.0.1:${neonBridge.port}`), ws);
 });
 
 afterAll(async () => {

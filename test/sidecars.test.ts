@@ -49,8 +49,7 @@ beforeAll(async () => {
     address,
     // The edge holds one sidecar secret, shared with every sidecar.
     secret: stack().secrets.sidecar,
-    databaseUrl: stack().databaseUrl,
-    neonBridge: stack().neonBridge,
+    database: { DATABASE_URL: stack().databaseUrl, NEON_LOCAL_BRIDGE: stack().neonBridge },
     runtimeSecrets: { SECOND_RUNTIME_SECRET: runtimeSecret },
     // Its bulk worker shares the queue with the stack's.
     edgeUrl: stack().baseUrl,

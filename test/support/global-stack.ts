@@ -50,7 +50,7 @@ export async function setup(project: TestProject): Promise<() => Promise<void>> 
     secrets: stack.secrets,
     releaseId: stack.release.release_id,
     runtimeUrl: stack.urls.runtime,
-    neonBridge: stack.urls.neonBridge.replace("http://", ""),
+    neonBridge: stack.urls.neonBridge!.replace("http://", ""),
     logDir: join(dataDir, "logs"),
     ledgerPath,
   });

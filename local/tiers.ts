@@ -33,7 +33,8 @@ export function runtimeEnv(modelPath: string, secret: string): Record<string, st
     RUNTIME_HOST: "127.0.0.1",
     RUNTIME_MAX_TOKENS_PER_PASS: "",
     RUNTIME_THREADS: "2",
-    RUNTIME_GPU: "false",
+    // Unset: the GPU build where the machine has a GPU, else the CPU build.
+    RUNTIME_GPU: "",
   };
 }
 

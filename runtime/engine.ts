@@ -27,7 +27,7 @@ export interface EngineOptions {
   adapterPath: string | null;
   maxTokensPerPass: number;
   threads: number;
-  /** `false` for the CPU build; "auto" picks CUDA or Vulkan on a GPU host. */
+  /** "auto": the GPU build where a GPU is present (CUDA, else Vulkan), the CPU build otherwise; `false`: always the CPU build. */
   gpu: "auto" | LlamaGpuType;
 }
 
@@ -77,7 +77,9 @@ export class Engine implements ScoringEngine {
     // One pass over the beginning-of-sequence token warms the engine up and tells the vocabulary
     // size, which node-llama-cpp does not expose otherwise.
     const warmup = await evaluateForProbabilities(sequence, [model.tokens.bos ?? (0 as Token)]);
-    const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"})`;
+    // Which build runs, and on what: "(cpu build)" or e.g. "(cuda build: NVIDIA H100 80GB HBM3)".
+    const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
+    const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"} build${devices.length > 0 ? `: ${devices.join(", ")}` : ""})`;
     return new Engine(llama, model, context, sequence, options.maxTokensPerPass, warmup.size, description);
   }
 

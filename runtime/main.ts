@@ -11,7 +11,9 @@
  *   RUNTIME_HOST, RUNTIME_PORT    where to listen (default host 127.0.0.1; port required, 0 picks one)
  *   RUNTIME_MAX_TOKENS_PER_PASS   longest pass evaluated (default LIMITS.tokensPerPass)
  *   RUNTIME_THREADS               CPU threads for evaluation (default 2)
- *   RUNTIME_GPU                   unset or "false" for the CPU build; "auto", "cuda" or "vulkan" on a GPU host
+ *   RUNTIME_GPU                   unset or "auto": the GPU build of the engine where a GPU is present, the
+ *                                 CPU build otherwise; "false" forces the CPU build; "cuda", "vulkan" or
+ *                                 "metal" insist on one (no fallback). The identity's `engine` says which runs.
  *
  * Once listening it prints one line to stdout, for whoever started it:
  *
@@ -37,7 +39,7 @@ const RuntimeSettings = z.object({
   RUNTIME_THREADS: integer(1, 1024, 2),
   RUNTIME_GPU: z.preprocess(
     (v) => (v === "" ? undefined : v),
-    z.enum(["false", "auto", "cuda", "vulkan", "metal"], { error: 'must be "false", "auto", "cuda", "vulkan" or "metal"' }).default("false"),
+    z.enum(["false", "auto", "cuda", "vulkan", "metal"], { error: 'must be "false", "auto", "cuda", "vulkan" or "metal"' }).default("auto"),
   ),
 });
 

@@ -8,6 +8,7 @@
  * are those of the default model, whose digest `ensureModel()` pins.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { existsSync, readdirSync } from "node:fs";
 import { copyFile, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -46,7 +47,7 @@ beforeAll(async () => {
   await copyWithRenamedModel(model.path, alteredPath);
   [main, altered] = await Promise.all([
     startRuntime({ name: "runtime", modelPath: model.path, secret, logDir: workDir }),
-    startRuntime({ name: "runtime-altered", modelPath: alteredPath, secret, logDir: workDir, env: { RUNTIME_MAX_TOKENS_PER_PASS: "64" } }),
+    startRuntime({ name: "runtime-altered", modelPath: alteredPath, secret, logDir: workDir, env: { RUNTIME_MAX_TOKENS_PER_PASS: "64", RUNTIME_GPU: "false" } }),
   ]);
 });
 
@@ -66,8 +67,14 @@ describe("identity", () => {
       modalities: ["text"],
       max_tokens_per_pass: LIMITS.tokensPerPass,
     });
-    expect(identity.engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+ \(cpu\)$/);
+    // RUNTIME_GPU unset: the GPU build where a GPU is present, which this machine may lack.
+    expect(identity.engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+ \((cpu build|(cuda|vulkan) build: .+)\)$/);
+    if (!hasGpuDevice()) expect(identity.engine).toMatch(/\(cpu build\)$/);
     expect(main.ready).toEqual({ port: Number(new URL(main.url).port), release_id: identity.release_id, fingerprint });
+  });
+
+  it("runs the CPU build when told to (RUNTIME_GPU=false), and says so", async () => {
+    expect(Identity.parse(await call(altered, "GET", RUNTIME_PATHS.identity)).engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+ \(cpu build\)$/);
   });
 
   it("changes with any byte of the weights", async () => {
@@ -424,6 +431,16 @@ async function copyWithRenamedModel(from: string, to: string): Promise<void> {
     await file.write(Buffer.from([head[last] === 0x78 ? 0x79 : 0x78]), 0, 1, last);
   } finally {
     await file.close();
+  }
+}
+
+/** Whether this machine shows a GPU device (NVIDIA's or a render node) that a GPU build could use. */
+function hasGpuDevice(): boolean {
+  if (existsSync("/dev/nvidiactl")) return true;
+  try {
+    return readdirSync("/dev/dri").some((name) => name.startsWith("renderD"));
+  } catch {
+    return false;
   }
 }
 

@@ -57,6 +57,6 @@ function build(env: Env): Services {
 export function sidecarFetch(settings: EdgeSettings, sidecarUrl: string, path: string, init: RequestInit = {}): Promise<Response> {
   const base = checkServiceUrl(sidecarUrl, "sidecar");
   const headers = new Headers(init.headers);
-  headers.set("authorization", `Bearer ${settings.SIDECAR_SECRET}`);
+  headers.set("authorization", `Bearer ${settings.SIDECAR_SECRET.send}`);
   return fetch(new URL(path, base), { ...init, headers, redirect: "manual" });
 }

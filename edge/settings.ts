@@ -8,7 +8,8 @@
  *                               DATABASE_URL, refused for a remote one
  *   UPSTASH_REDIS_REST_URL      Upstash REST endpoint (quota windows), and its token:
  *   UPSTASH_REDIS_REST_TOKEN
- *   SIDECAR_SECRET              shared with every sidecar; which sidecar serves a release is the registry's
+ *   SIDECAR_SECRET              shared with every sidecar (which sidecar serves a release is the registry's);
+ *                               `new,old` while rotating: the first is sent, both are accepted
  *   OIDC_ISSUER, OIDC_AUDIENCE, OIDC_JWKS_URL   the identity provider whose user tokens manage keys
  *   OIDC_CLI_CLIENT_ID          the provider's public client for `svc login` (GET /v1/sign-in); default svc-cli
  *   ALLOWED_ORIGIN              the one browser origin allowed (CORS); unset allows none
@@ -19,14 +20,14 @@
  */
 import { z } from "zod";
 import { checkNeonRoute } from "../server-shared/neon-route.ts";
-import { optional, optionalServiceUrl, required, serviceUrl } from "../server-shared/settings.ts";
+import { optional, optionalServiceUrl, required, secretList, serviceUrl } from "../server-shared/settings.ts";
 
 export const EdgeSettings = z.object({
   DATABASE_URL: required(),
   NEON_LOCAL_BRIDGE: optional(),
   UPSTASH_REDIS_REST_URL: serviceUrl(),
   UPSTASH_REDIS_REST_TOKEN: required(),
-  SIDECAR_SECRET: required(),
+  SIDECAR_SECRET: secretList(),
   OIDC_ISSUER: required(),
   OIDC_AUDIENCE: required(),
   OIDC_JWKS_URL: serviceUrl(),

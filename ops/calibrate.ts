@@ -28,6 +28,7 @@ import { calibratedFingerprint, RegistryEntry, REGISTRY_COLUMNS } from "../serve
 import { calibrated, figures, fitCalibration, LabelledItem, readLabelled, reliability, truthIndex, type ReadItem } from "../sidecar/decide/evaluation.ts";
 import { SERVED_STEPS } from "../sidecar/decide/execute.ts";
 import { identityMatches, runtimeClientFor, type RuntimeClient } from "../sidecar/runtime/client.ts";
+import { SecretSource } from "../server-shared/secrets.ts";
 import { pointAlias } from "./registry.ts";
 
 export interface CalibrateOptions {
@@ -77,7 +78,7 @@ export async function calibrateRelease(db: pg.ClientBase, opts: CalibrateOptions
 
   const text = readFileSync(opts.dataPath, "utf8");
   const lines = readLabelledFile(text);
-  const client = opts.client ?? runtimeClientFor(base, opts.env);
+  const client = opts.client ?? runtimeClientFor(base, new SecretSource(opts.env));
   if (!identityMatches(base, await client.identity())) throw new Error(`the runtime at the registry's address does not serve ${base.id}`);
 
   const release = { id: base.id, fingerprint: base.fingerprint };

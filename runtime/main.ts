@@ -7,7 +7,8 @@
  *   RUNTIME_MODEL_PATH            GGUF weights (required)
  *   RUNTIME_ADAPTER_PATH          GGUF LoRA adapter served on top of the weights (optional)
  *   RUNTIME_RELEASE_ID            release id to report (default: derived from the file name and fingerprint)
- *   RUNTIME_SECRET                bearer secret every call must carry (required)
+ *   RUNTIME_SECRET                bearer secret every call must carry (required), or RUNTIME_SECRET_FILE, a
+ *                                 file holding it, read again on SIGHUP; `new,old` while rotating (both accepted)
  *   RUNTIME_HOST, RUNTIME_PORT    where to listen (default host 127.0.0.1; port required, 0 picks one)
  *   RUNTIME_MAX_TOKENS_PER_PASS   longest pass evaluated (default LIMITS.tokensPerPass)
  *   RUNTIME_THREADS               CPU threads for evaluation (default 2)
@@ -21,6 +22,7 @@
  */
 import { z } from "zod";
 import { LIMITS } from "../contract/limits.ts";
+import { SecretSource } from "../server-shared/secrets.ts";
 import { integer, optional, parseSettings, required } from "../server-shared/settings.ts";
 import { Identity, RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
 import { cachedSha256 } from "../server-shared/digest.ts";
@@ -32,7 +34,8 @@ const RuntimeSettings = z.object({
   RUNTIME_MODEL_PATH: required(),
   RUNTIME_ADAPTER_PATH: optional(),
   RUNTIME_RELEASE_ID: optional(),
-  RUNTIME_SECRET: required(),
+  // Checked (with RUNTIME_SECRET_FILE) by server-shared/secrets.ts at start.
+  RUNTIME_SECRET: optional(),
   RUNTIME_HOST: optional().transform((host) => host ?? "127.0.0.1"),
   RUNTIME_PORT: integer(0, 65535),
   RUNTIME_MAX_TOKENS_PER_PASS: integer(2, 1 << 20, LIMITS.tokensPerPass),
@@ -45,10 +48,12 @@ const RuntimeSettings = z.object({
 
 async function main(): Promise<void> {
   let settings: z.infer<typeof RuntimeSettings>;
+  const secrets = new SecretSource(process.env);
   try {
     settings = parseSettings("runtime", RuntimeSettings, process.env);
+    if (!secrets.list("RUNTIME_SECRET")) throw new Error("runtime: setting RUNTIME_SECRET (or RUNTIME_SECRET_FILE) is required");
   } catch (err) {
-    console.error(`${(err as Error).message}; refusing to start`);
+    console.error(`${(err as Error).message.replace(/^(?!runtime: )/, "runtime: ")}; refusing to start`);
     process.exit(2);
   }
   const engineOptions: EngineOptions = {
@@ -78,16 +83,22 @@ async function main(): Promise<void> {
     max_tokens_per_pass: engine.maxTokensPerPass,
     engine: engine.description,
   });
-  const app = createRuntimeApp(engine, identity, settings.RUNTIME_SECRET);
+  const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted);
   const server = Bun.serve({ hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch });
 
+  // SIGTERM: stop listening, let the passes already sent finish (the sidecar stops first and drains
+  // through them), then free the engine. SIGHUP: read the secret file again.
   const shutdown = async () => {
-    await server.stop(true);
+    await server.stop();
     await engine.dispose();
     process.exit(0);
   };
   process.once("SIGTERM", () => void shutdown());
   process.once("SIGINT", () => void shutdown());
+  process.on("SIGHUP", () => {
+    const failed = secrets.reload();
+    console.error(failed.length === 0 ? "runtime: secrets read again" : `runtime: could not read ${failed.join(", ")} again; kept the previous value`);
+  });
 
   const ready = { port: server.port, release_id: identity.release_id, fingerprint };
   console.log(`RUNTIME READY ${JSON.stringify(ready)}`);

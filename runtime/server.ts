@@ -11,9 +11,10 @@ import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts"
 import { RUNTIME_BODY, RUNTIME_PATHS, ScoreRequest, TokenizeRequest, type Identity, type ScoreResponse, type Stats, type TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import type { ScoringEngine } from "./engine.ts";
 
-export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secret: string): Hono {
+/** `secrets`: the runtime secrets accepted at the time of a call (RUNTIME_SECRET's rotation list). */
+export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secrets: () => readonly string[]): Hono {
   const app = new Hono();
-  app.use("*", sharedSecret(secret, "runtime"));
+  app.use("*", sharedSecret(secrets, "runtime"));
 
   app.get(RUNTIME_PATHS.identity, (c) => c.json(identity));
 

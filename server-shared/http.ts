@@ -2,7 +2,7 @@
  * What every server tier's HTTP surface shares (edge in workerd, sidecar and runtime under Bun): the
  * shared-secret gate of the internal tiers, the one error renderer, and the not-found answer.
  *
- *     app.use("/internal/*", sharedSecret(settings.SIDECAR_SECRET, "sidecar"));
+ *     app.use("/internal/*", sharedSecret(() => settings.SIDECAR_SECRET.accepted, "sidecar"));
  *     app.notFound(notFound);
  *     app.onError(errorRenderer("sidecar"));
  */
@@ -13,14 +13,18 @@ import { stringifyJson } from "../contract/json.ts";
 import { bearerToken, secretsEqual } from "./crypto.ts";
 import { ServiceError } from "./errors.ts";
 
-/** Refuses any call that does not carry `Authorization: Bearer <secret>` (constant-time comparison). */
-export function sharedSecret(secret: string, what: string): MiddlewareHandler {
-  if (secret === "") throw new Error(`the ${what} secret must not be empty`);
+/**
+ * Refuses any call that does not carry `Authorization: Bearer <secret>` with one of the secrets
+ * `accepted` gives at the time of the call (several while one is rotated; each compared in constant time).
+ */
+export function sharedSecret(accepted: () => readonly string[], what: string): MiddlewareHandler {
+  if (accepted().some((secret) => secret === "") || accepted().length === 0) throw new Error(`the ${what} secret must not be empty`);
   return async (c, next) => {
     const presented = bearerToken(c.req.header("authorization"));
-    if (presented === null || !(await secretsEqual(presented, secret))) {
-      return c.json(errorBody("unauthorized", `missing or wrong ${what} secret`), 401);
-    }
+    let matched = false;
+    // Every accepted secret is compared, so the time taken does not say which one matched.
+    if (presented !== null) for (const secret of accepted()) matched = (await secretsEqual(presented, secret)) || matched;
+    if (!matched) return c.json(errorBody("unauthorized", `missing or wrong ${what} secret`), 401);
     await next();
   };
 }

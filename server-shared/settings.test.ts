@@ -36,10 +36,10 @@ describe("parseSettings", () => {
 
   it("names every missing or bad setting in one line, prefixed by the tier, and never echoes a value", () => {
     const message = refusal(() =>
-      parseSettings("sidecar", SidecarSettings, { ...sidecar, SIDECAR_SECRET: "", SIDECAR_PORT: "70000", SIDECAR_URL: "http://gpu.example.com:9100" }),
+      parseSettings("sidecar", SidecarSettings, { ...sidecar, SIDECAR_DRAIN_MS: "", UPSTASH_REDIS_REST_TOKEN: "", SIDECAR_PORT: "70000", SIDECAR_URL: "http://gpu.example.com:9100" }),
     );
     expect(message).toMatch(/^sidecar: /);
-    expect(message).toContain("setting SIDECAR_SECRET is required");
+    expect(message).toContain("setting UPSTASH_REDIS_REST_TOKEN is required");
     expect(message).toContain("setting SIDECAR_PORT must be an integer from 0 to 65535");
     expect(message).toMatch(/setting SIDECAR_URL is not allowed: .*plaintext/);
     expect(message).not.toContain("postgres://");

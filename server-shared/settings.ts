@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { checkServiceUrl } from "../contract/urls.ts";
+import { parseSecretList } from "./secret-list.ts";
 
 export class SettingsError extends Error {
   override readonly name = "SettingsError";
@@ -45,6 +46,17 @@ export const optionalInteger = (min: number, max: number) => z.preprocess((v) =>
 
 /** An optional service URL: unset and empty read as absent; a set one obeys the transport policy. */
 export const optionalServiceUrl = () => z.preprocess((v) => (v === "" ? undefined : v), serviceUrl().optional());
+
+/** A shared secret as a rotation list, `new,old` (server-shared/secret-list.ts). */
+export const secretList = () =>
+  required().transform((raw, ctx) => {
+    try {
+      return parseSecretList(raw);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: (err as Error).message });
+      return z.NEVER;
+    }
+  });
 
 /** A service URL under the transport policy: https anywhere, plain http on loopback only. */
 export const serviceUrl = () =>

@@ -3,6 +3,7 @@
  * sidecar secret; nothing here is reachable with a customer credential. The protocol is
  * server-shared/sidecar-protocol.ts.
  */
+import type { SecretReader } from "../server-shared/secrets.ts";
 import { Hono } from "hono";
 import type { Pool } from "@neondatabase/serverless";
 import type { LinkStatus } from "../contract/health.ts";
@@ -22,11 +23,10 @@ import type { UsageWriter } from "./usage.ts";
 
 export interface SidecarDeps {
   pool: Pool;
-  secret: string;
+  /** SIDECAR_SECRET (accepted from the edge) and the runtime secrets, by name, as they are now. */
+  secrets: SecretReader;
   /** This sidecar's address as the registry's `sidecar_url` names it: it serves those releases only. */
   selfUrl: string;
-  /** Where runtime secrets are read from (the variable a registry entry's `token_env` names). */
-  env: Record<string, string | undefined>;
   lanes: Lanes;
   /** Where successful usage goes, after the answer (sidecar/usage.ts). */
   usage: UsageWriter;
@@ -75,7 +75,7 @@ function runtimeOf(entry: RegistryEntry): { id: string; fingerprint: string } {
 
 export function createSidecarApp(deps: SidecarDeps): Hono {
   const app = new Hono();
-  app.use("/internal/*", sharedSecret(deps.secret, "sidecar"));
+  app.use("/internal/*", sharedSecret(() => deps.secrets.list("SIDECAR_SECRET")?.accepted ?? [], "sidecar"));
 
   app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
 
@@ -86,7 +86,7 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     const timings = new Timings();
     // The runtime proves its identity on every response: admission's tokenize call and every pass.
     const entry = await timings.time("registry", () => registry.get(call.release));
-    const client = timedClient(runtimeClientFor(entry, deps.env), timings);
+    const client = timedClient(runtimeClientFor(entry, deps.secrets), timings);
     const release: Release = { ...call.release, runtime: runtimeOf(entry), ...(entry.calibration ? { calibration: entry.calibration } : {}) };
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
@@ -130,7 +130,7 @@ async function healthLinks(deps: SidecarDeps): Promise<LinkStatus[]> {
   const runtimes = await Promise.all(
     entries.map((entry) =>
       checkLink(`sidecar->runtime ${entry.id}`, async () => {
-        const identity = await runtimeClientFor(entry, deps.env).identity(AbortSignal.timeout(2500));
+        const identity = await runtimeClientFor(entry, deps.secrets).identity(AbortSignal.timeout(2500));
         if (!identityMatches(runtimeOf(entry), identity)) {
           throw new Error(`identity mismatch: runtime serves ${identity.release_id} (${identity.fingerprint.slice(0, 12)})`);
         }

@@ -1,9 +1,13 @@
 /**
  * Sidecar entry point: `bun sidecar/main.ts`, one process per GPU host. Settings: sidecar/settings.ts.
+ *
+ * Signals: SIGTERM (or SIGINT) drains and exits (see `shutdown`); SIGHUP reads the secret files again
+ * (`systemctl reload`), so a secret is rotated without a restart.
  */
 import { Pool } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis";
 import { neonRoute, useNeonRoute } from "../server-shared/neon-route.ts";
+import { SecretSource } from "../server-shared/secrets.ts";
 import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
@@ -12,13 +16,16 @@ import { BulkWorker, WORKER_TIMING } from "./bulk/worker.ts";
 import { SidecarSettings } from "./settings.ts";
 
 let settings: SidecarSettings;
+const secrets = new SecretSource(process.env);
 try {
   settings = parseSettings("sidecar", SidecarSettings, process.env);
+  if (!secrets.list("SIDECAR_SECRET")) throw new Error("sidecar: setting SIDECAR_SECRET (or SIDECAR_SECRET_FILE) is required");
 } catch (err) {
-  console.error(`${(err as Error).message}; refusing to start`);
+  console.error(`${(err as Error).message.replace(/^(?!sidecar: )/, "sidecar: ")}; refusing to start`);
   process.exit(2);
 }
 useNeonRoute(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE));
+const sidecarSecret = () => secrets.list("SIDECAR_SECRET")!;
 
 const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 // An idle connection dropped by the server must not crash the process.
@@ -26,7 +33,7 @@ pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", 
 
 const usage = new UsageWriter(pool);
 const lanes = new Lanes();
-const app = createSidecarApp({ pool, secret: settings.SIDECAR_SECRET, selfUrl: settings.SIDECAR_URL, env: process.env, lanes, usage });
+const app = createSidecarApp({ pool, secrets, selfUrl: settings.SIDECAR_URL, lanes, usage });
 const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
@@ -37,8 +44,8 @@ const worker =
         lanes,
         redis: new Redis({ url: settings.UPSTASH_REDIS_REST_URL, token: settings.UPSTASH_REDIS_REST_TOKEN, retry: false, enableTelemetry: false }),
         selfUrl: settings.SIDECAR_URL,
-        env: process.env,
-        edge: { url: settings.EDGE_URL, secret: settings.SIDECAR_SECRET },
+        secrets,
+        edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
         timing: {
           leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? WORKER_TIMING.leaseMs,
           renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? WORKER_TIMING.renewMs,
@@ -53,13 +60,30 @@ const worker =
     : null;
 worker?.start();
 
+process.on("SIGHUP", () => {
+  const failed = secrets.reload();
+  console.error(failed.length === 0 ? "sidecar: secrets read again" : `sidecar: could not read ${failed.join(", ")} again; kept the previous value`);
+});
+
 /**
- * A clean shutdown: stop the bulk worker (its step in flight is abandoned and its lease released),
- * stop taking requests, let those in flight answer, write every usage row, then close the pool.
+ * A graceful shutdown, within SIDECAR_DRAIN_MS: stop listening and claiming; let the real-time
+ * requests already taken answer (those waiting in the lane included) and the bulk step in flight
+ * commit, renewing no lease meanwhile (a step still running at the deadline is abandoned and its
+ * lease released); write every usage row; close the pool.
  */
+let stopping = false;
 async function shutdown(): Promise<void> {
-  await worker?.stop();
-  await server.stop();
+  if (stopping) return;
+  stopping = true;
+  console.error(`sidecar: stopping; draining for at most ${settings.SIDECAR_DRAIN_MS} ms`);
+  const deadline = AbortSignal.timeout(settings.SIDECAR_DRAIN_MS);
+  const drained = Promise.all([worker?.stop({ drain: deadline }), server.stop()]);
+  await Promise.race([drained, new Promise((resolve) => deadline.addEventListener("abort", resolve, { once: true }))]);
+  if (deadline.aborted) {
+    console.error("sidecar: drain deadline reached; closing the requests still open");
+    await server.stop(true);
+    await worker?.stop({ drain: deadline });
+  }
   await usage.flush();
   await pool.end().catch(() => {});
   process.exit(0);

@@ -1,7 +1,9 @@
 /**
  * The sidecar's settings, parsed once at start (environment of `bun sidecar/main.ts`):
  *
- *   SIDECAR_SECRET      shared with the edge; every call must carry it
+ *   SIDECAR_SECRET      shared with the edge: every call must carry it, and the worker sends it to the
+ *                       edge. Or SIDECAR_SECRET_FILE, a file holding it, read again on SIGHUP; `new,old`
+ *                       while rotating (server-shared/secrets.ts)
  *   SIDECAR_URL         the address the edge reaches this sidecar at, exactly as the registry's
  *                       `sidecar_url` names it for the releases this sidecar serves
  *   SIDECAR_PORT        where to listen (0 picks a free port); SIDECAR_HOST defaults to 127.0.0.1
@@ -11,12 +13,15 @@
  *   EDGE_URL            the edge's base URL: the bulk worker asks it for storage grants
  *   UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN   quota admission of bulk records (as the edge's)
  *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
+ *   SIDECAR_DRAIN_MS    on SIGTERM, how long the lane and the bulk step in flight may take to finish
+ *                       (default 25 000; keep it under the service manager's stop timeout)
  *
  * For tests only (shorter periods than the spec's; never set in production):
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
  *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS
  *
- * Runtime secrets are read from the variables the registry's `token_env` names, when a runtime is called.
+ * Runtime secrets are read from the variables the registry's `token_env` names (or `<token_env>_FILE`),
+ * when a runtime is called.
  */
 import { z } from "zod";
 import { LIMITS } from "../contract/limits.ts";
@@ -24,7 +29,8 @@ import { checkNeonRoute } from "../server-shared/neon-route.ts";
 import { integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const SidecarSettings = z.object({
-  SIDECAR_SECRET: required(),
+  // Checked (with SIDECAR_SECRET_FILE) by server-shared/secrets.ts at start.
+  SIDECAR_SECRET: optional(),
   SIDECAR_URL: serviceUrl(),
   SIDECAR_PORT: integer(0, 65535),
   SIDECAR_HOST: optional().transform((host) => host ?? "127.0.0.1"),
@@ -33,6 +39,7 @@ export const SidecarSettings = z.object({
   EDGE_URL: serviceUrl(),
   UPSTASH_REDIS_REST_URL: serviceUrl(),
   UPSTASH_REDIS_REST_TOKEN: required(),
+  SIDECAR_DRAIN_MS: integer(0, 10 * 60_000, 25_000),
   BULK_WORKER: z.preprocess((v) => (v === undefined || v === "" ? "on" : v), z.enum(["on", "off"])),
   SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
   SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),

@@ -379,7 +379,7 @@ describe("runtime app without a model (app.request)", () => {
 
   it("answers an engine failure with 500 internal_error, logging the failure but not the prompt", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
-    const app = createRuntimeApp(failingEngine, identity, "s");
+    const app = createRuntimeApp(failingEngine, identity, () => ["s"]);
     const res = await app.request(RUNTIME_PATHS.score, {
       method: "POST",
       headers: { authorization: "Bearer s" },
@@ -396,7 +396,7 @@ describe("runtime app without a model (app.request)", () => {
   });
 
   it("answers an unknown path with a 404 envelope, after the secret check", async () => {
-    const app = createRuntimeApp(failingEngine, identity, "s");
+    const app = createRuntimeApp(failingEngine, identity, () => ["s"]);
     expect((await app.request("/v1/nope")).status).toBe(401);
     const res = await app.request("/v1/nope", { headers: { authorization: "Bearer s" } });
     expect(res.status).toBe(404);
@@ -404,7 +404,7 @@ describe("runtime app without a model (app.request)", () => {
   });
 
   it("refuses an empty secret", () => {
-    expect(() => createRuntimeApp(failingEngine, identity, "")).toThrow(/secret/);
+    expect(() => createRuntimeApp(failingEngine, identity, () => [""])).toThrow(/secret/);
   });
 });
 

@@ -18,7 +18,7 @@ import { BATCH_INPUT, storageGrants } from "../storage.ts";
 
 export const internal = new Hono<AppEnv>();
 
-internal.use("/internal/*", async (c, next) => sharedSecret(services(c.env).settings.SIDECAR_SECRET, "sidecar")(c, next));
+internal.use("/internal/*", async (c, next) => sharedSecret(() => services(c.env).settings.SIDECAR_SECRET.accepted, "sidecar")(c, next));
 
 internal.post(EDGE_INTERNAL_PATHS.grants, async (c) => {
   const { object, method } = await readJson(c, GrantRequest, { maxBytes: 4096 });

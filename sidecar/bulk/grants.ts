@@ -10,16 +10,16 @@ import { LIMITS } from "../../contract/limits.ts";
 import { checkServiceUrl } from "../../contract/urls.ts";
 import { EDGE_INTERNAL_PATHS, Grant, type GrantRequest } from "../../server-shared/sidecar-protocol.ts";
 
-/** The edge as the worker calls it: its base URL and the shared sidecar secret. */
+/** The edge as the worker calls it: its base URL and the shared sidecar secret to send, as it is now. */
 export interface EdgeLink {
   url: string;
-  secret: string;
+  secret: () => string;
 }
 
 async function grant(edge: EdgeLink, request: GrantRequest, signal?: AbortSignal): Promise<Grant> {
   const res = await fetch(new URL(EDGE_INTERNAL_PATHS.grants, checkServiceUrl(edge.url, "edge")), {
     method: "POST",
-    headers: { authorization: `Bearer ${edge.secret}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${edge.secret()}`, "content-type": "application/json" },
     body: JSON.stringify(request),
     redirect: "error",
     signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(10_000)]) : AbortSignal.timeout(10_000),

@@ -11,6 +11,7 @@
  * Waiting is never failure: a quota refusal (429), a full lane (529) or a lane wait (504) wait for
  * capacity until `deadline`, and the record is then left for the batch's expiry.
  */
+import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Redis } from "@upstash/redis";
 import { requestTokenBound } from "../../contract/budget.ts";
 import { DecisionRequest, type DecisionResponse, type Usage } from "../../contract/decision.ts";
@@ -37,7 +38,8 @@ export interface RecordContext {
   lanes: Lanes;
   /** Null when no Redis is configured: accounts with quotas then wait (as real-time answers 503). */
   redis: Redis | null;
-  env: Record<string, string | undefined>;
+  /** The runtime secrets, by the name a registry entry's `token_env` gives. */
+  secrets: SecretReader;
   account: { id: string } & Pick<AccountSettings, "requests_per_second" | "tokens_per_second">;
   models: FrozenModels;
   /** The job deadline (ms since the epoch): waiting for capacity stops there. */
@@ -121,7 +123,7 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
   const release: Release = { ...frozen, runtime: { id: entry.runtime_release, fingerprint: entry.runtime_fingerprint }, ...(entry.calibration ? { calibration: entry.calibration } : {}) };
   const decision = { state: request.state, questions: request.questions };
   try {
-    const client = runtimeClientFor(entry, ctx.env);
+    const client = runtimeClientFor(entry, ctx.secrets);
     const admission = await admitDecision(client, release, decision, signal);
     for (;;) {
       try {

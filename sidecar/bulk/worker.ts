@@ -16,9 +16,9 @@
  * - Every loop also expires batches past their deadline and, at most once a minute, runs retention
  *   cleanup (cleanup.ts).
  *
- *     const worker = new BulkWorker({ pool, lanes, redis, selfUrl, env, edge, timing });
+ *     const worker = new BulkWorker({ pool, lanes, redis, selfUrl, secrets, edge, timing });
  *     worker.start();
- *     await worker.stop(); // on SIGTERM: the step in flight is abandoned, its lease released
+ *     await worker.stop({ drain: AbortSignal.timeout(25_000) }); // on SIGTERM: the step in flight may commit until then
  */
 import type { Pool, PoolClient } from "@neondatabase/serverless";
 import type { Redis } from "@upstash/redis";
@@ -28,6 +28,7 @@ import type { Lanes } from "../lanes.ts";
 import { runCleanup, type Retention } from "./cleanup.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
+import type { SecretReader } from "../../server-shared/secrets.ts";
 import { servedRelease } from "../runtime/registry.ts";
 import { errorRecord, frozenRelease, modelOf, processRecord, type FrozenModels, type ResultOutcome, type StoredRecord } from "./records.ts";
 import { validateInput } from "../../contract/batch-file.ts";
@@ -55,7 +56,8 @@ export interface WorkerDeps {
   redis: Redis | null;
   /** This sidecar's SIDECAR_URL: it runs records of the releases the registry assigns to it. */
   selfUrl: string;
-  env: Record<string, string | undefined>;
+  /** The runtime secrets, by the name a registry entry's `token_env` gives. */
+  secrets: SecretReader;
   edge: EdgeLink;
   timing?: WorkerTiming;
   log?: (line: string) => void;
@@ -136,10 +138,16 @@ export class BulkWorker {
     this.loop ??= this.run();
   }
 
-  /** Stops claiming; a step in flight is abandoned (nothing of it commits) and its lease released. */
-  async stop(): Promise<void> {
+  /**
+   * Stops claiming, and renews no lease from now on. Without `drain`, a step in flight is abandoned
+   * (nothing of it commits); with it, the step may finish and commit until `drain` aborts, within the
+   * lease it holds (at least `leaseMs - renewMs` is left of it). Either way its batch is released.
+   */
+  async stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
     this.stopping = true;
-    this.current?.abort(new Error("the worker is stopping"));
+    const abandon = () => this.current?.abort(new Error("the worker is stopping"));
+    if (!opts.drain || opts.drain.aborted) abandon();
+    else opts.drain.addEventListener("abort", abandon, { once: true });
     await this.loop;
   }
 
@@ -154,6 +162,11 @@ export class BulkWorker {
         if (!claim) {
           await this.idle();
           continue;
+        }
+        // A claim made while the worker was told to stop is handed back untouched.
+        if (this.stopping) {
+          await this.release(claim);
+          break;
         }
         next = await this.step(claim);
       } catch (err) {
@@ -228,6 +241,8 @@ export class BulkWorker {
     const abort = new AbortController();
     this.current = abort;
     const renewal = setInterval(() => {
+      // A stopping worker keeps the lease it has and renews nothing it might not keep.
+      if (this.stopping) return;
       this.deps.pool
         .query(`UPDATE batches SET lease_expires_at = now() + make_interval(secs => $3::double precision / 1000) WHERE ${FENCE}`, [claim.id, claim.token, this.timing.leaseMs])
         .then(({ rowCount }) => {
@@ -299,7 +314,7 @@ export class BulkWorker {
     const ctx = {
       lanes: this.deps.lanes,
       redis: this.deps.redis,
-      env: this.deps.env,
+      secrets: this.deps.secrets,
       account: claim.account,
       models: claim.models ?? { releases: {}, aliases: {} },
       deadline: claim.deadline,

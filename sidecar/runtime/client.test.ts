@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { SecretSource } from "../../server-shared/secrets.ts";
 import { HttpRuntimeClient, identityMatches, runtimeClientFor } from "./client.ts";
 
 describe("runtime client transport policy", () => {
@@ -11,12 +12,12 @@ describe("runtime client transport policy", () => {
   it("reads the secret from the variable the registry entry names, and refuses when it is unset", () => {
     let refused: unknown;
     try {
-      runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, {});
+      runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, new SecretSource({}));
     } catch (err) {
       refused = err;
     }
-    expect(refused).toMatchObject({ status: 503, code: "unavailable", operatorNote: expect.stringMatching(/GPU_SECRET is not set/) });
-    expect(runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, { GPU_SECRET: "x" })).toBeInstanceOf(HttpRuntimeClient);
+    expect(refused).toMatchObject({ status: 503, code: "unavailable", operatorNote: expect.stringMatching(/GPU_SECRET \(or GPU_SECRET_FILE\) is not set/) });
+    expect(runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, new SecretSource({ GPU_SECRET: "x" }))).toBeInstanceOf(HttpRuntimeClient);
   });
 });
 

@@ -3,6 +3,7 @@
  * below speaks this project's runtime protocol (contract/runtime-protocol.ts); another engine (a vLLM
  * OpenAI-compatible server, say) is added as another implementation of the same three calls.
  */
+import type { SecretReader } from "../../server-shared/secrets.ts";
 import { z } from "zod";
 import { ErrorEnvelope } from "../../contract/errors.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
@@ -99,10 +100,18 @@ export function timedClient(inner: RuntimeClient, timings: Timings): RuntimeClie
   };
 }
 
-/** The client for a registry entry, with the secret read from the variable its `token_env` names. */
-export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">, env: Record<string, string | undefined>): RuntimeClient {
-  const secret = env[entry.token_env];
-  if (!secret) throw new RuntimeError(`runtime secret variable ${entry.token_env} is not set on this sidecar`, 0, "no_secret");
+/**
+ * The client for a registry entry, with the secret read from the variable its `token_env` names (or
+ * the file `<token_env>_FILE` names; the first of a rotation list is sent).
+ */
+export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">, secrets: SecretReader): RuntimeClient {
+  let secret: string | undefined;
+  try {
+    secret = secrets.list(entry.token_env)?.send;
+  } catch (err) {
+    throw new RuntimeError(`runtime secret of ${entry.token_env}: ${(err as Error).message}`, 0, "no_secret");
+  }
+  if (!secret) throw new RuntimeError(`runtime secret variable ${entry.token_env} (or ${entry.token_env}_FILE) is not set on this sidecar`, 0, "no_secret");
   return new HttpRuntimeClient(entry.url, secret);
 }
 

@@ -16,8 +16,9 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   edge: ["edge", "server-shared", "contract"],
   sidecar: ["sidecar", "server-shared", "contract"],
   runtime: ["runtime", "server-shared", "contract"],
-  // ops/calibrate.ts runs the sidecar's readout on a runtime to fit a release's calibration.
-  ops: ["ops", "sidecar", "server-shared", "contract"],
+  // ops/calibrate.ts runs the sidecar's readout on a runtime to fit a release's calibration;
+  // ops/smoke.ts calls a deployment as a customer would, through the TypeScript SDK.
+  ops: ["ops", "sidecar", "server-shared", "contract", "clients"],
   local: ["local", "ops", "server-shared", "contract"],
   clients: ["clients", "contract"],
 };

@@ -176,12 +176,17 @@ describe("POST /v1/systemone", () => {
           sidecar_url: stack().sidecarUrl,
         }),
       );
-      const reply = await decide({ model: id, ...ticket });
-      expectError(reply, 503, "identity_mismatch");
-      expect(reply.body).not.toHaveProperty("answers");
-      expect(await usageRows(reply.requestId!)).toHaveLength(0);
-      const log = readFileSync(join(stack().logDir, "sidecar.log"), "utf8");
-      expect(log).toContain(`refusing release ${id}`);
+      try {
+        const reply = await decide({ model: id, ...ticket });
+        expectError(reply, 503, "identity_mismatch");
+        expect(reply.body).not.toHaveProperty("answers");
+        expect(await usageRows(reply.requestId!)).toHaveLength(0);
+        const log = readFileSync(join(stack().logDir, "sidecar.log"), "utf8");
+        expect(log).toContain(`refusing release ${id}`);
+      } finally {
+        // Left registered, the impostor would turn the shared stack's /health to 503 for every later file.
+        await withDb((db) => retireRelease(db, id));
+      }
     });
   });
 

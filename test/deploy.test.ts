@@ -53,6 +53,8 @@ describe("wrangler.toml's production environment", () => {
     const settings = parseSettings("edge", EdgeSettings, { ...vars, ...placeholderSecrets });
     expect(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE)).toEqual({ via: "neon" });
     expect(settings.STORAGE_ENDPOINT).toMatch(/^https:\/\/[0-9a-f]{32}\.r2\.cloudflarestorage\.com\/[a-z0-9-]+$/);
+    // Grants and the binding must name one bucket: the edge checks an upload through the binding.
+    expect(new URL(settings.STORAGE_ENDPOINT!).pathname.slice(1)).toBe(production.r2_buckets[0]!.bucket_name);
 
     const objectKey = "batches/00000000-0000-4000-8000-000000000000/input.jsonl";
     const upload = await signUpload(

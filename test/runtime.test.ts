@@ -312,7 +312,7 @@ describe("process", () => {
       ready: async () => false,
       timeoutMs: 10_000,
     });
-    await expect(run).rejects.toThrow(/exited with 2[\s\S]*RUNTIME_SECRET is required/);
+    await expect(run).rejects.toThrow(/exited with 2[\s\S]*RUNTIME_SECRET \(or RUNTIME_SECRET_FILE\) is required/);
   });
 
   it("logs neither the secret nor any prompt", async () => {

@@ -10,6 +10,7 @@ import { pointAlias, registerRelease, retireRelease } from "../ops/registry.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";
+import { listen } from "./support/fake-server.ts";
 import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
 let account: Awaited<ReturnType<typeof newAccount>>;
@@ -186,6 +187,35 @@ describe("POST /v1/systemone", () => {
       } finally {
         // Left registered, the impostor would turn the shared stack's /health to 503 for every later file.
         await withDb((db) => retireRelease(db, id));
+      }
+    });
+  });
+
+  describe("a sidecar behind a proxy", () => {
+    // A fake of what a TLS proxy in front of a GPU host answers while the sidecar behind it restarts
+    // (or of a sidecar answering garbage): faults the real sidecar cannot be made to show on demand.
+    it("answers 503 with Retry-After when the proxy answers 502/503/504 itself, and 502 for malformed output", async () => {
+      let answer = { status: 502, body: "<html>502 Bad Gateway</html>" };
+      const proxy = await listen((_req, res) => {
+        res.writeHead(answer.status, { "content-type": "text/html" });
+        res.end(answer.body);
+      });
+      const id = `proxied-${account.accountId}`;
+      await withDb((db) =>
+        registerRelease(db, { id, fingerprint: "e".repeat(64), url: "https://gpu.example.test", token_env: "SVC_RUNTIME_SECRET", release_date: "2026-11-01", description: "", owners: [account.accountId], sidecar_url: proxy.url }),
+      );
+      try {
+        for (const status of [502, 503, 504]) {
+          answer = { status, body: "<html>upstream unavailable</html>" };
+          const reply = await decide({ model: id, ...ticket });
+          expectError(reply, 503, "unavailable");
+          expect(reply.headers.get("retry-after")).toBe("1");
+        }
+        answer = { status: 200, body: "not json" };
+        expectError(await decide({ model: id, ...ticket }), 502, "bad_gateway");
+      } finally {
+        await withDb((db) => retireRelease(db, id));
+        await proxy.stop();
       }
     });
   });

@@ -3,6 +3,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ROOT } from "../local/tiers.ts";
+import { migrate } from "../ops/migrate.ts";
 import { call, newAccount, query, stack } from "./support/api.ts";
 import { expectError } from "./support/security.ts";
 
@@ -14,6 +15,16 @@ function run(script: string, ...args: string[]): { status: number | null; stdout
   });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
+
+describe("npm run db:migrate", () => {
+  it("applies schema.sql again and concurrently to a live database, in one transaction that leaves no session state", async () => {
+    const before = await query("SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = 'public'");
+    await Promise.all([migrate(stack().databaseUrl), migrate(stack().databaseUrl), migrate(stack().databaseUrl)]);
+    expect(await query("SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = 'public'")).toEqual(before);
+    // A transaction-scoped lock: none is left behind for a pooled server connection's next user.
+    expect(await query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'")).toEqual([{ n: 0 }]);
+  });
+});
 
 describe("npm run registry", () => {
   it("adds a release, points an alias at it, lists it, and retires it", async () => {

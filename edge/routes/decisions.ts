@@ -96,6 +96,10 @@ decisions.post(
         if (res.status === 503 || res.status === 529) c.header("retry-after", "1");
         return c.json(envelope.data, res.status as 503);
       }
+      // A proxy in front of a sidecar that is restarting or down answers these itself: retry shortly.
+      if (res.status === 502 || res.status === 503 || res.status === 504) {
+        throw new ServiceError("unavailable", "the model service is unreachable; retry shortly", `sidecar of release ${release.id} answered HTTP ${res.status} without the envelope (a proxy in front of it?)`);
+      }
       throw new ServiceError("bad_gateway", "the model service answered malformed output");
     }
     const result = SidecarDecideResponse.safeParse(parseOrUndefined(text));

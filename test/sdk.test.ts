@@ -251,8 +251,9 @@ describe("errors from the real service", () => {
   it("404: an unknown batch, and another account's batch, are the same NotFoundError", async () => {
     const mine = await client.batches.create();
     const other = await newAccount();
-    for (const promise of [client.batches.retrieve(UNKNOWN_BATCH), stackClient(other.key.secret).batches.retrieve(mine.id)]) {
-      const err = await rejection(promise);
+    // Each call is made when awaited: a second promise made up front would reject with no handler yet.
+    for (const call of [() => client.batches.retrieve(UNKNOWN_BATCH), () => stackClient(other.key.secret).batches.retrieve(mine.id)]) {
+      const err = await rejection(call());
       expect(err).toBeInstanceOf(NotFoundError);
       expect(err).toMatchObject({ status: 404, code: "not_found", message: "no batch with this id in this account" });
     }

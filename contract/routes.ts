@@ -28,11 +28,12 @@ export interface RawBody {
   description: string;
 }
 
-export interface Parameter {
+export interface Parameter<S extends z.ZodType = z.ZodType> {
   name: string;
   in: "path" | "query";
   description: string;
-  schema: z.ZodType;
+  /** The value's schema; the edge validates the parameter's text with it (edge/params.ts). */
+  schema: S;
 }
 
 export interface Route {
@@ -69,8 +70,26 @@ const API_KEY: ErrorCode[] = ["missing_credentials", "invalid_credentials", "rev
 const QUOTA: ErrorCode[] = ["rate_limited", "quota_unavailable"];
 const USER_TOKEN: ErrorCode[] = ["missing_credentials", "invalid_credentials", "wrong_credential_kind"];
 
-const batchId: Parameter = { name: "id", in: "path", description: "The batch id (a UUID).", schema: Batch.shape.id };
-const modelName: Parameter = { name: "model", in: "path", description: "A model name: an alias or a release id.", schema: z.string().min(1) };
+/** Every path and query parameter of the public routes, by what it names. */
+export const PARAMETERS = {
+  batchId: { name: "id", in: "path", description: "The batch id (a UUID).", schema: Batch.shape.id },
+  keyId: { name: "id", in: "path", description: "The key id shown in listings.", schema: z.string().regex(KEY_ID_PATTERN) },
+  modelName: { name: "model", in: "path", description: "A model name: an alias or a release id.", schema: z.string().min(1) },
+  batchListLimit: {
+    name: "limit",
+    in: "query",
+    description: "Batches per page.",
+    schema: z.number().int().min(1).max(BATCH_LIST_PAGE.max).default(BATCH_LIST_PAGE.default),
+  },
+  batchListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id.optional() },
+  resultsAfter: {
+    name: "after",
+    in: "query",
+    description: "0, or an earlier page's `next_cursor` (an input line number).",
+    schema: z.number().int().min(0).max(LIMITS.bulkFileRecords).default(0),
+  },
+} as const satisfies Record<string, Parameter>;
+const { batchId, modelName } = PARAMETERS;
 
 export const ROUTES: readonly Route[] = [
   {
@@ -131,7 +150,7 @@ export const ROUTES: readonly Route[] = [
     summary: "Revoke a key (repeatable)",
     tag: "Keys",
     credential: "user_token",
-    parameters: [{ name: "id", in: "path", description: "The key id shown in listings.", schema: z.string().regex(KEY_ID_PATTERN) }],
+    parameters: [PARAMETERS.keyId],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The revoked key's metadata.", body: KeyMetadata } },
     errors: [...USER_TOKEN, "not_found", "invalid_request", ...SERVER],
@@ -200,15 +219,7 @@ export const ROUTES: readonly Route[] = [
     summary: "List the account's batches, newest first",
     tag: "Batches",
     credential: "api_key",
-    parameters: [
-      {
-        name: "limit",
-        in: "query",
-        description: "Batches per page.",
-        schema: z.number().int().min(1).max(BATCH_LIST_PAGE.max).default(BATCH_LIST_PAGE.default),
-      },
-      { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id },
-    ],
+    parameters: [PARAMETERS.batchListLimit, PARAMETERS.batchListAfter],
     responses: { 200: { description: "One page of batches.", body: BatchList } },
     errors: [...API_KEY, ...QUOTA, "invalid_request", ...SERVER],
   },
@@ -254,15 +265,7 @@ export const ROUTES: readonly Route[] = [
     summary: "A finished batch's result records, in input order",
     tag: "Batches",
     credential: "api_key",
-    parameters: [
-      batchId,
-      {
-        name: "after",
-        in: "query",
-        description: "0, or an earlier page's `next_cursor` (an input line number).",
-        schema: z.number().int().min(0).max(LIMITS.bulkFileRecords).default(0),
-      },
-    ],
+    parameters: [batchId, PARAMETERS.resultsAfter],
     responses: { 200: { description: "Up to one page of result records.", body: ResultsPage } },
     errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_finished", "results_expired", ...SERVER],
   },

@@ -18,7 +18,7 @@ import { SHARED_ALIAS } from "../contract/limits.ts";
 import { isLoopbackHost } from "../contract/urls.ts";
 import { Identity } from "../server-shared/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
-import { pointAlias, registerRelease } from "../ops/registry.ts";
+import { pointAlias, registerRelease } from "../ops/releases.ts";
 import { startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
 import { startBridges } from "./bridges.ts";

@@ -27,9 +27,10 @@ import { parseJson } from "../contract/json.ts";
 import { calibratedFingerprint, RegistryEntry, REGISTRY_COLUMNS } from "../server-shared/registry.ts";
 import { calibrated, figures, fitCalibration, LabelledItem, readLabelled, reliability, truthIndex, type ReadItem } from "../sidecar/decide/evaluation.ts";
 import { SERVED_STEPS } from "../sidecar/decide/execute.ts";
-import { identityMatches, runtimeClientFor, type RuntimeClient } from "../sidecar/runtime/client.ts";
+import { verifiedClient } from "../sidecar/decide/identity.ts";
+import { runtimeClientFor, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { SecretSource } from "../server-shared/secrets.ts";
-import { pointAlias } from "./registry.ts";
+import { pointAlias } from "./releases.ts";
 
 export interface CalibrateOptions {
   id: string;
@@ -78,10 +79,11 @@ export async function calibrateRelease(db: pg.ClientBase, opts: CalibrateOptions
 
   const text = readFileSync(opts.dataPath, "utf8");
   const lines = readLabelledFile(text);
-  const client = opts.client ?? runtimeClientFor(base, new SecretSource(opts.env));
-  if (!identityMatches(base, await client.identity())) throw new Error(`the runtime at the registry's address does not serve ${base.id}`);
-
   const release = { id: base.id, fingerprint: base.fingerprint };
+  const client = opts.client ?? runtimeClientFor(base, new SecretSource(opts.env));
+  // Refused (IdentityMismatchError) when the runtime at the registry's address serves another release.
+  await verifiedClient(client, release).identity();
+
   const steps = { ...SERVED_STEPS, calibration: false };
   const read = await readLabelled(client, release, lines.map((l) => l.item), steps);
   const fitting = read.filter((_, i) => isFitting(lines[i]!.line));

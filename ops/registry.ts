@@ -14,62 +14,13 @@
  * move. `--url` is the runtime's address (only the sidecar calls it); `--sidecar-url` is the sidecar
  * that serves the release (the edge forwards its decisions there, and that sidecar's SIDECAR_URL must
  * be the same string); a release without one is registered but not served. Retiring keeps the row (old batches may name it) but stops serving it.
- * `calibrate` fits a calibration on labelled data and registers it as a new release (ops/calibrate.ts).
+ * `calibrate` fits a calibration on labelled data and registers it as a new release (ops/calibrate.ts); the
+ * statements are ops/releases.ts.
  */
-import pg from "pg";
-import { checkServiceUrl } from "../contract/urls.ts";
+import type pg from "pg";
 import { calibrateRelease } from "./calibrate.ts";
 import { runOperatorCommand } from "./command.ts";
-
-export interface ReleaseInput {
-  id: string;
-  fingerprint: string;
-  url: string;
-  token_env: string;
-  release_date: string;
-  description: string;
-  owners: string[] | null;
-  /** The sidecar that serves the release; null: not served yet. */
-  sidecar_url: string | null;
-}
-
-/** Adds a release, or updates the addresses, secret variable and description of the same release. */
-export async function registerRelease(db: pg.ClientBase, release: ReleaseInput): Promise<void> {
-  checkServiceUrl(release.url, "runtime");
-  if (release.sidecar_url !== null) checkServiceUrl(release.sidecar_url, "sidecar");
-  await db.query(
-    `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     ON CONFLICT (id) DO UPDATE
-       SET fingerprint = EXCLUDED.fingerprint, url = EXCLUDED.url, token_env = EXCLUDED.token_env,
-           description = EXCLUDED.description, owners = EXCLUDED.owners, sidecar_url = EXCLUDED.sidecar_url`,
-    [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description, release.sidecar_url],
-  );
-}
-
-/** Points `alias` at a serving release, creating the alias if needed. */
-export async function pointAlias(db: pg.ClientBase, alias: string, releaseId: string): Promise<void> {
-  const { rowCount } = await db.query(
-    `INSERT INTO model_aliases (alias, release_id)
-     SELECT $1, id FROM model_releases WHERE id = $2 AND retired_at IS NULL
-     ON CONFLICT (alias) DO UPDATE SET release_id = EXCLUDED.release_id, updated_at = now()`,
-    [alias, releaseId],
-  );
-  if (rowCount === 0) throw new Error(`no serving release ${releaseId}`);
-}
-
-/** Stops serving a release; requests naming it (or an alias still pointing at it) get 404. */
-export async function retireRelease(db: pg.ClientBase, releaseId: string): Promise<void> {
-  const { rowCount } = await db.query("UPDATE model_releases SET retired_at = coalesce(retired_at, now()) WHERE id = $1", [releaseId]);
-  if (rowCount === 0) throw new Error(`no release ${releaseId}`);
-}
-
-export async function listReleases(db: pg.ClientBase): Promise<Record<string, unknown>[]> {
-  const { rows } = await db.query(
-    "SELECT id, fingerprint, aliases, owners, url, token_env, release_date::text AS release_date, description, retired_at, sidecar_url FROM model_registry ORDER BY id",
-  );
-  return rows;
-}
+import { listReleases, pointAlias, registerRelease, retireRelease } from "./releases.ts";
 
 function flags(args: string[]): Map<string, string> {
   const map = new Map<string, string>();

@@ -11,13 +11,13 @@ import { readJson } from "../server-shared/body.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { checkLink } from "../server-shared/health.ts";
 import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
-import { calibratedFingerprint, type RegistryEntry } from "../server-shared/registry.ts";
+import type { RegistryEntry } from "../server-shared/registry.ts";
 import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
-import { admitDecision, runDecision, type Release } from "./decide/execute.ts";
-import { IdentityMismatchError } from "./decide/identity.ts";
+import { admitDecision, runDecision } from "./decide/execute.ts";
+import { runtimeOf, verifiedClient, verifiedRelease, type Release } from "./decide/identity.ts";
 import type { Lanes } from "./lanes.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
-import { identityMatches, runtimeClientFor, timedClient } from "./runtime/client.ts";
+import { runtimeClientFor, timedClient } from "./runtime/client.ts";
 import { servedRelease, servedReleases } from "./runtime/registry.ts";
 import type { UsageWriter } from "./usage.ts";
 
@@ -33,44 +33,32 @@ export interface SidecarDeps {
 }
 
 /**
- * The registry entry of a release the edge resolved, as this sidecar read and checked it. Entries
- * are kept by release id with the row revision they were read at; the edge names the revision it
- * read in the same request, so a changed row (address, assignment, retirement) is read again on the
- * next request, and an unchanged one costs no Postgres round trip.
+ * The registry entry of a release the edge resolved, read and checked by this sidecar (identity.ts
+ * `verifiedRelease`), with the release built from it. Entries are kept by release id with the row
+ * revision they were read at; the edge names the revision it read in the same request, so a changed
+ * row (address, assignment, retirement) is read again on the next request, and an unchanged one
+ * costs no Postgres round trip.
  */
 class RegistryEntries {
-  private readonly entries = new Map<string, RegistryEntry>();
+  private readonly entries = new Map<string, { entry: RegistryEntry; release: Release }>();
   constructor(private readonly deps: SidecarDeps) {}
 
-  async get(release: ResolvedRelease): Promise<RegistryEntry> {
-    const kept = this.entries.get(release.id);
-    if (kept && kept.revision === release.revision && kept.fingerprint === release.fingerprint) return kept;
-    const entry = await this.read(release);
-    this.entries.set(release.id, entry);
-    return entry;
-  }
-
-  private async read(release: ResolvedRelease): Promise<RegistryEntry> {
-    const entry = await servedRelease(this.deps.pool, this.deps.selfUrl, release.id);
+  async get(resolved: ResolvedRelease): Promise<{ entry: RegistryEntry; release: Release }> {
+    const kept = this.entries.get(resolved.id);
+    if (kept && kept.entry.revision === resolved.revision && kept.release.fingerprint === resolved.fingerprint) return kept;
+    this.entries.delete(resolved.id);
+    const entry = await servedRelease(this.deps.pool, this.deps.selfUrl, resolved.id);
     if (!entry) {
-      this.entries.delete(release.id);
       throw new ServiceError(
         "unavailable",
         "the model service cannot serve this model right now; retry shortly",
-        `release ${release.id} is not served by this sidecar (${this.deps.selfUrl}): the registry names another sidecar, or none`,
+        `release ${resolved.id} is not served by this sidecar (${this.deps.selfUrl}): the registry names another sidecar, or none`,
       );
     }
-    if (entry.fingerprint !== release.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: entry.fingerprint });
-    // A calibrated release's fingerprint must cover its parameters, so a row edited by hand is refused.
-    const expected = entry.calibration ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration) : entry.runtime_fingerprint;
-    if (expected !== entry.fingerprint) throw new IdentityMismatchError(release, { release_id: entry.id, fingerprint: expected });
-    return entry;
+    const read = { entry, release: await verifiedRelease(entry, resolved) };
+    this.entries.set(resolved.id, read);
+    return read;
   }
-}
-
-/** The identity a release's runtime reports (its base's, for a calibrated release). */
-function runtimeOf(entry: RegistryEntry): { id: string; fingerprint: string } {
-  return { id: entry.runtime_release, fingerprint: entry.runtime_fingerprint };
 }
 
 export function createSidecarApp(deps: SidecarDeps): Hono {
@@ -85,9 +73,8 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     // Every hop's time, returned to the edge in Server-Timing (names and milliseconds only).
     const timings = new Timings();
     // The runtime proves its identity on every response: admission's tokenize call and every pass.
-    const entry = await timings.time("registry", () => registry.get(call.release));
+    const { entry, release } = await timings.time("registry", () => registry.get(call.release));
     const client = timedClient(runtimeClientFor(entry, deps.secrets), timings);
-    const release: Release = { ...call.release, runtime: runtimeOf(entry), ...(entry.calibration ? { calibration: entry.calibration } : {}) };
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
     // Admitted (identity, labels, per-pass limits) before it takes a lane: a refusal never waits for the GPU.
@@ -130,10 +117,9 @@ async function healthLinks(deps: SidecarDeps): Promise<LinkStatus[]> {
   const runtimes = await Promise.all(
     entries.map((entry) =>
       checkLink(`sidecar->runtime ${entry.id}`, async () => {
-        const identity = await runtimeClientFor(entry, deps.secrets).identity(AbortSignal.timeout(2500));
-        if (!identityMatches(runtimeOf(entry), identity)) {
-          throw new Error(`identity mismatch: runtime serves ${identity.release_id} (${identity.fingerprint.slice(0, 12)})`);
-        }
+        // The row checked as a decision would check it, then the runtime's own report of its identity.
+        const release = await verifiedRelease(entry, entry);
+        const identity = await verifiedClient(runtimeClientFor(entry, deps.secrets), runtimeOf(release)).identity(AbortSignal.timeout(2500));
         return `${identity.release_id} fingerprint ${identity.fingerprint.slice(0, 12)}`;
       }),
     ),

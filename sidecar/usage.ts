@@ -31,6 +31,11 @@ export async function recordUsage(db: Pool | PoolClient, record: UsageRecord): P
   );
 }
 
+/** Deletes usage rows older than `ageMs` (retention cleanup). */
+export async function deleteUsageBefore(db: Pool, ageMs: number): Promise<void> {
+  await db.query("DELETE FROM usage_records WHERE created_at <= now() - make_interval(secs => $1::double precision / 1000)", [ageMs]);
+}
+
 /**
  * Usage rows written after the answer has gone out, so that the customer never waits on Postgres
  * (runs in the sidecar). A write that fails is tried again (three attempts in all, 100 ms then

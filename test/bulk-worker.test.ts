@@ -8,7 +8,7 @@ import { Batch, type ResultRecord } from "../contract/batches.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { setStatus } from "../ops/accounts.ts";
 import { call, newAccount, query, withDb } from "./support/api.ts";
-import { lines, poll, results, submitted, type Account } from "./support/bulk.ts";
+import { heldSubmitted, lines, poll, results, submitted, type Account } from "./support/bulk.ts";
 
 const noul = (i: number) => ({ custom_id: `t-${i}`, body: { state: `ticket ${i}: I was charged twice`, questions: { money: { type: "noul", instructions: "Is it about money?" } } } });
 
@@ -87,8 +87,10 @@ describe("a batch through the worker", () => {
 
   it("takes no batch of a disabled account, and runs it once the account is enabled again", async () => {
     const other = await newAccount();
-    const id = await submitted(other, lines([noul(1), noul(2)]));
+    // Held until the account is disabled: otherwise the worker may take it first.
+    const { id, release } = await heldSubmitted(other, lines([noul(1), noul(2)]));
     await withDb((db) => setStatus(db, other.accountId, "disabled"));
+    await release();
     await new Promise((resolve) => setTimeout(resolve, 3000));
     const [waiting] = await query<{ status: string; started_at: string | null }>("SELECT status, started_at FROM batches WHERE id = $1", [id]);
     expect(waiting).toEqual({ status: "queued", started_at: null });

@@ -20,6 +20,7 @@ import { calibratedFingerprint } from "../server-shared/registry.ts";
 import { applyPlatt, applyTemperature } from "../sidecar/decide/calibration.ts";
 import { qualitySets } from "../bench/quality/data.ts";
 import { call, newAccount, query, stack } from "./support/api.ts";
+import { lines, poll, results, submitted } from "./support/bulk.ts";
 import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
 function registry(...args: string[]): { status: number | null; stdout: string; stderr: string } {
@@ -112,16 +113,33 @@ describe("npm run registry -- calibrate", () => {
     expect(c.money.option_mass).toBe(b.money.option_mass);
   });
 
-  it("refuses a calibrated release whose fingerprint does not cover its parameters", async () => {
-    const forged = `${id}-forged`;
+  /** A calibrated release's row copied by hand with other parameters: its fingerprint no longer covers them. */
+  async function forgeCalibratedRow(forged: string): Promise<void> {
     await query(
       `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url, base_release, calibration)
        SELECT $1, fingerprint, owners, url, token_env, release_date, '', sidecar_url, base_release, '{"noul":{"slope":-1,"bias":0},"choice":null,"score":null}'
          FROM model_releases WHERE id = $2`,
       [forged, id],
     );
+  }
+
+  it("refuses a calibrated release whose fingerprint does not cover its parameters", async () => {
+    const forged = `${id}-forged`;
+    await forgeCalibratedRow(forged);
     const reply = await call("/v1/systemone", { token: account.key.secret, body: { model: forged, ...ticket } });
     expectError(reply, 503, "identity_mismatch");
+  });
+
+  it("refuses the same hand-edited row in bulk: the record's error is identity_mismatch, with no answer and no usage", { timeout: 120_000 }, async () => {
+    const forged = `${id}-forged-bulk`;
+    await forgeCalibratedRow(forged);
+    const batchId = await submitted(account, lines([{ custom_id: "forged", body: { model: forged, ...ticket } }, { custom_id: "real", body: { model: id, ...ticket } }]));
+    const done = await poll(account, batchId, undefined, 100_000);
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: 2, completed: 1, failed: 1 } });
+    const [forgedRecord, realRecord] = await results(account, batchId);
+    expect(forgedRecord).toMatchObject({ custom_id: "forged", error: { status: 503, code: "identity_mismatch" } });
+    expect(realRecord).toMatchObject({ custom_id: "real", response: { model: id } });
+    expect(await query("SELECT 1 FROM usage_records WHERE request_id = $1", [`batch_${batchId}_1`])).toEqual([]);
   });
 
   it("refuses a labelled file with a bad line, naming the line, and registers nothing", async () => {

@@ -20,8 +20,8 @@ import { CONTENT_FREE_STATE, FIXED_FORMS, OPTIONS_PER_PASS, SERVED_RENDERING, pa
 import type { Identity, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
-import { executeDecision, PASSES_IN_FLIGHT, SERVED_STEPS, type Release, type Steps } from "../sidecar/decide/execute.ts";
-import { IdentityMismatchError } from "../sidecar/decide/identity.ts";
+import { executeDecision, PASSES_IN_FLIGHT, SERVED_STEPS, type Steps } from "../sidecar/decide/execute.ts";
+import { IdentityMismatchError, type Release } from "../sidecar/decide/identity.ts";
 import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
 import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
 import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";

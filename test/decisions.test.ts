@@ -6,7 +6,7 @@ import { DecisionResponse } from "../contract/decision.ts";
 import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { setSettings } from "../ops/accounts.ts";
-import { pointAlias, registerRelease, retireRelease } from "../ops/registry.ts";
+import { pointAlias, registerRelease, retireRelease } from "../ops/releases.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";

@@ -15,7 +15,7 @@ import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startSidecar } from "../local/tiers.ts";
 import { PASSES_IN_FLIGHT } from "../sidecar/decide/execute.ts";
-import { registerRelease, retireRelease } from "../ops/registry.ts";
+import { registerRelease, retireRelease } from "../ops/releases.ts";
 import { remember, stack, withDb } from "./support/api.ts";
 
 const FINGERPRINT = "e".repeat(64);

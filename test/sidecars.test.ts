@@ -14,7 +14,7 @@ import { SIDECAR_PATHS, type ResolvedRelease } from "../server-shared/sidecar-pr
 import { ensureModel } from "../local/model.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "../local/tiers.ts";
-import { registerRelease, retireRelease } from "../ops/registry.ts";
+import { registerRelease, retireRelease } from "../ops/releases.ts";
 import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";
 import { lines, poll, results, submitted } from "./support/bulk.ts";
 

@@ -11,7 +11,7 @@ import { listen } from "./support/fake-server.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { RUNTIME_PATHS } from "../server-shared/runtime-protocol.ts";
 import { RUNTIME_TOKEN_ENV } from "../local/stack.ts";
-import { registerRelease, retireRelease } from "../ops/registry.ts";
+import { registerRelease, retireRelease } from "../ops/releases.ts";
 import { call, newAccount, stack, usageRows, withDb } from "./support/api.ts";
 
 const RELEASE = `swapping-${randomBytes(4).toString("hex")}`;

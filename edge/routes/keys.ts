@@ -11,8 +11,9 @@
 import { Hono } from "hono";
 import { sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { CreateKeyRequest, KEY_ID_PATTERN, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
-import { EmptyRequest } from "../../contract/routes.ts";
+import { CreateKeyRequest, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
+import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
+import { pathParam } from "../params.ts";
 import { quoteName } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { userAuth } from "../auth/user.ts";
@@ -56,10 +57,10 @@ keys.get("/v1/keys", async (c) => {
 });
 
 keys.post("/v1/keys/:id/revoke", async (c) => {
-  const id = c.req.param("id");
+  const id = pathParam(c, PARAMETERS.keyId);
   await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const user = c.get("user");
-  const rows = KEY_ID_PATTERN.test(id)
+  const rows = id !== null
     ? await services(c.env).sql.query(
         `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
           WHERE id = $1 AND account_id = (SELECT id FROM accounts WHERE idp_issuer = $2 AND idp_subject = $3)
@@ -67,7 +68,7 @@ keys.post("/v1/keys/:id/revoke", async (c) => {
         [id, user.issuer, user.subject],
       )
     : [];
-  if (!rows[0]) throw new ServiceError("not_found", `no key ${quoteName(id)} in this account`);
+  if (!rows[0]) throw new ServiceError("not_found", `no key ${quoteName(c.req.param("id"))} in this account`);
   return c.json(metadata(rows[0]));
 });
 

@@ -10,12 +10,14 @@
 import { Hono } from "hono";
 import { CalibrationReport, QUESTION_TYPES } from "../../contract/calibration.ts";
 import type { ModelList } from "../../contract/models.ts";
+import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { reliabilitySvg } from "../../server-shared/quality.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
 import { resolveModel } from "../models.ts";
+import { pathParam } from "../params.ts";
 import { services } from "../services.ts";
 
 export const models = new Hono<AppEnv>();
@@ -42,9 +44,9 @@ models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
 });
 
 /** The calibration report of the release a model name resolves to for the account; 404 when there is none. */
-async function report(env: AppEnv["Bindings"], name: string, accountId: string): Promise<CalibrationReport> {
+async function report(env: AppEnv["Bindings"], name: string | null, accountId: string): Promise<CalibrationReport> {
   const { sql } = services(env);
-  const resolved = await resolveModel(sql, name, accountId);
+  const resolved = name === null ? null : await resolveModel(sql, name, accountId);
   if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
   const [row] = await sql`SELECT calibration_report FROM model_releases WHERE id = ${resolved.release.id}`;
   if (!row || row.calibration_report === null) throw new ServiceError("not_found", "this release is not calibrated; it has no calibration report");
@@ -52,11 +54,11 @@ async function report(env: AppEnv["Bindings"], name: string, accountId: string):
 }
 
 models.get("/v1/models/:model/calibration", apiKeyAuth, quota(), async (c) => {
-  return c.json(await report(c.env, c.req.param("model"), c.get("account").id));
+  return c.json(await report(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id));
 });
 
 models.get("/v1/models/:model/calibration.svg", apiKeyAuth, quota(), async (c) => {
-  const found = await report(c.env, c.req.param("model"), c.get("account").id);
+  const found = await report(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id);
   const series = QUESTION_TYPES.flatMap((type) => {
     const evaluation = found.evaluation[type];
     if (!evaluation) return [];

@@ -5,8 +5,8 @@
  * then admission and passes on the bulk lane. What cannot be answered becomes an error record with
  * the status, code and message the real-time route would have given.
  *
- *     const outcome = await processRecord(ctx, record, signal);
- *     // {kind: "result", text, usage} | {kind: "retry", reason}  (a transient runtime failure)
+ *     const outcome = await processRecord(ctx, record, entry, signal);
+ *     // {kind: "result", text, usage} | {kind: "retry", code, reason}  (a transient failure)
  *
  * Waiting is never failure: a quota refusal (429), a full lane (529) or a lane wait (504) wait for
  * capacity until `deadline`, and the record is then left for the batch's expiry.
@@ -24,15 +24,11 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import { admit } from "../../server-shared/quota.ts";
 import type { AccountSettings } from "../../server-shared/accounts.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
-import { admitDecision, runDecision, type Release } from "../decide/execute.ts";
+import type { FrozenModels, StoredRecord } from "../../server-shared/jobs/batches.ts";
+import { admitDecision, runDecision } from "../decide/execute.ts";
+import { verifiedRelease } from "../decide/identity.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { RuntimeError, runtimeClientFor } from "../runtime/client.ts";
-
-/** The releases and aliases an account could use when its batch was submitted (schema.sql). */
-export interface FrozenModels {
-  releases: Record<string, string>;
-  aliases: Record<string, string>;
-}
 
 export interface RecordContext {
   lanes: Lanes;
@@ -46,12 +42,6 @@ export interface RecordContext {
   deadline: number;
 }
 
-export interface StoredRecord {
-  line: number;
-  customId: string;
-  body: string;
-}
-
 /** A record's result to commit: its JSON text, and its usage when it succeeded. */
 export interface ResultOutcome {
   kind: "result";
@@ -59,7 +49,14 @@ export interface ResultOutcome {
   usage: { releaseId: string; usage: Usage } | null;
 }
 
-export type Outcome = ResultOutcome | { kind: "retry"; reason: string } | { kind: "deadline" };
+/** A failure worth another attempt: its code (what the record's error says if it is the last) and the operator's note. */
+export interface RetryOutcome {
+  kind: "retry";
+  code: ErrorCode;
+  reason: string;
+}
+
+export type Outcome = ResultOutcome | RetryOutcome | { kind: "deadline" };
 
 /** How long to wait before asking again for a full lane or an unavailable quota service. */
 const CAPACITY_POLL_MS = 200;
@@ -98,10 +95,8 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
   const violation = decisionViolation(request);
   if (violation) return errorRecord(record, violation.code, violation.message);
   const frozen = frozenRelease(ctx.models, request.model);
-  // Not frozen for this job, or retired since, or moved to a release with another fingerprint.
-  if (!frozen || !entry || entry.id !== frozen.id || entry.fingerprint !== frozen.fingerprint) {
-    return errorRecord(record, "model_not_found", "no model of that name is available to this account");
-  }
+  // Not frozen for this job, or retired since.
+  if (!frozen || !entry || entry.id !== frozen.id) return errorRecord(record, "model_not_found", "no model of that name is available to this account");
 
   // Quota admission with the real-time script: a refusal waits for the next window, never fails.
   for (;;) {
@@ -120,9 +115,10 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
     }
   }
 
-  const release: Release = { ...frozen, runtime: { id: entry.runtime_release, fingerprint: entry.runtime_fingerprint }, ...(entry.calibration ? { calibration: entry.calibration } : {}) };
   const decision = { state: request.state, questions: request.questions };
   try {
+    // The release frozen at submit, checked against its registry row as real-time checks the edge's.
+    const release = await verifiedRelease(entry, frozen);
     const client = runtimeClientFor(entry, ctx.secrets);
     const admission = await admitDecision(client, release, decision, signal);
     for (;;) {
@@ -143,7 +139,7 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
   } catch (err) {
     if (signal.aborted) throw err;
     if (err instanceof RuntimeError || (err instanceof ServiceError && (err.status === 503 || err.status === 504))) {
-      return { kind: "retry", reason: err.operatorNote ?? err.message };
+      return { kind: "retry", code: err.code, reason: err.operatorNote ?? err.message };
     }
     if (err instanceof ServiceError) return errorRecord(record, err.code, err.message);
     throw err;

@@ -19,7 +19,7 @@ import { asText, FIXED_FORMS, passTokenBound, plannedPasses, planQuestion, wordC
 import { checkFixedForms, firstToken, knownWord, labelCache, learnWord, wordLabels, type FirstToken, type ResolvedLabels } from "./labels.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
-import { IdentityMismatchError, type RuntimeIdentity } from "./identity.ts";
+import { verifiedClient, type RuntimeIdentity } from "./identity.ts";
 
 export interface AdmittedQuestion {
   id: string;
@@ -52,13 +52,14 @@ export interface AdmissionOptions {
  * option names or level texts not seen before. Throws IdentityMismatchError (503) when the stamp
  * names another release, ServiceError("invalid_request") when a pass is over the limit.
  */
-export async function admit(client: RuntimeClient, runtime: RuntimeIdentity, request: Decision, options: AdmissionOptions, signal?: AbortSignal): Promise<Admission> {
+export async function admit(runtimeClient: RuntimeClient, runtime: RuntimeIdentity, request: Decision, options: AdmissionOptions, signal?: AbortSignal): Promise<Admission> {
+  const client = verifiedClient(runtimeClient, runtime);
   const stateText = asText(request.state);
   const cachedFixed = labelCache.get(runtime.fingerprint);
   const candidates = new Map([...request.questions].map(([id, question]) => [id, wordCandidates(options.rendering, question)]));
   const unknown = [...new Set([...candidates.values()].flatMap((words) => words ?? []))].filter((word) => knownWord(runtime.fingerprint, word) === undefined);
   const labelTexts = [...(cachedFixed ? [] : FIXED_FORMS), ...unknown];
-  const labels = await stampedTokenize(client, runtime, labelTexts.map((text) => ({ text, special: false })), signal);
+  const labels = await tokenize(client, labelTexts.map((text) => ({ text, special: false })), signal);
   const tokensPerPass = Math.min(LIMITS.tokensPerPass, labels.max_tokens_per_pass);
   const fixed = cachedFixed ?? checkFixedForms(labels.results);
   labelCache.set(runtime.fingerprint, fixed);
@@ -79,7 +80,7 @@ export async function admit(client: RuntimeClient, runtime: RuntimeIdentity, req
     questions.push({ id, question, plan, words });
   }
 
-  const exact = await exactCounts(client, runtime, questions, tokensPerPass, signal);
+  const exact = await exactCounts(client, questions, tokensPerPass, signal);
   for (const { id, plan } of questions) {
     for (const pass of plannedPasses(plan)) {
       const tokens = exact.get(pass) ?? passTokenBound(pass);
@@ -101,23 +102,22 @@ export async function admit(client: RuntimeClient, runtime: RuntimeIdentity, req
  * call over their distinct segments (the state is one segment shared by many passes), segment by
  * segment as the runtime evaluates it, plus the beginning-of-sequence token.
  */
-async function exactCounts(client: RuntimeClient, runtime: RuntimeIdentity, questions: AdmittedQuestion[], limit: number, signal?: AbortSignal): Promise<Map<Pass, number>> {
+async function exactCounts(client: RuntimeClient, questions: AdmittedQuestion[], limit: number, signal?: AbortSignal): Promise<Map<Pass, number>> {
   const long = questions.flatMap(({ plan }) => plannedPasses(plan)).filter((pass) => passTokenBound(pass) > limit);
   const counts = new Map<Pass, number>();
   if (long.length === 0) return counts;
   const key = (s: TokenizeText) => `${s.special ? 1 : 0}${s.text}`;
   const distinct = new Map(long.flatMap((pass) => pass.segments.map((s) => [key(s), { text: s.text, special: s.special }] as const)));
   const texts = [...distinct.values()];
-  const { results } = await stampedTokenize(client, runtime, texts, signal);
+  const { results } = await tokenize(client, texts, signal);
   const lengths = new Map(texts.map((text, i) => [key(text), results[i]!.tokens.length]));
   for (const pass of long) counts.set(pass, 1 + pass.segments.reduce((sum, s) => sum + lengths.get(key(s))!, 0));
   return counts;
 }
 
-/** A tokenize call whose response must carry the expected runtime's stamp. */
-async function stampedTokenize(client: RuntimeClient, runtime: RuntimeIdentity, texts: TokenizeText[], signal?: AbortSignal): Promise<TokenizeResponse> {
+/** A tokenize call with one result per text. */
+async function tokenize(client: RuntimeClient, texts: TokenizeText[], signal?: AbortSignal): Promise<TokenizeResponse> {
   const response = await client.tokenize({ texts }, signal);
-  if (response.release_id !== runtime.id || response.fingerprint !== runtime.fingerprint) throw new IdentityMismatchError(runtime, response);
   if (response.results.length !== texts.length) {
     throw new RuntimeError(`runtime tokenized ${response.results.length} of ${texts.length} texts`, 200, "malformed");
   }

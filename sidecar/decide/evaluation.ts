@@ -17,7 +17,8 @@ import { fields, JsonValue } from "../../contract/fields.ts";
 import { auroc, binaryBrier, brier, eceOfBins, reliabilityBins } from "../../server-shared/quality.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { fitPlatt, fitTemperature, IDENTITY_CALIBRATION, type Calibration } from "./calibration.ts";
-import { executeDecision, type Release, type Steps } from "./execute.ts";
+import { executeDecision, type Steps } from "./execute.ts";
+import type { Release } from "./identity.ts";
 import { calibratedAnswer } from "./readout.ts";
 
 /** One line of a labelled file. */

@@ -12,18 +12,18 @@
  * (single-pass questions), and the release's own calibration (calibration.ts). The benchmark runs
  * the earlier steps alone through `steps`.
  *
- * Every tokenize and score response must name the runtime identity the registry gives for the
- * release; one that does not ends the execution with IdentityMismatchError (identity.ts) before any
- * answer is built from it. Nothing
- * is retried: a failed pass fails the decision, and the caller decides what the customer sees.
+ * Every runtime response must name the runtime identity the release expects: both entry points wrap
+ * the client in identity.ts's `verifiedClient`, so a response from another runtime ends the
+ * execution with IdentityMismatchError before any answer is built from it. Nothing is retried: a
+ * failed pass fails the decision, and the caller decides what the customer sees.
  */
 import type { Answer, ChoiceQuestion, Usage } from "../../contract/decision.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { renderChoice, SERVED_RENDERING, type Pass, type Rendering } from "./render.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
-import { IDENTITY_CALIBRATION, type Calibration } from "./calibration.ts";
-import { IdentityMismatchError, type RuntimeIdentity } from "./identity.ts";
+import { IDENTITY_CALIBRATION } from "./calibration.ts";
+import { runtimeOf, verifiedClient, type Release } from "./identity.ts";
 import { labelTokens, type ResolvedLabels } from "./labels.ts";
 import {
   calibratedAnswer,
@@ -39,13 +39,6 @@ import {
   scoreAnswer,
   selectFinalists,
 } from "./readout.ts";
-
-export interface Release extends RuntimeIdentity {
-  /** What the runtime must report; the release itself when absent (a calibrated release names its base's runtime). */
-  runtime?: RuntimeIdentity;
-  /** The release's calibration; none (the identity) when absent. */
-  calibration?: Calibration;
-}
 
 /** Which readout steps run: the served ones, or a prefix of them for the benchmark. */
 export interface Steps {
@@ -89,7 +82,7 @@ export function admitDecision(client: RuntimeClient, release: Release, request: 
  * one while the one before is evaluated (PassRunner), so the runtime does not wait between them.
  */
 export async function runDecision(client: RuntimeClient, release: Release, admission: Admission, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Execution> {
-  const runner = new PassRunner(client, runtimeOf(release), admission.fixed, signal);
+  const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
   const read = await Promise.all(admission.questions.map((admitted) => answer(runner, steps.rendering, admission.stateText, admitted)));
   const answers = new Map(admission.questions.map((admitted, i) => [admitted.id, calibratedAnswer(read[i]!, calibration)]));
@@ -99,8 +92,6 @@ export async function runDecision(client: RuntimeClient, release: Release, admis
     passes: runner.passes,
   };
 }
-
-const runtimeOf = (release: Release): RuntimeIdentity => release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
 
 /** One question's answer before the release's calibration, with the mean option mass of its content passes. */
 async function answer(runner: PassRunner, rendering: Rendering, stateText: string, { question, plan, words }: AdmittedQuestion): Promise<Answer> {
@@ -161,8 +152,8 @@ async function chunkedChoice(
 export const PASSES_IN_FLIGHT = 2;
 
 /**
- * Runs passes in the order they are asked for, PASSES_IN_FLIGHT at a time, checking each response's
- * identity and counting usage. After a failure no further pass is sent.
+ * Runs passes in the order they are asked for, PASSES_IN_FLIGHT at a time, counting usage (the
+ * client checks each response's identity). After a failure no further pass is sent.
  */
 class PassRunner {
   inputTokens = 0;
@@ -173,7 +164,6 @@ class PassRunner {
 
   constructor(
     private readonly client: RuntimeClient,
-    private readonly runtime: RuntimeIdentity,
     readonly fixed: ResolvedLabels,
     private readonly signal?: AbortSignal,
   ) {}
@@ -188,9 +178,6 @@ class PassRunner {
       this.signal?.throwIfAborted();
       const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
       const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat() }, this.signal);
-      if (response.release_id !== this.runtime.id || response.fingerprint !== this.runtime.fingerprint) {
-        throw new IdentityMismatchError(this.runtime, response);
-      }
       this.inputTokens += response.prompt_tokens;
       this.passes += 1;
       return labelLogprobs(response.logprobs, groups);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SecretSource } from "../../server-shared/secrets.ts";
-import { HttpRuntimeClient, identityMatches, runtimeClientFor } from "./client.ts";
+import { HttpRuntimeClient, runtimeClientFor } from "./client.ts";
 
 describe("runtime client transport policy", () => {
   it("refuses a remote plaintext runtime URL, and accepts https and loopback http", () => {
@@ -18,14 +18,5 @@ describe("runtime client transport policy", () => {
     }
     expect(refused).toMatchObject({ status: 503, code: "unavailable", operatorNote: expect.stringMatching(/GPU_SECRET \(or GPU_SECRET_FILE\) is not set/) });
     expect(runtimeClientFor({ url: "https://gpu.example", token_env: "GPU_SECRET" }, new SecretSource({ GPU_SECRET: "x" }))).toBeInstanceOf(HttpRuntimeClient);
-  });
-});
-
-describe("identityMatches", () => {
-  const identity = { release_id: "r1", fingerprint: "a".repeat(64), rendering_version: "v", modalities: ["text" as const], max_tokens_per_pass: 4096, engine: "e" };
-  it("needs both the release id and the fingerprint to match", () => {
-    expect(identityMatches({ id: "r1", fingerprint: "a".repeat(64) }, identity)).toBe(true);
-    expect(identityMatches({ id: "r2", fingerprint: "a".repeat(64) }, identity)).toBe(false);
-    expect(identityMatches({ id: "r1", fingerprint: "b".repeat(64) }, identity)).toBe(false);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * How the sidecar reaches a model runtime. `RuntimeClient` is the adapter interface: the HTTP client
- * below speaks this project's runtime protocol (contract/runtime-protocol.ts); another engine (a vLLM
+ * below speaks this project's runtime protocol (server-shared/runtime-protocol.ts); another engine (a vLLM
  * OpenAI-compatible server, say) is added as another implementation of the same three calls.
  */
 import type { SecretReader } from "../../server-shared/secrets.ts";
@@ -113,9 +113,4 @@ export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">
   }
   if (!secret) throw new RuntimeError(`runtime secret variable ${entry.token_env} (or ${entry.token_env}_FILE) is not set on this sidecar`, 0, "no_secret");
   return new HttpRuntimeClient(entry.url, secret);
-}
-
-/** Whether a runtime's reported identity is the one the registry names. */
-export function identityMatches(entry: Pick<RegistryEntry, "id" | "fingerprint">, identity: Identity): boolean {
-  return identity.release_id === entry.id && identity.fingerprint === entry.fingerprint;
 }

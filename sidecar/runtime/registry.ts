@@ -23,3 +23,9 @@ export async function servedRelease(pool: Pool, selfUrl: string, id: string): Pr
   );
   return rows[0] ? RegistryEntry.parse(rows[0]) : null;
 }
+
+/** The ids of every serving release assigned to the sidecar at `selfUrl` (what its bulk worker can run). */
+export async function servedReleaseIds(pool: Pool, selfUrl: string): Promise<string[]> {
+  const { rows } = await pool.query<{ id: string }>("SELECT id FROM model_releases WHERE retired_at IS NULL AND sidecar_url = $1", [selfUrl]);
+  return rows.map((row) => row.id);
+}

@@ -1,0 +1,380 @@
+/**
+ * The bulk batch store: every statement on `batches`, `batch_records` and `batch_results`, for the
+ * edge (create, submit, cancel, read) and the sidecar's bulk worker (claim, start, commit, fail,
+ * expire, purge). A batch is a leased job (lease.ts); rows are parsed here, once, into typed values.
+ *
+ *   uploading --submit--> queued --claim--> validating --start--> running --commit(last)--> completed
+ *   any non-terminal --cancel--> cancelled; validating --fail--> failed; past its deadline --expire--> expired
+ *
+ *     const store = new BatchStore(httpDb(sql));   // or poolDb(pool) in the sidecar
+ *     const batch = await store.find(id, accountId);
+ *     const claim = await store.claim({ leaseMs, served, self });
+ */
+import { z } from "zod";
+import { BatchError, BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
+import type { Usage } from "../../contract/decision.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import type { Db } from "../db.ts";
+import { LeasedJobs, type Lease } from "./lease.ts";
+
+export const BATCH_JOBS = new LeasedJobs({ table: "batches", terminal: TERMINAL_STATUSES, open: ["queued", "validating", "running"] });
+
+/** A timestamp as either driver returns it (a Date, or text from JSON), as an ISO 8601 string in UTC. */
+const Time = z.union([z.string(), z.date()]).transform((value) => new Date(value).toISOString());
+/** An integer column; bigint and count(*) come back as text. */
+const Int = z.coerce.number().int();
+
+/** The releases and aliases an account could use when its batch was submitted ({"releases": {id: fingerprint}, "aliases": {alias: id}}). */
+export const FrozenModels = z.object({ releases: z.record(z.string(), z.string()), aliases: z.record(z.string(), z.string()) });
+export type FrozenModels = z.infer<typeof FrozenModels>;
+
+/** The window over which a running batch's rate is measured. */
+export const PROGRESS_WINDOW_MINUTES = 5;
+
+const COLUMNS =
+  "id, status, idempotency_key, object_key, total_records, completed_records, failed_records, input_bytes, error, " +
+  "created_at, submitted_at, started_at, finished_at, expires_at, purged_at, " +
+  `(SELECT count(*) FROM batch_results r WHERE r.batch_id = batches.id AND r.committed_at > now() - interval '${PROGRESS_WINDOW_MINUTES} minutes') AS recent_results`;
+
+/** A batch as the edge reads it. */
+export const BatchRow = z.object({
+  id: z.string(),
+  status: BatchStatus,
+  idempotency_key: z.string(),
+  object_key: z.string(),
+  total_records: Int,
+  completed_records: Int,
+  failed_records: Int,
+  input_bytes: Int.nullable(),
+  error: BatchError.nullable(),
+  created_at: Time,
+  submitted_at: Time.nullable(),
+  started_at: Time.nullable(),
+  finished_at: Time.nullable(),
+  expires_at: Time,
+  purged_at: Time.nullable(),
+  /** Results committed within the last PROGRESS_WINDOW_MINUTES. */
+  recent_results: Int,
+});
+export type BatchRow = z.infer<typeof BatchRow>;
+
+/** An account's batch quotas and what counts against them, when a create is refused. */
+export const QuotaState = z.object({
+  max_active_batches: Int.nullable(),
+  max_batch_storage_bytes: Int.nullable(),
+  active: Int,
+  kept: Int,
+});
+export type QuotaState = z.infer<typeof QuotaState>;
+
+/** A bulk record as stored at validation: its input line, custom id and body text. */
+export interface StoredRecord {
+  line: number;
+  customId: string;
+  body: string;
+}
+
+/** A `bulk_claim_row` (schema.sql). */
+const ClaimRow = z.object({
+  id: z.string(),
+  status: z.enum(["validating", "running"]),
+  account_id: z.string(),
+  object_key: z.string(),
+  expires_at: Time,
+  models: FrozenModels.nullable(),
+  requests_per_second: Int.nullable(),
+  tokens_per_second: Int.nullable(),
+  line: Int.nullable(),
+  custom_id: z.string().nullable(),
+  body: z.string().nullable(),
+  attempts: Int.nullable(),
+  release_id: z.string().nullable(),
+  release_revision: Int.nullable(),
+});
+
+/** A held claim on a batch, with the step it is for. */
+export interface BatchClaim extends Lease {
+  status: "validating" | "running";
+  objectKey: string;
+  /** The batch's deadline, ms since the epoch. */
+  deadline: number;
+  models: FrozenModels;
+  account: { id: string; requests_per_second: number | null; tokens_per_second: number | null };
+  /** A running batch's next record this sidecar can run, with its release's registry row revision (null: not served here). */
+  next: { record: StoredRecord; attempts: number; release: { id: string; revision: number } | null } | null;
+}
+
+/** What a record's commit writes: its result text and, for an answer, its release and usage. */
+export interface RecordCommit {
+  record: StoredRecord;
+  text: string;
+  usage: { releaseId: string; usage: Usage } | null;
+}
+
+/** What the worker's next claim needs: a fresh lease length, the releases served here, this sidecar's address. */
+export interface ClaimRequest {
+  leaseMs: number;
+  served: string[];
+  self: string;
+}
+
+export type CreateOutcome = { batch: BatchRow; created: boolean } | { batch: null; quota: QuotaState };
+
+export class BatchStore {
+  constructor(private readonly db: Db) {}
+
+  // ---- The edge: an account's batches ----
+
+  /**
+   * Creates the account's batch for `idempotencyKey`, or finds the one it made before; refused when
+   * a quota is full. One transaction that first locks the account's row, so concurrent creates (any
+   * key, any edge) are serialized and cannot both take the last slot. Read committed: each statement
+   * sees what committed before it ran, so every count includes a concurrent create that went first.
+   */
+  async create(input: { id: string; accountId: string; idempotencyKey: string; keyId: string }): Promise<CreateOutcome> {
+    const { id, accountId: account, idempotencyKey: key } = input;
+    const active = `(SELECT count(*) FROM batches WHERE account_id = $1 AND status NOT IN ${BATCH_JOBS.terminalSql})`;
+    const kept = "(SELECT count(*) FROM batches WHERE account_id = $1 AND purged_at IS NULL)";
+    const [, inserted = [], state = []] = await this.db.transaction([
+      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [account] },
+      {
+        text: `INSERT INTO batches (id, account_id, idempotency_key, created_by_key, object_key, expires_at)
+               SELECT $2, $1, $3, $4, $5, now() + make_interval(secs => $6::double precision / 1000)
+                 FROM accounts a
+                WHERE a.id = $1
+                  AND NOT EXISTS (SELECT 1 FROM batches WHERE account_id = $1 AND idempotency_key = $3)
+                  AND (a.max_active_batches IS NULL OR a.max_active_batches > ${active})
+                  AND (a.max_batch_storage_bytes IS NULL OR a.max_batch_storage_bytes >= $7::bigint * (1 + ${kept}))
+               ON CONFLICT (account_id, idempotency_key) DO NOTHING
+               RETURNING id`,
+        params: [account, id, key, input.keyId, objectKeyOf(id), LIMITS.batchLifetimeMs, LIMITS.batchStorageReservationBytes],
+      },
+      {
+        text: `SELECT a.max_active_batches, a.max_batch_storage_bytes, ${active} AS active, ${kept} AS kept,
+                      (SELECT row_to_json(b) FROM (SELECT ${COLUMNS} FROM batches WHERE account_id = $1 AND idempotency_key = $2) b) AS batch
+                 FROM accounts a WHERE a.id = $1`,
+        params: [account, key],
+      },
+    ]);
+    const row = state[0] ?? {};
+    if (!row.batch) return { batch: null, quota: QuotaState.parse(row) };
+    return { batch: BatchRow.parse(row.batch), created: inserted.length > 0 };
+  }
+
+  /** The account's batch `id`; null for an unknown id and for another account's batch alike. */
+  async find(id: string, accountId: string): Promise<BatchRow | null> {
+    const [row] = await this.db.query(`SELECT ${COLUMNS} FROM batches WHERE id = $1 AND account_id = $2`, [id, accountId]);
+    return row ? BatchRow.parse(row) : null;
+  }
+
+  /** One page of the account's batches, newest first, after the batch `after` (an earlier page's last). */
+  async list(accountId: string, page: { after: string | undefined; limit: number }): Promise<{ rows: BatchRow[]; hasMore: boolean }> {
+    const rows = await this.db.query(
+      `SELECT ${COLUMNS} FROM batches
+        WHERE account_id = $1
+          AND ($2::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $2::uuid AND account_id = $1))
+        ORDER BY created_at DESC, id DESC
+        LIMIT $3`,
+      [accountId, page.after ?? null, page.limit + 1],
+    );
+    return { rows: rows.slice(0, page.limit).map((row) => BatchRow.parse(row)), hasMore: rows.length > page.limit };
+  }
+
+  /**
+   * Queues an uploading batch and freezes the models it runs on: the releases and aliases the account
+   * may use now are the ones this job uses, whatever moves later. Null when it was no longer
+   * uploading (a concurrent submit or cancel went first).
+   */
+  async submit(id: string, accountId: string, inputBytes: number): Promise<BatchRow | null> {
+    const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners))";
+    const [row] = await this.db.query(
+      `UPDATE batches SET status = 'queued', submitted_at = now(), input_bytes = $3,
+              models = jsonb_build_object(
+                'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable}),
+                'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id WHERE ${usable}))
+        WHERE id = $1 AND account_id = $2 AND status = 'uploading'
+        RETURNING ${COLUMNS}`,
+      [id, accountId, inputBytes],
+    );
+    return row ? BatchRow.parse(row) : null;
+  }
+
+  /** Cancels a batch that is not terminal; null when it already was (nothing changes). */
+  async cancel(id: string, accountId: string): Promise<BatchRow | null> {
+    const [row] = await this.db.query(
+      `UPDATE batches SET status = 'cancelled', finished_at = now()
+        WHERE id = $1 AND account_id = $2 AND status NOT IN ${BATCH_JOBS.terminalSql}
+        RETURNING ${COLUMNS}`,
+      [id, accountId],
+    );
+    return row ? BatchRow.parse(row) : null;
+  }
+
+  /** Up to `limit` committed results after input line `after`, in input order, each the exact text committed. */
+  async results(id: string, after: number, limit: number): Promise<{ line: number; text: string }[]> {
+    const rows = await this.db.query("SELECT line, result::text AS result FROM batch_results WHERE batch_id = $1 AND line > $2 ORDER BY line LIMIT $3", [id, after, limit]);
+    return rows.map((row) => ({ line: Int.parse(row.line), text: z.string().parse(row.result) }));
+  }
+
+  // ---- The bulk worker: claims, steps and commits under a lease ----
+
+  /**
+   * Leases the batch that waited longest for a turn and has work this worker can do (bulk_claim in
+   * schema.sql: a queued batch to validate, or a running batch's next record on a release served
+   * here); a queued batch becomes `validating`. Null: nothing to do.
+   */
+  async claim(request: ClaimRequest): Promise<BatchClaim | null> {
+    const token = crypto.randomUUID();
+    const rows = await this.db.query("SELECT * FROM bulk_claim($1, $2, $3, $4)", [token, request.leaseMs, request.served, request.self]);
+    return claimOf(token, rows[0]);
+  }
+
+  renew(claim: Lease, leaseMs: number): Promise<boolean> {
+    return BATCH_JOBS.renew(this.db, claim, leaseMs);
+  }
+
+  release(claim: Lease): Promise<void> {
+    return BATCH_JOBS.release(this.db, claim);
+  }
+
+  /** Fails a validating batch as a whole (a bad file); nothing is written when the claim was lost. */
+  fail(claim: Lease, error: BatchError): Promise<boolean> {
+    return BATCH_JOBS.fail(this.db, claim, error);
+  }
+
+  /**
+   * A validated file's records stored and the batch running, in one fenced statement: both happen,
+   * or (the claim lost) neither. `releases[i]` is the release record i's model resolved to (null: none).
+   */
+  async start(claim: Lease, records: StoredRecord[], releases: (string | null)[]): Promise<boolean> {
+    const [row] = await this.db.query(
+      `WITH started AS (
+         UPDATE batches SET status = 'running', total_records = $3 WHERE ${BATCH_JOBS.fence()} RETURNING id),
+       stored AS (
+         INSERT INTO batch_records (batch_id, line, custom_id, body, release_id)
+         SELECT started.id, r.* FROM started, unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS r
+         ON CONFLICT DO NOTHING)
+       SELECT count(*) AS started FROM started`,
+      [claim.id, claim.token, records.length, records.map((r) => r.line), records.map((r) => r.customId), records.map((r) => r.body), releases],
+    );
+    return Int.parse(row?.started) > 0;
+  }
+
+  /**
+   * Counts a transient failure of a record under the fence (so a crash cannot grant it more
+   * attempts), and makes the batch's other records on that release wait too, `backoffMs` doubled
+   * per attempt: while a runtime restarts, they would only use up their own attempts.
+   */
+  async retryLater(claim: Lease, line: number, attempts: number, backoffMs: number): Promise<void> {
+    await this.db.query(
+      `WITH failed AS (
+         UPDATE batch_records SET attempts = $3
+          WHERE batch_id = $1 AND line = $4 AND EXISTS (SELECT 1 FROM batches WHERE ${BATCH_JOBS.fence()})
+          RETURNING release_id)
+       UPDATE batch_records r SET not_before = now() + make_interval(secs => $5::double precision / 1000 * power(2, $3 - 1))
+         FROM failed WHERE r.batch_id = $1 AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
+      [claim.id, claim.token, attempts, line, backoffMs],
+    );
+  }
+
+  /**
+   * Commits a record's result (bulk_commit in schema.sql: fenced, once per line, with its usage row
+   * and the batch's counts; the last record completes the batch) and releases the lease. With
+   * `next`, the same round trip makes the worker's next claim (bulk_commit_and_claim).
+   */
+  async commit(claim: Lease, commit: RecordCommit, next?: ClaimRequest): Promise<BatchClaim | null> {
+    const { record, usage } = commit;
+    const params = [
+      claim.id,
+      claim.token,
+      record.line,
+      record.customId,
+      commit.text,
+      usage?.releaseId ?? null,
+      usage?.usage.input_tokens ?? null,
+      usage?.usage.output_tokens ?? null,
+      usage?.usage.billable_input_tokens ?? null,
+    ];
+    if (!next) {
+      await this.db.query("SELECT bulk_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)", params);
+      return null;
+    }
+    const token = crypto.randomUUID();
+    const rows = await this.db.query("SELECT * FROM bulk_commit_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)", [
+      ...params,
+      token,
+      next.leaseMs,
+      next.served,
+      next.self,
+    ]);
+    return claimOf(token, rows[0]);
+  }
+
+  /** Ends every batch past its deadline as `expired`, keeping what it committed. */
+  expire(): Promise<number> {
+    return BATCH_JOBS.expire(this.db);
+  }
+
+  /** Completes a running batch whose last commit was not followed by its completion (a crash in between). */
+  async completeFinished(): Promise<void> {
+    await this.db.query(
+      `UPDATE batches b SET status = 'completed', finished_at = now()
+        WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+          AND NOT EXISTS (SELECT 1 FROM batch_records r WHERE r.batch_id = b.id AND NOT r.done)`,
+    );
+  }
+
+  // ---- Retention ----
+
+  /** Up to `limit` batches terminal for `dataMs` whose data is not purged yet, oldest first. */
+  async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    const rows = await this.db.query(
+      `SELECT id, object_key FROM batches
+        WHERE purged_at IS NULL AND finished_at IS NOT NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
+        ORDER BY finished_at LIMIT $2`,
+      [dataMs, limit],
+    );
+    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
+  }
+
+  /** Deletes a batch's records and results and ends its storage reservation (its input object is deleted first, by the caller). */
+  async purge(id: string): Promise<void> {
+    await this.db.transaction([
+      { text: "DELETE FROM batch_results WHERE batch_id = $1", params: [id] },
+      { text: "DELETE FROM batch_records WHERE batch_id = $1", params: [id] },
+      { text: "UPDATE batches SET purged_at = now() WHERE id = $1 AND purged_at IS NULL", params: [id] },
+    ]);
+  }
+
+  /** Deletes the metadata of purged batches terminal for `metadataMs`. */
+  async deleteMetadata(metadataMs: number): Promise<void> {
+    await this.db.query("DELETE FROM batches WHERE purged_at IS NOT NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)", [metadataMs]);
+  }
+}
+
+/** Where a batch's input file is stored. */
+const objectKeyOf = (id: string) => `batches/${id}/input.jsonl`;
+
+function claimOf(token: string, raw: Record<string, unknown> | undefined): BatchClaim | null {
+  if (!raw) return null;
+  const row = ClaimRow.parse(raw);
+  if (row.line !== null && (row.custom_id === null || row.body === null)) throw new Error(`bulk_claim returned line ${row.line} of batch ${row.id} without its record`);
+  const record = row.line === null ? null : { line: row.line, customId: row.custom_id!, body: row.body! };
+  return {
+    id: row.id,
+    token,
+    status: row.status,
+    objectKey: row.object_key,
+    deadline: Date.parse(row.expires_at),
+    models: row.models ?? { releases: {}, aliases: {} },
+    account: { id: row.account_id, requests_per_second: row.requests_per_second, tokens_per_second: row.tokens_per_second },
+    next:
+      record === null
+        ? null
+        : {
+            record,
+            attempts: row.attempts ?? 0,
+            release: row.release_id !== null && row.release_revision !== null ? { id: row.release_id, revision: row.release_revision } : null,
+          },
+  };
+}

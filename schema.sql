@@ -1,77 +1,60 @@
--- The one description of the database. Every statement is idempotent: `npm run db:migrate` applies
--- the whole file on every start, so a change here is a new idempotent statement, never an edit that
--- assumes an empty database.
+-- The database as this checkout expects it. `npm run db:migrate` (ops/migrate.ts) gives an empty
+-- database this file whole and records the latest version of migrations/; an existing database gets
+-- the numbered files of migrations/ instead, so a change here comes with a migration that makes an
+-- existing database the same (test/migrate.test.ts compares the two catalogs).
 
--- Model registry: an immutable release (weights + adapter + rendering, named by its fingerprint)
--- served by one runtime address, and aliases that point at releases.
-CREATE TABLE IF NOT EXISTS model_releases (
-  id           text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
-  fingerprint  text NOT NULL CHECK (fingerprint ~ '^[0-9a-f]{64}$'),
-  owners       uuid[],                       -- null: shared by every account
-  url          text NOT NULL,                -- runtime address
-  token_env    text NOT NULL CHECK (token_env ~ '^[A-Z_][A-Z0-9_]*$'),
-  release_date date NOT NULL,
-  description  text NOT NULL DEFAULT '',
-  created_at   timestamptz NOT NULL DEFAULT now(),
-  retired_at   timestamptz
+-- The batch statuses that end a batch (contract/batches.ts TERMINAL_STATUSES). Defined before the
+-- tables because the batches CHECK calls it.
+CREATE FUNCTION batch_status_terminal(status text) RETURNS boolean
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN status IN ('completed', 'failed', 'cancelled', 'expired');
+
+-- Tables
+
+-- The migrations applied to this database (migrations/NNNN_name.sql); a database built from this
+-- file has one row, the latest version at the time.
+CREATE TABLE schema_migrations (
+  version     integer PRIMARY KEY CHECK (version >= 1),
+  name        text NOT NULL,
+  applied_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- The sidecar that serves a release: the edge forwards the release's decisions to this address, and
--- the sidecar whose SIDECAR_URL it is calls the runtime. Null: registered but not served yet.
-ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS sidecar_url text;
+-- Model registry: an immutable release (weights + adapter + rendering, named by its fingerprint)
+-- served by one runtime address. Its id, fingerprint, base and calibration never change (trigger
+-- below); any other change bumps `revision`, which the edge names to the sidecar, whose registry
+-- entries are kept by it, so a change applies on the next request with no lookup per request.
+CREATE TABLE model_releases (
+  id                  text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
+  fingerprint         text NOT NULL CHECK (fingerprint ~ '^[0-9a-f]{64}$'),
+  owners              uuid[],                       -- null: shared by every account
+  url                 text NOT NULL,                -- runtime address
+  token_env           text NOT NULL CHECK (token_env ~ '^[A-Z_][A-Z0-9_]*$'),
+  -- The sidecar that serves the release: the edge forwards its decisions there, and the sidecar
+  -- whose SIDECAR_URL it is calls the runtime. Null: registered but not served yet.
+  sidecar_url         text,
+  release_date        date NOT NULL,
+  description         text NOT NULL DEFAULT '',
+  -- A calibrated release (`npm run registry -- calibrate`) runs on its base release's runtime with
+  -- calibration parameters applied by the readout; its fingerprint covers the base's and the
+  -- parameters'. The report is what GET /v1/models/{model}/calibration publishes.
+  base_release        text REFERENCES model_releases (id),
+  calibration         jsonb,
+  calibration_report  jsonb,
+  revision            bigint NOT NULL DEFAULT 1,
+  created_at          timestamptz NOT NULL DEFAULT now(),
+  retired_at          timestamptz
+);
 
--- A calibrated release (`npm run registry -- calibrate`) runs on its base release's runtime with
--- calibration parameters applied by the readout; its fingerprint covers the base's and the
--- parameters'. The report is what GET /v1/models/{model}/calibration publishes.
-ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS base_release text REFERENCES model_releases (id);
-ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS calibration jsonb;
-ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS calibration_report jsonb;
-
--- Every change to a release's row bumps its revision (trigger below). The edge reads the revision with
--- the release and names it to the sidecar, which keeps registry entries by it: a change to an
--- address, an assignment or a retirement applies on the next request, with no lookup per request.
-ALTER TABLE model_releases ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1;
-
-CREATE TABLE IF NOT EXISTS model_aliases (
+-- Aliases that point at releases.
+CREATE TABLE model_aliases (
   alias       text PRIMARY KEY CHECK (alias ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'),
   release_id  text NOT NULL REFERENCES model_releases (id),
   updated_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- A release is immutable: its id and fingerprint never change once written. Any other change bumps
--- its revision.
-CREATE OR REPLACE FUNCTION model_release_immutable() RETURNS trigger AS $$
-BEGIN
-  IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint
-     OR NEW.base_release IS DISTINCT FROM OLD.base_release OR NEW.calibration IS DISTINCT FROM OLD.calibration THEN
-    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base and calibration cannot change', OLD.id
-      USING ERRCODE = 'check_violation';
-  END IF;
-  NEW.revision := OLD.revision + 1;
-  RETURN NEW;
-END
-$$ LANGUAGE plpgsql;
-
-DROP TRIGGER IF EXISTS model_release_immutable ON model_releases;
-CREATE TRIGGER model_release_immutable BEFORE UPDATE ON model_releases
-  FOR EACH ROW EXECUTE FUNCTION model_release_immutable();
-
--- The registry as the tiers read it: one row per release with its aliases, and the identity its
--- runtime reports (the base release's, for a calibrated release).
-CREATE OR REPLACE VIEW model_registry AS
-  SELECT r.id, r.fingerprint,
-         coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
-         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url,
-         coalesce(b.id, r.id) AS runtime_release, coalesce(b.fingerprint, r.fingerprint) AS runtime_fingerprint,
-         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report, r.revision
-    FROM model_releases r
-    LEFT JOIN model_releases b ON b.id = r.base_release
-    LEFT JOIN model_aliases a ON a.release_id = r.id
-   GROUP BY r.id, b.id;
-
 -- Accounts: created when a signed-in user issues their first key. Quota settings are null (no
 -- quota) or positive.
-CREATE TABLE IF NOT EXISTS accounts (
+CREATE TABLE accounts (
   id                       uuid PRIMARY KEY DEFAULT gen_random_uuid(),
   idp_issuer               text NOT NULL,
   idp_subject              text NOT NULL,
@@ -85,7 +68,7 @@ CREATE TABLE IF NOT EXISTS accounts (
 );
 
 -- API keys: only the SHA-256 digest of the secret is kept.
-CREATE TABLE IF NOT EXISTS api_keys (
+CREATE TABLE api_keys (
   id          text PRIMARY KEY CHECK (id ~ '^[a-z2-7]{26}$'),
   account_id  uuid NOT NULL REFERENCES accounts (id),
   name        text NOT NULL,
@@ -93,11 +76,11 @@ CREATE TABLE IF NOT EXISTS api_keys (
   created_at  timestamptz NOT NULL DEFAULT now(),
   revoked_at  timestamptz
 );
-CREATE INDEX IF NOT EXISTS api_keys_by_account ON api_keys (account_id, created_at);
+CREATE INDEX api_keys_by_account ON api_keys (account_id, created_at);
 
 -- Successful input usage, one row per answered decision (real-time) or committed record (bulk).
 -- Failed or unknown work has no row: absence is not zero.
-CREATE TABLE IF NOT EXISTS usage_records (
+CREATE TABLE usage_records (
   id                     bigserial PRIMARY KEY,
   account_id             uuid NOT NULL REFERENCES accounts (id),
   key_id                 text,
@@ -109,76 +92,106 @@ CREATE TABLE IF NOT EXISTS usage_records (
   billable_input_tokens  integer CHECK (billable_input_tokens >= 0),
   created_at             timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS usage_records_by_account ON usage_records (account_id, created_at);
+CREATE INDEX usage_records_by_account ON usage_records (account_id, created_at);
 
 -- Bulk batches (contract/batches.ts). A batch belongs to an account, not to the key that created
 -- it; `idempotency_key` is unique per account. Every batch not yet purged reserves
 -- LIMITS.batchStorageReservationBytes of the account's `max_batch_storage_bytes`; a non-terminal one
 -- counts against `max_active_batches`. `models` is frozen at submit: the releases and aliases the
 -- account could use then ({"releases": {id: fingerprint}, "aliases": {alias: id}}).
-CREATE TABLE IF NOT EXISTS batches (
-  id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-  account_id       uuid NOT NULL REFERENCES accounts (id),
-  idempotency_key  text NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
-  created_by_key   text NOT NULL,
-  status           text NOT NULL DEFAULT 'uploading'
-                   CHECK (status IN ('uploading', 'queued', 'validating', 'running', 'completed', 'failed', 'cancelled', 'expired')),
-  object_key       text NOT NULL,
-  input_bytes      bigint CHECK (input_bytes >= 0),
-  total_records    integer NOT NULL DEFAULT 0 CHECK (total_records >= 0),
-  completed_records integer NOT NULL DEFAULT 0 CHECK (completed_records >= 0),
-  failed_records   integer NOT NULL DEFAULT 0 CHECK (failed_records >= 0),
-  models           jsonb,
-  error            jsonb,
-  created_at       timestamptz NOT NULL DEFAULT now(),
-  submitted_at     timestamptz,
-  started_at       timestamptz,
-  finished_at      timestamptz,
-  expires_at       timestamptz NOT NULL,
+CREATE TABLE batches (
+  id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  account_id         uuid NOT NULL REFERENCES accounts (id),
+  idempotency_key    text NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+  created_by_key     text NOT NULL,
+  status             text NOT NULL DEFAULT 'uploading'
+                     CHECK (status IN ('uploading', 'queued', 'validating', 'running', 'completed', 'failed', 'cancelled', 'expired')),
+  object_key         text NOT NULL,
+  input_bytes        bigint CHECK (input_bytes >= 0),
+  total_records      integer NOT NULL DEFAULT 0 CHECK (total_records >= 0),
+  completed_records  integer NOT NULL DEFAULT 0 CHECK (completed_records >= 0),
+  failed_records     integer NOT NULL DEFAULT 0 CHECK (failed_records >= 0),
+  models             jsonb,
+  error              jsonb,
+  -- The bulk worker's claim (sidecar/bulk/worker.ts): a fencing token and when its lease ends; every
+  -- write of a step presents the token. `last_claimed_at` lets batches take turns.
+  lease_token        uuid,
+  lease_expires_at   timestamptz,
+  last_claimed_at    timestamptz,
+  created_at         timestamptz NOT NULL DEFAULT now(),
+  submitted_at       timestamptz,
+  started_at         timestamptz,
+  finished_at        timestamptz,
+  expires_at         timestamptz NOT NULL,
   -- Set by cleanup once the input and results are deleted: the storage reservation ends.
-  purged_at        timestamptz,
+  purged_at          timestamptz,
   UNIQUE (account_id, idempotency_key),
-  CHECK ((status IN ('completed', 'failed', 'cancelled', 'expired')) = (finished_at IS NOT NULL))
+  CONSTRAINT batches_finished_when_terminal CHECK (batch_status_terminal(status) = (finished_at IS NOT NULL))
 );
-CREATE INDEX IF NOT EXISTS batches_by_account ON batches (account_id, created_at DESC, id DESC);
-
--- Committed result records, one per input line (1-based), written once.
-CREATE TABLE IF NOT EXISTS batch_results (
-  batch_id   uuid NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
-  line       integer NOT NULL CHECK (line >= 1),
-  custom_id  text NOT NULL,
-  result     json NOT NULL,  -- json, not jsonb: the text is kept as committed (key order is meaning)
-  PRIMARY KEY (batch_id, line)
-);
-
--- The bulk worker's claim on a batch (sidecar/bulk/worker.ts): a fencing token and when its lease
--- ends; every write of a step presents the token. `last_claimed_at` lets batches take turns.
-ALTER TABLE batches ADD COLUMN IF NOT EXISTS lease_token uuid;
-ALTER TABLE batches ADD COLUMN IF NOT EXISTS lease_expires_at timestamptz;
-ALTER TABLE batches ADD COLUMN IF NOT EXISTS last_claimed_at timestamptz;
-CREATE INDEX IF NOT EXISTS batches_open ON batches (last_claimed_at NULLS FIRST)
+CREATE INDEX batches_by_account ON batches (account_id, created_at DESC, id DESC);
+CREATE INDEX batches_open ON batches (last_claimed_at NULLS FIRST)
   WHERE status IN ('queued', 'validating', 'running');
 
 -- A validated batch's records, one per input line: the body's JSON text, the release its model
 -- resolves to among those frozen at submit (null: none; answered with an error record), the
--- transient failures so far, and whether its result is committed.
-CREATE TABLE IF NOT EXISTS batch_records (
+-- transient failures so far, and whether its result is committed. After a transient failure the
+-- batch's records on that release wait until `not_before` (2 s, then 4 s), so that a runtime
+-- restarting for a few seconds does not use up their attempts at once.
+CREATE TABLE batch_records (
   batch_id    uuid NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
   line        integer NOT NULL CHECK (line >= 1),
   custom_id   text NOT NULL,
   body        text NOT NULL,
   release_id  text,
   attempts    integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  not_before  timestamptz,
   done        boolean NOT NULL DEFAULT false,
   PRIMARY KEY (batch_id, line)
 );
-CREATE INDEX IF NOT EXISTS batch_records_pending ON batch_records (batch_id, line) WHERE NOT done;
--- After a transient failure the batch's records on that release wait before the next attempt (2 s,
--- then 4 s), so that a runtime restarting for a few seconds does not use up their attempts at once.
-ALTER TABLE batch_records ADD COLUMN IF NOT EXISTS not_before timestamptz;
+CREATE INDEX batch_records_pending ON batch_records (batch_id, line) WHERE NOT done;
 
--- When each result was committed: the status object's progress (records per minute) reads it.
-ALTER TABLE batch_results ADD COLUMN IF NOT EXISTS committed_at timestamptz NOT NULL DEFAULT now();
+-- Committed result records, one per input line (1-based), written once. `committed_at` feeds the
+-- status object's progress (records per minute).
+CREATE TABLE batch_results (
+  batch_id      uuid NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+  line          integer NOT NULL CHECK (line >= 1),
+  custom_id     text NOT NULL,
+  result        json NOT NULL,  -- json, not jsonb: the text is kept as committed (key order is meaning)
+  committed_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (batch_id, line)
+);
+
+-- Views, functions, triggers and types
+
+-- A release is immutable: its id, fingerprint, base and calibration never change once written. Any
+-- other change bumps its revision.
+CREATE FUNCTION model_release_immutable() RETURNS trigger AS $$
+BEGIN
+  IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint
+     OR NEW.base_release IS DISTINCT FROM OLD.base_release OR NEW.calibration IS DISTINCT FROM OLD.calibration THEN
+    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base and calibration cannot change', OLD.id
+      USING ERRCODE = 'check_violation';
+  END IF;
+  NEW.revision := OLD.revision + 1;
+  RETURN NEW;
+END
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER model_release_immutable BEFORE UPDATE ON model_releases
+  FOR EACH ROW EXECUTE FUNCTION model_release_immutable();
+
+-- The registry as the tiers read it: one row per release with its aliases, and the identity its
+-- runtime reports (the base release's, for a calibrated release).
+CREATE VIEW model_registry AS
+  SELECT r.id, r.fingerprint,
+         coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
+         r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url,
+         coalesce(b.id, r.id) AS runtime_release, coalesce(b.fingerprint, r.fingerprint) AS runtime_fingerprint,
+         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report, r.revision
+    FROM model_releases r
+    LEFT JOIN model_releases b ON b.id = r.base_release
+    LEFT JOIN model_aliases a ON a.release_id = r.id
+   GROUP BY r.id, b.id;
 
 -- One bulk record's commit, in one round trip (sidecar/bulk/worker.ts): under the batch's row lock,
 -- checks the claim's fence (token, unexpired lease, batch not terminal, account active), marks the
@@ -186,7 +199,7 @@ ALTER TABLE batch_results ADD COLUMN IF NOT EXISTS committed_at timestamptz NOT 
 -- answer, its usage row, counts it, completes the batch when it was the last record, and releases the
 -- lease. Returns 'committed', 'fenced' (nothing written; the lease is not this worker's) or
 -- 'duplicate' (nothing written; the lease released).
-CREATE OR REPLACE FUNCTION bulk_commit(
+CREATE FUNCTION bulk_commit(
   p_batch uuid, p_token uuid, p_line integer, p_custom_id text, p_result text,
   p_release text, p_input_tokens integer, p_output_tokens integer, p_billable integer
 ) RETURNS text AS $$
@@ -196,7 +209,7 @@ DECLARE
 BEGIN
   SELECT * INTO b FROM batches WHERE id = p_batch FOR UPDATE;
   IF NOT FOUND OR b.lease_token IS DISTINCT FROM p_token OR b.lease_expires_at <= now()
-     OR b.status IN ('completed', 'failed', 'cancelled', 'expired')
+     OR batch_status_terminal(b.status)
      OR NOT EXISTS (SELECT 1 FROM accounts WHERE id = b.account_id AND status = 'active') THEN
     RETURN 'fenced';
   END IF;
@@ -222,14 +235,11 @@ END
 $$ LANGUAGE plpgsql;
 
 -- A claim's batch and, for a running batch, its next record (bulk_claim below).
-DO $$ BEGIN
-  CREATE TYPE bulk_claim_row AS (
-    id uuid, status text, account_id uuid, object_key text, expires_at timestamptz, models jsonb,
-    requests_per_second integer, tokens_per_second bigint,
-    line integer, custom_id text, body text, attempts integer, release_id text, release_revision bigint
-  );
-EXCEPTION WHEN duplicate_object THEN NULL;
-END $$;
+CREATE TYPE bulk_claim_row AS (
+  id uuid, status text, account_id uuid, object_key text, expires_at timestamptz, models jsonb,
+  requests_per_second integer, tokens_per_second bigint,
+  line integer, custom_id text, body text, attempts integer, release_id text, release_revision bigint
+);
 
 -- The bulk worker's claim (sidecar/bulk/worker.ts), in one round trip: leases to p_token, for
 -- p_lease_ms, the batch that waited longest for a turn (never one of a disabled account or past its
@@ -238,7 +248,7 @@ END $$;
 -- has none (an error record), and that is not waiting after a transient failure. For a running batch
 -- it returns that record, with the revision of its release's row when that release is served at
 -- p_self (null otherwise). No row: nothing to do.
-CREATE OR REPLACE FUNCTION bulk_claim(p_token uuid, p_lease_ms double precision, p_served text[], p_self text)
+CREATE FUNCTION bulk_claim(p_token uuid, p_lease_ms double precision, p_served text[], p_self text)
 RETURNS SETOF bulk_claim_row AS $$
   WITH claimed AS (
     UPDATE batches b
@@ -273,7 +283,7 @@ $$ LANGUAGE sql;
 -- A record's commit (bulk_commit) and the worker's next claim (bulk_claim), in one round trip: the
 -- lease is released by the commit before the claim looks for the batch that waited longest, so the
 -- batches still take turns.
-CREATE OR REPLACE FUNCTION bulk_commit_and_claim(
+CREATE FUNCTION bulk_commit_and_claim(
   p_batch uuid, p_token uuid, p_line integer, p_custom_id text, p_result text,
   p_release text, p_input_tokens integer, p_output_tokens integer, p_billable integer,
   p_next_token uuid, p_lease_ms double precision, p_served text[], p_self text

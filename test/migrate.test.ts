@@ -1,0 +1,264 @@
+/**
+ * `npm run db:migrate` (ops/migrate.ts) on scratch databases of the shared stack's Postgres: a
+ * database of the last unversioned schema (test/fixtures/schema-e05f56b.sql, version 0) migrated
+ * through migrations/ has the same catalog as a fresh one built from schema.sql, keeps its rows, and
+ * is recorded at the latest version; a repeat changes nothing and a failed run leaves no trace.
+ */
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { BATCH_STATUSES, TERMINAL_STATUSES } from "../contract/batches.ts";
+import { migrate, readMigrations } from "../ops/migrate.ts";
+import { query, stack } from "./support/api.ts";
+
+const LEGACY_SCHEMA = readFileSync(new URL("./fixtures/schema-e05f56b.sql", import.meta.url), "utf8");
+const MIGRATIONS = readMigrations();
+const LATEST = MIGRATIONS.at(-1)!;
+
+const scratch: string[] = [];
+
+/** A new empty database on the stack's server; its URL. Dropped when the file ends. */
+async function createDatabase(): Promise<string> {
+  const name = `migrate_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  await query(`CREATE DATABASE ${name}`);
+  scratch.push(name);
+  const url = new URL(stack().databaseUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+afterAll(async () => {
+  for (const name of scratch) await query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+});
+
+async function withClient<T>(url: string, run: (db: pg.Client) => Promise<T>): Promise<T> {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  try {
+    return await run(db);
+  } finally {
+    await db.end();
+  }
+}
+
+/** A database as the unversioned `npm run db:migrate` left it: the old schema.sql applied whole. */
+async function versionZeroDatabase(): Promise<string> {
+  const url = await createDatabase();
+  await withClient(url, (db) => db.query(LEGACY_SCHEMA));
+  return url;
+}
+
+const CATALOG = {
+  relations: `SELECT c.relname AS name, c.relkind AS kind FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace`,
+  // Columns are compared as a set, not in attnum order: the unversioned schema added columns with
+  // ALTER TABLE at the end of their tables, where schema.sql now declares them among their kin.
+  columns: `SELECT c.relname AS relation, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
+                   pg_get_expr(d.adbin, d.adrelid) AS default
+              FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+              LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+             WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v', 'c') AND a.attnum > 0 AND NOT a.attisdropped`,
+  constraints: `SELECT conrelid::regclass::text AS relation, conname AS name, contype AS kind, pg_get_constraintdef(oid) AS definition
+                  FROM pg_constraint WHERE connamespace = 'public'::regnamespace`,
+  indexes: `SELECT tablename AS relation, indexname AS name, indexdef AS definition FROM pg_indexes WHERE schemaname = 'public'`,
+  sequences: `SELECT sequencename AS name, data_type, start_value, increment_by, min_value, max_value, cycle FROM pg_sequences WHERE schemaname = 'public'`,
+  views: `SELECT viewname AS name, definition FROM pg_views WHERE schemaname = 'public'`,
+  functions: `SELECT proname AS name, pg_get_function_identity_arguments(oid) AS arguments, pg_get_functiondef(oid) AS definition
+                FROM pg_proc WHERE pronamespace = 'public'::regnamespace`,
+  triggers: `SELECT tgrelid::regclass::text AS relation, tgname AS name, pg_get_triggerdef(oid) AS definition
+               FROM pg_trigger WHERE NOT tgisinternal AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace)`,
+  types: `SELECT typname AS name, typtype AS kind FROM pg_type WHERE typnamespace = 'public'::regnamespace`,
+};
+
+/** Everything the schema defines, each list in a stable order, so two databases compare with toEqual. */
+async function catalog(url: string): Promise<Record<string, unknown[]>> {
+  return withClient(url, async (db) => {
+    const parts: Record<string, unknown[]> = {};
+    for (const [part, sql] of Object.entries(CATALOG)) {
+      parts[part] = (await db.query(`SELECT to_jsonb(x) AS row FROM (${sql}) x ORDER BY to_jsonb(x)::text`)).rows.map((r) => r.row);
+    }
+    return parts;
+  });
+}
+
+const LEGACY_TABLES = ["model_releases", "model_aliases", "accounts", "api_keys", "usage_records", "batches", "batch_records", "batch_results"];
+
+/** Every row of the tables of the unversioned schema. */
+async function rows(url: string): Promise<Record<string, unknown[]>> {
+  return withClient(url, async (db) => {
+    const all: Record<string, unknown[]> = {};
+    for (const table of LEGACY_TABLES) {
+      all[table] = (await db.query(`SELECT to_jsonb(t) AS row FROM ${table} t ORDER BY to_jsonb(t)::text`)).rows.map((r) => r.row);
+    }
+    return all;
+  });
+}
+
+async function recorded(url: string): Promise<Array<{ version: number; name: string; applied_at: Date }>> {
+  return withClient(url, async (db) => (await db.query("SELECT version, name, applied_at FROM schema_migrations ORDER BY version")).rows);
+}
+
+/** A release, an account with a key, a finished batch with results and usage, and a running batch mid-way with its lease. */
+async function addRows(url: string): Promise<{ runningBatch: string; leaseToken: string }> {
+  return withClient(url, async (db) => {
+    await db.query(
+      `INSERT INTO model_releases (id, fingerprint, url, token_env, release_date, sidecar_url) VALUES ('rel-1', repeat('a', 64), 'http://127.0.0.1:1', 'RUNTIME_SECRET', '2026-01-01', 'http://127.0.0.1:2')`,
+    );
+    await db.query(`INSERT INTO model_aliases (alias, release_id) VALUES ('shared', 'rel-1')`);
+    const account = (await db.query(`INSERT INTO accounts (idp_issuer, idp_subject, max_active_batches) VALUES ('https://idp.test', 'user-1', 3) RETURNING id`)).rows[0].id;
+    await db.query(`INSERT INTO api_keys (id, account_id, name, digest) VALUES ($1, $2, 'key', repeat('b', 64))`, ["a".repeat(26), account]);
+    const finished = (
+      await db.query(
+        `INSERT INTO batches (account_id, idempotency_key, created_by_key, status, object_key, total_records, completed_records, finished_at, expires_at)
+         VALUES ($1, 'done', 'key', 'completed', 'inputs/done', 1, 1, now(), now() + interval '7 days') RETURNING id`,
+        [account],
+      )
+    ).rows[0].id;
+    await db.query(`INSERT INTO batch_records (batch_id, line, custom_id, body, release_id, done) VALUES ($1, 1, 'a', '{}', 'rel-1', true)`, [finished]);
+    await db.query(`INSERT INTO batch_results (batch_id, line, custom_id, result) VALUES ($1, 1, 'a', '{"z": 1, "a": 2}')`, [finished]);
+    await db.query(
+      `INSERT INTO usage_records (account_id, release_id, source, request_id, input_tokens, output_tokens) VALUES ($1, 'rel-1', 'bulk', 'batch_1', 12, 1)`,
+      [account],
+    );
+    const leaseToken = crypto.randomUUID();
+    const running = (
+      await db.query(
+        `INSERT INTO batches (account_id, idempotency_key, created_by_key, status, object_key, total_records, expires_at, lease_token, lease_expires_at, started_at)
+         VALUES ($1, 'running', 'key', 'running', 'inputs/running', 2, now() + interval '7 days', $2, now() + interval '1 hour', now()) RETURNING id`,
+        [account, leaseToken],
+      )
+    ).rows[0].id;
+    await db.query(`INSERT INTO batch_records (batch_id, line, custom_id, body, release_id, attempts, not_before) VALUES ($1, 1, 'x', '{}', 'rel-1', 1, now()), ($1, 2, 'y', '{}', NULL, 0, NULL)`, [running]);
+    return { runningBatch: running, leaseToken };
+  });
+}
+
+describe("npm run db:migrate on a database of the unversioned schema (version 0)", () => {
+  it("gives it exactly the catalog that schema.sql gives an empty database, and records every migration", async () => {
+    const migrated = await versionZeroDatabase();
+    expect(await migrate(migrated)).toEqual({ from: 0, to: LATEST.version });
+    const fresh = await createDatabase();
+    expect(await migrate(fresh)).toEqual({ from: null, to: LATEST.version });
+
+    const [migratedCatalog, freshCatalog] = await Promise.all([catalog(migrated), catalog(fresh)]);
+    expect(migratedCatalog.functions).toContainEqual(expect.objectContaining({ name: "bulk_commit_and_claim" }));
+    expect(migratedCatalog).toEqual(freshCatalog);
+
+    expect((await recorded(migrated)).map(({ version, name }) => ({ version, name }))).toEqual(MIGRATIONS.map(({ version, name }) => ({ version, name })));
+    expect((await recorded(fresh)).map(({ version, name }) => ({ version, name }))).toEqual([{ version: LATEST.version, name: LATEST.name }]);
+  });
+
+  it("keeps its rows: batches, records, results, usage, the registry and accounts; the bulk functions go on with them", async () => {
+    const url = await versionZeroDatabase();
+    const { runningBatch, leaseToken } = await addRows(url);
+    const before = await rows(url);
+    await migrate(url);
+    expect(await rows(url)).toEqual(before);
+
+    await withClient(url, async (db) => {
+      const commit = (line: number, token: string) =>
+        db.query("SELECT bulk_commit($1, $2, $3, $4, '{}', NULL, 0, 0, NULL) AS outcome", [runningBatch, token, line, `line-${line}`]);
+      expect((await commit(2, crypto.randomUUID())).rows[0].outcome).toBe("fenced");
+      expect((await commit(2, leaseToken)).rows[0].outcome).toBe("committed");
+      // A finished batch keeps its finished_at under the new constraint, and a terminal one cannot lose it.
+      await expect(db.query("UPDATE batches SET finished_at = NULL WHERE status = 'completed'")).rejects.toMatchObject({
+        code: "23514",
+        constraint: "batches_finished_when_terminal",
+      });
+    });
+  });
+});
+
+describe("npm run db:migrate on a versioned database", () => {
+  it("changes nothing when run again: same catalog, same record", async () => {
+    const url = await createDatabase();
+    await migrate(url);
+    const [before, record] = [await catalog(url), await recorded(url)];
+    expect(await migrate(url)).toEqual({ from: LATEST.version, to: LATEST.version });
+    expect(await catalog(url)).toEqual(before);
+    expect(await recorded(url)).toEqual(record);
+  });
+
+  it("lets concurrent runs on an empty database wait for each other: one builds it, the others find it done", async () => {
+    const url = await createDatabase();
+    const results = await Promise.all([migrate(url), migrate(url), migrate(url)]);
+    expect(results.filter((r) => r.from === null)).toHaveLength(1);
+    expect(results.filter((r) => r.from === LATEST.version)).toHaveLength(2);
+    expect(await recorded(url)).toHaveLength(1);
+  });
+
+  it("refuses a database recorded at a version newer than the checkout's, changing nothing", async () => {
+    const url = await createDatabase();
+    await migrate(url);
+    await withClient(url, (db) => db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, 'from_the_future')", [LATEST.version + 1]));
+    const before = await catalog(url);
+    await expect(migrate(url)).rejects.toThrow(/newer than this checkout/);
+    expect(await catalog(url)).toEqual(before);
+  });
+});
+
+describe("a migration that fails", () => {
+  /** migrations/ and one more migration that changes the schema, then fails. */
+  function migrationsWithAFailingOne(): string {
+    const dir = mkdtempSync(join(tmpdir(), "migrations-"));
+    for (const m of MIGRATIONS) copyFileSync(m.path, join(dir, basename(m.path)));
+    writeFileSync(
+      join(dir, `${String(LATEST.version + 1).padStart(4, "0")}_fails.sql`),
+      "CREATE TABLE left_behind (id integer);\nALTER TABLE batches ADD COLUMN left_behind integer;\nSELECT 1 / 0;\n",
+    );
+    return dir;
+  }
+
+  it("leaves a version-0 database with data as it was, earlier migrations of the run included", async () => {
+    const url = await versionZeroDatabase();
+    await addRows(url);
+    const [catalogBefore, rowsBefore] = [await catalog(url), await rows(url)];
+    const dir = migrationsWithAFailingOne();
+    try {
+      await expect(migrate(url, { migrationsDir: dir })).rejects.toThrow(/division by zero/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(await catalog(url)).toEqual(catalogBefore);
+    expect(await rows(url)).toEqual(rowsBefore);
+  });
+
+  it("leaves an up-to-date database at its version", async () => {
+    const url = await createDatabase();
+    await migrate(url);
+    const [catalogBefore, record] = [await catalog(url), await recorded(url)];
+    const dir = migrationsWithAFailingOne();
+    try {
+      await expect(migrate(url, { migrationsDir: dir })).rejects.toThrow(/division by zero/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(await catalog(url)).toEqual(catalogBefore);
+    expect(await recorded(url)).toEqual(record);
+  });
+});
+
+describe("migrations/", () => {
+  it("runs 1, 2, 3... with no gap and nothing else in the folder", () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    const dir = mkdtempSync(join(tmpdir(), "migrations-"));
+    try {
+      writeFileSync(join(dir, "0001_first.sql"), "");
+      writeFileSync(join(dir, "0003_third.sql"), "");
+      expect(() => readMigrations(dir)).toThrow(/should be version 2/);
+      rmSync(join(dir, "0003_third.sql"));
+      writeFileSync(join(dir, "notes.txt"), "");
+      expect(() => readMigrations(dir)).toThrow(/not a migration/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("batch_status_terminal", () => {
+  it.each(BATCH_STATUSES)("agrees with the contract's TERMINAL_STATUSES for %s", async (status) => {
+    const [row] = await query<{ terminal: boolean }>("SELECT batch_status_terminal($1) AS terminal", [status]);
+    expect(row!.terminal).toBe(TERMINAL_STATUSES.includes(status));
+  });
+});

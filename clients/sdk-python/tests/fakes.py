@@ -114,6 +114,17 @@ class FakeServiceAnswering(FakeService):
         send(handler, self.status, json.dumps(body).encode(), {REQUEST_ID_HEADER: f"req_fake{n}", **self.headers})
 
 
+class FakeServiceAnsweringBodies(FakeService):
+    """Answers request n with 200 and the JSON `bodies[n - 1]`: shapes the real service does not give (a newer service's fields, a broken body)."""
+
+    def __init__(self, *bodies: object) -> None:
+        super().__init__()
+        self.answers = bodies
+
+    def answer(self, handler: BaseHTTPRequestHandler, n: int) -> None:
+        send(handler, 200, json.dumps(self.answers[n - 1]).encode(), {REQUEST_ID_HEADER: f"req_fake{n}"})
+
+
 class FakeServiceHanging(FakeService):
     """Reads each request and never answers it (until the fake stops)."""
 

@@ -10,18 +10,17 @@ dump also carries the contract's constants, which the SDK's copies must equal.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import types
 import typing
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import httpx
+import pydantic
 import pytest
 
 import decision_service as sdk
-from decision_service._models import type_hints, wire_fields
 
 from .conftest import STACK
 
@@ -56,6 +55,15 @@ def _sources() -> list[tuple[str, Schema]]:
 
 
 SOURCES = _sources()
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
+
+
+def _plain(hint: Any) -> Any:
+    """The type of an `Annotated` hint (the SDK annotates the answers' union with its discriminator)."""
+    return typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
 
 
 def _components(document: Schema) -> dict[str, Schema]:
@@ -99,25 +107,25 @@ class Checker:
         self.visited.add(cls)
         properties: dict[str, Schema] = schema["properties"]
         required = set(schema.get("required", []))
-        fields = {f.name: f for f in wire_fields(cls)}
+        fields = cls.model_fields
         if set(fields) != set(properties):
             self.errors.append(f"{where}: SDK fields {sorted(fields)} != contract fields {sorted(properties)}")
-        hints = type_hints(cls)
         for name, f in fields.items():
             if name not in properties:
                 continue
-            sdk_required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            sdk_required = f.is_required()
             if sdk_required != (name in required):
                 self.errors.append(f"{where}.{name}: {'required' if sdk_required else 'optional'} in the SDK, not in the contract")
-            self.check_type(hints[name], properties[name], root, f"{where}.{name}", check_null=sdk_required)
+            self.check_type(f.annotation, properties[name], root, f"{where}.{name}", check_null=sdk_required)
 
     def check_type(self, hint: Any, schema: Schema, root: Schema, where: str, check_null: bool = True) -> None:
         schema, root = self.resolve(schema, root)
         schema, nullable = self.strip_null(schema, root)
+        hint = _plain(hint)
         options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
         hint_nullable = type(None) in options
         options = tuple(o for o in options if o is not type(None))
-        if isinstance(hint, (str, typing.ForwardRef)) or (len(options) > 1 and not all(dataclasses.is_dataclass(o) for o in options)):
+        if hint is sdk.JsonValue or (len(options) > 1 and not all(_is_model(o) for o in options)):
             return  # JsonValue: any JSON, null included
         if check_null and hint_nullable != nullable:
             self.errors.append(f"{where}: {'nullable' if hint_nullable else 'not nullable'} in the SDK, not in the contract")
@@ -127,7 +135,7 @@ class Checker:
         (base,) = options
         origin = typing.get_origin(base)
         if schema == {}:
-            if dataclasses.is_dataclass(base) and isinstance(base, type):
+            if _is_model(base):
                 self.check_class(base, schema, root, where)
             elif origin is dict:
                 self.check_map_values(typing.get_args(base)[1], where)
@@ -144,7 +152,7 @@ class Checker:
             values = schema.get("additionalProperties")
             if isinstance(values, dict):
                 self.check_type(typing.get_args(base)[1], values, root, f"{where}{{}}")
-        elif dataclasses.is_dataclass(base) and isinstance(base, type):
+        elif _is_model(base):
             self.expect(schema, "object", where)
             self.check_class(base, schema, root, where)
         else:
@@ -156,7 +164,7 @@ class Checker:
         listed: list[Schema] = schema.get("anyOf") or schema.get("oneOf") or []
         branches = [self.resolve(b, root) for b in listed]
         for cls in options:
-            names = {f.name for f in wire_fields(cls)}
+            names = set(cls.model_fields)
             match = [(b, r) for b, r in branches if set(b.get("properties", {})) == names]
             if match:
                 self.check_class(cls, match[0][0], match[0][1], f"{where}<{cls.__name__}>")
@@ -168,6 +176,7 @@ class Checker:
                 self.errors.append(f"{where}: no contract branch has the fields of {cls.__name__} {sorted(names)}")
 
     def check_map_values(self, value_hint: Any, where: str) -> None:
+        value_hint = _plain(value_hint)
         options = typing.get_args(value_hint) if typing.get_origin(value_hint) in (Union, types.UnionType) else (value_hint,)
         for cls in options:
             named = self.component(cls) if isinstance(cls, type) else None
@@ -199,7 +208,7 @@ def test_the_sdks_models_match_the_contracts_json_schema(source: str, document: 
         assert name in components, f"{source} has no schema {name}"
         checker.check_class(cls, components[name], components[name], name)
     assert checker.errors == [], f"the SDK's models differ from the contract ({source}):\n" + "\n".join(checker.errors)
-    models = {v for v in vars(sdk._models).values() if isinstance(v, type) and dataclasses.is_dataclass(v)}
+    models = {v for v in vars(sdk._models).values() if _is_model(v) and not v.__name__.startswith("_")}
     unchecked = models - checker.visited - NOT_IN_CONTRACT
     assert unchecked == set(), f"{source} never reached {sorted(c.__name__ for c in unchecked)}"
 

@@ -1,41 +1,58 @@
 """
-What the service answers, as typed, frozen dataclasses read from its JSON. The wire shapes are the
-contract's (contract/decision.ts, models.ts, batches.ts); tests/test_contract.py compares every
+What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
+the contract's (contract/decision.ts, models.ts, batches.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
 absent on the wire has a default of None; a field that is always there but may be null has none.
+Maps keep the order of the JSON they were read from: answers in the order of the questions,
+probabilities in the order of the options.
 
     reply = client.system_one(state="I was charged twice", questions={"refund": noul("Refund?")})
     answer = reply.answers["refund"]
     if isinstance(answer, NoulAnswer):
         answer.noul                         # probability of true
     reply.noul_answer("refund").noul        # the same, raising TypeError for another type
+    reply.model_dump()                      # the answer as plain JSON-ready dicts, in wire order
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, TypeVar, Union
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
-JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
+import pydantic
+from pydantic import ConfigDict, Field, PrivateAttr
+
+JsonValue: TypeAlias = pydantic.JsonValue
 """Any JSON value, as an answer's legend carries it."""
 
 BatchStatus: TypeAlias = Literal["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"]
 
-# Not a wire field: the request id of the response a resource was read from.
-_NOT_WIRE = {"wire": False}
+
+# Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
+class _Model(pydantic.BaseModel, frozen=True):
+    # Strict, as JSON's own types: a number is never read from a string, nor an integer from a float or a bool.
+    model_config = ConfigDict(strict=True, extra="ignore")
 
 
-def _request_id() -> Any:
-    return field(default=None, repr=False, compare=False, kw_only=True, metadata=_NOT_WIRE)
+class _Response(_Model, frozen=True):
+    """A model the service answers whole, which keeps the request id of the response it was read from."""
+
+    _request_id: str | None = PrivateAttr(default=None)
+
+    @property
+    def request_id(self) -> str | None:
+        """The service's request id of the response (quote it when asking for help); None inside another answer."""
+        return self._request_id
+
+    def __eq__(self, other: object) -> bool:
+        # The same values read from two responses are equal: the request id is not part of the value.
+        if not isinstance(other, pydantic.BaseModel):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
 
 
-@dataclass(frozen=True)
-class NoulAnswer:
+class NoulAnswer(_Model, frozen=True):
     type: Literal["noul"]
     noul: float
     """Probability of true."""
@@ -43,8 +60,7 @@ class NoulAnswer:
     """Share of the model's probability that fell on the offered labels; None where unknown."""
 
 
-@dataclass(frozen=True)
-class ChoiceAnswer:
+class ChoiceAnswer(_Model, frozen=True):
     type: Literal["choice"]
     choice: str
     """The most probable option."""
@@ -54,8 +70,7 @@ class ChoiceAnswer:
     option_mass: float | None = None
 
 
-@dataclass(frozen=True)
-class ScoreAnswer:
+class ScoreAnswer(_Model, frozen=True):
     type: Literal["score"]
     score: float
     """Expected zero-based level."""
@@ -70,8 +85,7 @@ class ScoreAnswer:
 Answer: TypeAlias = NoulAnswer | ChoiceAnswer | ScoreAnswer
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(_Model, frozen=True):
     input_tokens: int
     """Every token the model processed, all passes together."""
     output_tokens: int
@@ -82,14 +96,12 @@ class Usage:
 _A = TypeVar("_A", NoulAnswer, ChoiceAnswer, ScoreAnswer)
 
 
-@dataclass(frozen=True)
-class DecisionResponse:
+class DecisionResponse(_Response, frozen=True):
     model: str
     """The release that answered (may be the release behind the requested alias)."""
-    answers: dict[str, Answer]
+    answers: dict[str, Annotated[Answer, Field(discriminator="type")]]
     """Question id -> answer, in the order of the request's questions."""
     usage: Usage
-    request_id: str | None = _request_id()
 
     def noul_answer(self, question_id: str) -> NoulAnswer:
         """The answer to a `noul` question (TypeError when it is another type)."""
@@ -110,8 +122,7 @@ class DecisionResponse:
         return answer
 
 
-@dataclass(frozen=True)
-class ModelItem:
+class ModelItem(_Model, frozen=True):
     name: str
     """The release id."""
     aliases: list[str]
@@ -121,21 +132,17 @@ class ModelItem:
     """Path of the release's calibration report; None for an uncalibrated release."""
 
 
-@dataclass(frozen=True)
-class ModelList:
+class ModelList(_Response, frozen=True):
     models: list[ModelItem]
-    request_id: str | None = _request_id()
 
 
-@dataclass(frozen=True)
-class RequestCounts:
+class RequestCounts(_Model, frozen=True):
     total: int
     completed: int
     failed: int
 
 
-@dataclass(frozen=True)
-class BatchError:
+class BatchError(_Model, frozen=True):
     """A batch-level failure (file validation); per-record errors are in the results."""
 
     code: str
@@ -143,14 +150,12 @@ class BatchError:
     line: int | None
 
 
-@dataclass(frozen=True)
-class BatchProgress:
+class BatchProgress(_Model, frozen=True):
     records_per_minute: float
     estimated_completion_at: str | None
 
 
-@dataclass(frozen=True)
-class BatchLimits:
+class BatchLimits(_Model, frozen=True):
     file_bytes: int
     records: int
     results_page: int
@@ -159,8 +164,7 @@ class BatchLimits:
     results_retention_seconds: int
 
 
-@dataclass(frozen=True)
-class Upload:
+class Upload(_Model, frozen=True):
     """Where and how to upload the input file: a signed PUT, used with exactly these headers."""
 
     url: str
@@ -169,8 +173,7 @@ class Upload:
     expires_at: str
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(_Response, frozen=True):
     id: str
     object: Literal["batch"]
     status: BatchStatus
@@ -190,7 +193,6 @@ class Batch:
     limits: BatchLimits
     upload: Upload | None = None
     """Present on create while no input has arrived: a fresh signed destination each time."""
-    request_id: str | None = _request_id()
 
     @property
     def is_terminal(self) -> bool:
@@ -198,31 +200,26 @@ class Batch:
         return self.status in ("completed", "failed", "cancelled", "expired")
 
 
-@dataclass(frozen=True)
-class BatchList:
+class BatchList(_Response, frozen=True):
     object: Literal["list"]
     data: list[Batch]
     has_more: bool
     next_cursor: str | None
     """Pass as `after` for the next (older) page; None on the last page."""
-    request_id: str | None = _request_id()
 
 
-@dataclass(frozen=True)
-class RecordError:
+class RecordError(_Model, frozen=True):
     status: int
     code: str
     message: str
 
 
-@dataclass(frozen=True)
-class ResultSuccess:
+class ResultSuccess(_Model, frozen=True):
     custom_id: str
     response: DecisionResponse
 
 
-@dataclass(frozen=True)
-class ResultFailure:
+class ResultFailure(_Model, frozen=True):
     custom_id: str
     error: RecordError
 
@@ -231,16 +228,14 @@ ResultRecord: TypeAlias = ResultSuccess | ResultFailure
 """One record of a batch's results: its answer (`ResultSuccess`), or why it has none (`ResultFailure`)."""
 
 
-@dataclass(frozen=True)
-class ResultsPage:
+class ResultsPage(_Model, frozen=True):
     object: Literal["list"]
     data: list[ResultRecord]
     next_cursor: int | None
     """Pass as `after` for the next page; None on the last page."""
 
 
-@dataclass(frozen=True)
-class UploadResult:
+class UploadResult(_Model, frozen=True):
     """What storage answers to an accepted upload."""
 
     key: str
@@ -248,94 +243,13 @@ class UploadResult:
     etag: str
 
 
-# Reading JSON into these classes.
-
-_T = TypeVar("_T")
+_M = TypeVar("_M", bound=pydantic.BaseModel)
 
 
-class ParseError(ValueError):
-    """A JSON value that does not have the shape of the class it is read as."""
-
-
-def parse(cls: type[_T], value: object, request_id: str | None = None) -> _T:
-    """`value` (parsed JSON) as an instance of the dataclass `cls`; ParseError when its shape differs."""
-    result = _read(cls, value, cls.__name__)
-    if request_id is not None and any(f.name == "request_id" for f in dataclasses.fields(result)):  # type: ignore[arg-type]
-        object.__setattr__(result, "request_id", request_id)
-    return typing.cast(_T, result)
-
-
-def wire_fields(cls: type[Any]) -> list[dataclasses.Field[Any]]:
-    """The fields of a model class that travel on the wire."""
-    return [f for f in dataclasses.fields(cls) if f.metadata.get("wire", True)]
-
-
-_hints_cache: dict[type[Any], dict[str, Any]] = {}
-
-
-def type_hints(cls: type[Any]) -> dict[str, Any]:
-    hints = _hints_cache.get(cls)
-    if hints is None:
-        hints = typing.get_type_hints(cls)
-        _hints_cache[cls] = hints
-    return hints
-
-
-def _read(tp: Any, value: object, where: str) -> object:
-    if isinstance(tp, (str, typing.ForwardRef)) or tp is Any:
-        return value  # JsonValue: any JSON
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        if value not in typing.get_args(tp):
-            raise ParseError(f"{where}: expected one of {typing.get_args(tp)}, got {value!r}")
-        return value
-    if origin in (Union, types.UnionType):
-        errors = []
-        for option in typing.get_args(tp):
-            try:
-                return _read(option, value, where)
-            except ParseError as err:
-                errors.append(str(err))
-        raise ParseError("; ".join(errors))
-    if origin is list:
-        if not isinstance(value, list):
-            raise ParseError(f"{where}: expected a list")
-        (item,) = typing.get_args(tp)
-        return [_read(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ParseError(f"{where}: expected an object")
-        _, item = typing.get_args(tp)
-        return {k: _read(item, v, f"{where}.{k}") for k, v in value.items()}
-    if tp is type(None):
-        if value is not None:
-            raise ParseError(f"{where}: expected null")
-        return None
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ParseError(f"{where}: expected a boolean")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ParseError(f"{where}: expected an integer")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ParseError(f"{where}: expected a number")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ParseError(f"{where}: expected a string")
-        return value
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(value, dict):
-            raise ParseError(f"{where}: expected an object")
-        hints = type_hints(tp)
-        kwargs: dict[str, object] = {}
-        for f in wire_fields(tp):
-            if f.name in value:
-                kwargs[f.name] = _read(hints[f.name], value[f.name], f"{where}.{f.name}")
-            elif f.default is dataclasses.MISSING:
-                raise ParseError(f"{where}: {f.name} is missing")
-        return tp(**kwargs)
-    raise TypeError(f"no reader for {tp!r}")
+def parse(cls: type[_M], value: object, request_id: str | None = None) -> _M:
+    """`value` (parsed JSON) as `cls`, with the request id of its response; pydantic.ValidationError when its shape differs."""
+    model = cls.model_validate(value)
+    if isinstance(model, _Response):
+        # Private state may change on a frozen model; type checkers see only the frozen dataclass.
+        model._request_id = request_id  # type: ignore[misc]
+    return model

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 import httpx
+import pydantic
 
 from ._constants import MAX_CONNECTIONS, MAX_RETRY_WAIT, REQUEST_ID_HEADER
 from ._errors import APIConnectionError, APIConnectionTimeoutError, APIError, error_from_response
-from ._models import ParseError, parse
+from ._models import parse
 from ._settings import Settings, check_service_url
 from ._version import VERSION
 
@@ -57,15 +58,24 @@ class Reply:
     request_id: str | None
 
 
-_M = TypeVar("_M")
+_M = TypeVar("_M", bound=pydantic.BaseModel)
 
 
 def read(cls: type[_M], reply: Reply) -> _M:
     """The reply's JSON as `cls`, with the reply's request id; an APIError when the service answered another shape."""
     try:
         return parse(cls, reply.data, reply.request_id)
-    except ParseError as err:
-        raise APIError(f"the service answered {reply.status} with a body this client cannot read: {err}", status=reply.status, request_id=reply.request_id) from None
+    except pydantic.ValidationError as err:
+        raise APIError(
+            f"the service answered {reply.status} with a body this client cannot read: {_problems(err)}",
+            status=reply.status,
+            request_id=reply.request_id,
+        ) from None
+
+
+def _problems(err: pydantic.ValidationError) -> str:
+    # One line, each problem at its path from the class read: `Batch.request_counts.total: Input should be a valid integer`.
+    return "; ".join(".".join(map(str, (err.title, *e["loc"]))) + f": {e['msg']}" for e in err.errors(include_url=False))
 
 
 def encode_json(value: object) -> bytes:

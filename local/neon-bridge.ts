@@ -14,7 +14,7 @@
  *   fields so that the driver throws a `NeonDbError` carrying `code`.
  *
  * Clients need only `NEON_LOCAL_BRIDGE=127.0.0.1:<port>` and `DATABASE_URL=<connectionString>`;
- * contract/neon-local.ts derives the `neonConfig` settings from them.
+ * server-shared/neon-route.ts derives the `neonConfig` settings from them.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";

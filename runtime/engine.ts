@@ -1,7 +1,7 @@
 /**
  * The inference engine of the runtime: one GGUF (plus at most one LoRA adapter) hosted with llama.cpp
  * through node-llama-cpp (runs in the runtime process, on the GPU host; its CPU build on a developer
- * machine). It tokenizes and scores passes as contract/runtime-protocol.ts describes.
+ * machine). It tokenizes and scores passes as server-shared/runtime-protocol.ts describes.
  *
  *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, gpu: false });
  *     const { promptTokens, logprobs } = await engine.score(prompt, [yesToken, noToken]);

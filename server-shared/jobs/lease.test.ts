@@ -58,7 +58,7 @@ async function fencedWrite(db: Db, lease: Lease): Promise<boolean> {
   return rows.length > 0;
 }
 
-const only = (ids: string[]) => ["j.id = ANY ($3::uuid[])", [ids]] as const;
+const only = (ids: string[]): [string, unknown[]] => ["j.id = ANY ($3::uuid[])", [ids]];
 
 describe.each(drivers)("a leased job kind through %s", (_name, dbOf) => {
   it("leases the job that waited longest, each job to one worker at a time, also under concurrent claims", async () => {

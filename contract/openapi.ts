@@ -1,25 +1,21 @@
 /**
  * The OpenAPI 3.1 document of the public API, generated from the contract: the route table
- * (contract/routes.ts) and zod 4's JSON Schema output of the contract's own schemas. The edge serves
- * it at GET /v1/openapi.json; clients and tests import it.
+ * (contract/routes.ts) and the contract's own schemas as JSON Schema (contract/json-schema.ts, the
+ * converter the MCP server's tools use too). The edge serves it at GET /v1/openapi.json; clients and
+ * tests import it.
  *
  *     const doc = openApiDocument();
  *     doc.components.schemas.DecisionRequest;   // the request body as JSON Schema (draft 2020-12)
  *
- * The wire is plain JSON, while some parsed forms are not: a map keyed by client names (questions,
- * options, probabilities) is a `Map` (contract/fields.ts `orderedMap`), written here as a JSON object
- * whose key order is meaningful, and a few values are `z.custom` checks (the state, any JSON value),
- * whose JSON Schema is given in CUSTOM below. A new custom type fails generation until it is added
- * there. Request schemas are the input side of their zod schema (defaults make fields optional),
- * response schemas the output side; an object that drops unknown fields on parse says nothing of
- * additional properties, so a client stays free to accept fields added later.
+ * Request schemas are the input side of their zod schema (defaults make fields optional), response
+ * schemas the output side.
  */
 import { z } from "zod";
 import { Batch, BatchError, BatchLimits, BatchList, BatchStatus, CreateBatchRequest, InputRecord, RecordError, ResultRecord, ResultsPage, Upload } from "./batches.ts";
 import { CalibrationReport } from "./calibration.ts";
-import { Answer, ChoiceQuestion, DecisionRequest, DecisionResponse, NoulQuestion, Question, Questions, ScoreQuestion, State, Usage } from "./decision.ts";
+import { Answer, DecisionRequest, DecisionResponse, Question, Usage } from "./decision.ts";
 import { ERROR_STATUS, ErrorEnvelope, type ErrorCode } from "./errors.ts";
-import { JsonValue } from "./fields.ts";
+import { jsonSchemaOf, type Io, type JsonSchema } from "./json-schema.ts";
 import { CreatedKey, CreateKeyRequest, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS, REQUEST_ID_HEADER } from "./limits.ts";
 import { ModelItem, ModelList } from "./models.ts";
@@ -27,9 +23,6 @@ import { EmptyRequest, ROUTES, type Credential, type Route } from "./routes.ts";
 
 export const OPENAPI_PATH = "/v1/openapi.json";
 export const DOCS_PATH = "/docs";
-
-type JsonSchema = Record<string, unknown>;
-type Io = "input" | "output";
 
 /**
  * Components by the contract's export names, each converted on the side it travels: requests as
@@ -63,76 +56,6 @@ const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
   ResultsPage: { schema: ResultsPage, io: "output" },
   ErrorEnvelope: { schema: ErrorEnvelope, io: "output" },
 };
-
-/** The `z.custom` checks of the contract, by their check function, as JSON Schema. */
-const customOf = (schema: { _zod: { def: object } }) => (schema._zod.def as { fn?: unknown }).fn;
-const Instructions = NoulQuestion.shape.instructions.unwrap();
-const CUSTOM = new Map<unknown, JsonSchema>([
-  [customOf(State), { type: ["object", "array", "string"], description: "The state the questions are about: a JSON object, an array or text." }],
-  [customOf(Instructions), { type: ["string", "object", "array", "null"], description: "Text, a JSON object or array, or null." }],
-  [customOf(JsonValue), { description: "Any JSON value." }],
-]);
-
-/** Bounds the contract checks with `.refine` (opaque to JSON Schema), by schema, from the same LIMITS. */
-const REFINED = new Map<unknown, JsonSchema>([
-  [Questions, { minProperties: 1 }],
-  [ChoiceQuestion.shape.criteria, { minProperties: LIMITS.choiceOptions.min, maxProperties: LIMITS.choiceOptions.max }],
-  [ScoreQuestion.shape.criteria.element, { not: { type: "null" }, description: "A level: text or structured JSON, never null." }],
-]);
-
-/**
- * Fields the contract parses but this service refuses whatever their value, by schema: the document
- * says so rather than offer a shape no request can use.
- */
-const REFUSED = new Map<unknown, JsonSchema>([
-  [DecisionRequest.out.shape.images, { not: {}, description: "Image decisions are not enabled on this service: a request with `images` is refused (422 `invalid_request`)." }],
-]);
-
-/** JSON Schema (draft 2020-12) of one contract schema, on the given side of the wire. */
-export function jsonSchemaOf(schema: z.ZodType, io: Io): JsonSchema {
-  const converted = z.toJSONSchema(schema, {
-    io,
-    reused: "inline",
-    unrepresentable: (ctx) => {
-      const def = ctx.zodSchema._zod.def as unknown as { type: string; keyType?: z.ZodType; valueType?: z.ZodType };
-      if (def.type === "map" && def.keyType && def.valueType) {
-        const keys = jsonSchemaOf(def.keyType, io);
-        return {
-          type: "object",
-          description: "A JSON object whose key order is meaningful: the service reads and writes its keys in order.",
-          ...(Object.keys(keys).length > 1 ? { propertyNames: keys } : {}),
-          additionalProperties: jsonSchemaOf(def.valueType, io),
-        };
-      }
-      if (def.type === "custom") {
-        const known = CUSTOM.get(customOf(ctx.zodSchema));
-        if (known) return { ...known };
-        throw new Error(`openapi: no JSON Schema for the custom type at ${ctx.path.join(".") || "the top"}; add it to CUSTOM`);
-      }
-      return undefined;
-    },
-    override: (ctx) => {
-      const def = ctx.zodSchema._zod.def as { type: string; catchall?: unknown };
-      const json = ctx.jsonSchema as JsonSchema;
-      const refined = REFINED.get(ctx.zodSchema);
-      if (refined) Object.assign(json, refined);
-      const refused = REFUSED.get(ctx.zodSchema);
-      if (refused) {
-        for (const key of Object.keys(json)) delete json[key];
-        Object.assign(json, refused);
-      }
-      // An object that drops unknown fields (z.object) is not a promise that none will ever be added.
-      if (def.type === "object" && def.catchall === undefined && json.additionalProperties === false) delete json.additionalProperties;
-      // zod bounds every integer to the safe range; on the wire that says nothing.
-      if (json.type === "integer") {
-        if (json.minimum === Number.MIN_SAFE_INTEGER) delete json.minimum;
-        if (json.maximum === Number.MAX_SAFE_INTEGER) delete json.maximum;
-      }
-    },
-  }) as JsonSchema;
-  delete converted.$schema;
-  return converted;
-}
 
 const SECURITY: Record<Exclude<Credential, "none">, { name: string; scheme: JsonSchema }> = {
   api_key: {

@@ -15,7 +15,7 @@ import { Batch, BatchList } from "../contract/batches.ts";
 import { DecisionResponse } from "../contract/decision.ts";
 import { parseJson, type JsonMap } from "../contract/json.ts";
 import { ModelList } from "../contract/models.ts";
-import { VERSION } from "../clients/cli/src/version.ts";
+import { VERSION } from "../clients/sdk-ts/src/index.ts";
 import { browseSignIn } from "./support/browser.ts";
 import { buildClients, inTerminal, ROOT, shellQuote, start, SVC, svc, userEnv, type Outcome } from "./support/cli.ts";
 import { call, newAccount, query, remember, stack, withDb } from "./support/api.ts";
@@ -105,10 +105,10 @@ describe("svc arguments", () => {
     expectExit(await svc(["decide", "--timeout"], { env: userEnv(home) }), 2);
   });
 
-  it("prints its version, the version of both packages", async () => {
+  it("prints its version, the SDK's, which svc-mcp shares: one version of the three TypeScript packages", async () => {
     const outcome = await svc(["--version"], { env: userEnv(newHome()) });
     expect(outcome.stdout.trim()).toBe(VERSION);
-    for (const name of ["cli", "mcp"]) {
+    for (const name of ["cli", "mcp", "sdk-ts"]) {
       expect(JSON.parse(readFileSync(join(ROOT, "clients", name, "package.json"), "utf8")).version).toBe(VERSION);
     }
   });

@@ -3,6 +3,7 @@
  * and driven by the MCP SDK's own client (`StdioClientTransport`), against the real stack. Where a
  * test must prove that nothing reached the service, the server is pointed at a loopback fake that
  * counts requests (test/support/fake-service.ts), and the real stack's usage rows are checked too.
+ * The tools' schemas are checked against the OpenAPI document, since one converter writes both.
  */
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -11,11 +12,13 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
+import { Validator, type Schema } from "@cfworker/json-schema";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DecisionResponse } from "../contract/decision.ts";
 import { ModelList } from "../contract/models.ts";
-import { VERSION } from "../clients/cli/src/version.ts";
+import { openApiDocument } from "../contract/openapi.ts";
+import { VERSION } from "../clients/sdk-ts/src/index.ts";
 import { buildClients, SVC_MCP } from "./support/cli.ts";
 import { newAccount, query, stack } from "./support/api.ts";
 import { fakeServiceAnswering, type Fake } from "./support/fake-service.ts";
@@ -77,6 +80,12 @@ function textOf(result: CallToolResult): string {
   return first?.type === "text" ? first.text : "";
 }
 
+/** The problems `value` has against a tool's schema (draft 2020-12), as "where: what" lines. */
+function schemaErrors(schema: Tool["inputSchema"] | Tool["outputSchema"] | Record<string, unknown>, value: unknown): string[] {
+  const result = new Validator(schema as Schema, "2020-12", false).validate(value);
+  return result.errors.map((e) => `${e.instanceLocation}: ${e.error}`);
+}
+
 async function countingFake(): Promise<Fake> {
   const fake = await fakeServiceAnswering(503);
   fakes.push(fake);
@@ -106,19 +115,64 @@ describe("svc-mcp tools", () => {
     for (const kind of kinds) expect(kind.additionalProperties).toBe(false);
   });
 
+  it("declares an input and an output schema for every tool, the output being the contract's response", async () => {
+    const { client } = await connect();
+    const { tools } = await client.listTools();
+    for (const tool of tools) {
+      expect(tool.inputSchema, tool.name).toMatchObject({ type: "object" });
+      expect(tool.outputSchema, tool.name).toMatchObject({ type: "object" });
+    }
+    const output = (name: string) => tools.find((tool) => tool.name === name)!.outputSchema;
+    const components = openApiDocument().components.schemas;
+    expect(output("list_models")).toEqual(components.ModelList);
+    expect(output("decide")).toEqual(components.DecisionResponse);
+  });
+
+  it("describes decide's arguments as the OpenAPI document describes a decision request", async () => {
+    const { client } = await connect();
+    const decide = (await client.listTools()).tools.find((tool) => tool.name === "decide")!.inputSchema as JsonSchema;
+    const request = openApiDocument().components.schemas.DecisionRequest as JsonSchema;
+    for (const field of ["state", "questions", "images"]) expect(decide.properties![field], field).toEqual(request.properties![field]);
+    // The tool's model has no fixed default (it is SVC_DEFAULT_MODEL); its bounds are the request's.
+    const { default: fixed, ...model } = request.properties!.model!;
+    expect(fixed).toBe("svc-shared");
+    expect(decide.properties!.model).toEqual({ ...model, description: expect.stringMatching(/SVC_DEFAULT_MODEL/) });
+    expect(decide.required).toEqual(request.required);
+
+    const nullLevel = { state: "s", questions: { q: { type: "score", criteria: ["low", null] } } };
+    const fewOptions = { state: "s", questions: { q: { type: "choice", criteria: { only: null } } } };
+    const withImages = { ...DECIDE, images: [{ asset_id: "a" }] };
+    for (const [name, schema] of [["decide", decide], ["DecisionRequest", request]] as const) {
+      expect(schemaErrors(schema, DECIDE), name).toEqual([]);
+      for (const refused of [nullLevel, fewOptions, withImages, { state: "s", questions: {} }]) {
+        expect(schemaErrors(schema, refused), `${name} refuses ${JSON.stringify(refused)}`).not.toEqual([]);
+      }
+    }
+    // Only the tool refuses unknown arguments: the service drops unknown fields of a request.
+    expect(schemaErrors(decide, { ...DECIDE, temperature: 0 })).not.toEqual([]);
+    expect(schemaErrors(request, { ...DECIDE, temperature: 0 })).toEqual([]);
+  });
+
   it("list_models and decide work with a key from the environment", async () => {
     const { client } = await connect(keyEnv());
+    const { tools } = await client.listTools();
+    const outputSchema = (name: string) => tools.find((tool) => tool.name === name)!.outputSchema!;
     const models = (await client.callTool({ name: "list_models", arguments: {} })) as CallToolResult;
     expect(models.isError).toBeFalsy();
+    expect(schemaErrors(outputSchema("list_models"), models.structuredContent)).toEqual([]);
     expect(ModelList.parse(JSON.parse(textOf(models))).models.map((m) => m.name)).toContain(stack().releaseId);
     expect(ModelList.parse(models.structuredContent).models.map((m) => m.aliases).flat()).toContain("svc-shared");
 
-    const decided = (await client.callTool({ name: "decide", arguments: DECIDE })) as CallToolResult;
+    const decided = (await client.callTool({ name: "decide", arguments: { ...DECIDE, questions: { ...DECIDE.questions, severity: { type: "score", criteria: ["none", "some", "severe"] } } } })) as CallToolResult;
     expect(decided.isError, textOf(decided)).toBeFalsy();
+    expect(schemaErrors(outputSchema("decide"), decided.structuredContent)).toEqual([]);
+    // The text content is the same JSON, for clients that read only `content`.
+    expect(JSON.parse(textOf(decided))).toEqual(decided.structuredContent);
     const response = DecisionResponse.parse(JSON.parse(textOf(decided)));
     expect(response.model).toBe(stack().releaseId);
-    expect([...response.answers.keys()]).toEqual(["refund", "topic"]);
+    expect([...response.answers.keys()]).toEqual(["refund", "topic", "severity"]);
     expect(response.answers.get("topic")).toMatchObject({ type: "choice" });
+    expect(response.answers.get("severity")).toMatchObject({ type: "score" });
   });
 
   it("reads the key saved by `svc login` when the environment has none, and SVC_DEFAULT_MODEL for decide", async () => {
@@ -157,6 +211,7 @@ describe("svc-mcp tools", () => {
       ["decide", { ...DECIDE, temperature: 0 }, /unknown argument "temperature"/],
       ["decide", { ...DECIDE, questions: { q: { type: "noul", weight: 2 } } }, /unknown argument "weight" in questions\.q/],
       ["decide", { ...DECIDE, questions: { q: { type: "choice", criteria: { only: null } } } }, /questions\.q\.criteria: a choice needs at least 2 options/],
+      ["decide", { ...DECIDE, questions: { q: { type: "score", criteria: ["low", null] } } }, /questions\.q\.criteria\.1: a score level must not be null/],
       ["decide", { questions: DECIDE.questions }, /state/],
       ["decide", { state: "s", questions: {} }, /at least one question/],
       ["list_models", { verbose: true }, /unknown argument "verbose"/],

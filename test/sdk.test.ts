@@ -36,6 +36,7 @@ import {
   type ClientOptions,
   type InputRecord,
 } from "../clients/sdk-ts/src/index.ts";
+import { requireCredentials, resolveSettings, SettingsError, writeSaved } from "../clients/sdk-ts/src/settings.ts";
 import { stringifyJson } from "../contract/json.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { call, newAccount, remember, stack, withDb } from "./support/api.ts";
@@ -124,6 +125,24 @@ describe("settings", () => {
         expect(() => new Client({ apiKey: account.key.secret })).toThrow(/no base URL: .*SVC_BASE_URL.*no default address/);
         expect(() => new Client({ apiKey: "", baseURL: stack().baseUrl })).toThrow(/no API key/);
       });
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it("of the svc tools are read only through the settings module, with their precedence", async () => {
+    const home = mkdtempSync(join(tmpdir(), "sdk-home-"));
+    try {
+      const saved = join(home, "svc.json");
+      writeSaved(saved, { base_url: `${stack().baseUrl}/`, api_key: account.key.secret });
+      const settings = resolveSettings({ SVC_CONFIG_PATH: saved });
+      expect(settings).toMatchObject({ apiKey: account.key.secret, baseUrl: stack().baseUrl, defaultModel: SHARED_ALIAS, source: "saved" });
+      const { apiKey, baseUrl } = requireCredentials(settings);
+      expect((await new Client({ apiKey, baseURL: baseUrl }).models.list()).models.length).toBeGreaterThan(0);
+      // An environment key is never sent to the address saved for another key.
+      expect(() => requireCredentials(resolveSettings({ SVC_CONFIG_PATH: saved, SVC_API_KEY: "svc_x" }))).toThrow(SettingsError);
+      expect(() => resolveSettings({ SVC_CONFIG_PATH: saved, SVC_BASE_URL: "http://decisions.example.test" })).toThrow(ConfigurationError);
+      expect(new SettingsError("x")).toBeInstanceOf(ConfigurationError);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
@@ -246,6 +265,8 @@ describe("errors from the real service", () => {
     expect(err).toMatchObject({ name: "AuthenticationError", status: 401, code: "invalid_credentials" });
     expect((err as APIError).message.length).toBeGreaterThan(0);
     expect((err as APIError).requestId).toMatch(/^req_/);
+    const { message, requestId } = err as APIError;
+    expect((err as APIError).summary).toBe(`401 invalid_credentials: ${message} (request ${requestId})`);
   });
 
   it("404: an unknown batch, and another account's batch, are the same NotFoundError", async () => {
@@ -593,6 +614,8 @@ describe("the packed package", () => {
       const files = run("tar", ["-tzf", tarball], { env }).split("\n").filter(Boolean).sort();
       expect(files).toContain("package/dist/index.js");
       expect(files).toContain("package/dist/index.d.ts");
+      expect(files).toContain("package/dist/settings.js");
+      expect(files).toContain("package/dist/settings.d.ts");
       expect(files).toContain("package/README.md");
       expect(files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"))).toEqual([]);
 
@@ -605,22 +628,25 @@ describe("the packed package", () => {
       writeFileSync(
         join(app, "first-call.mjs"),
         `import { Client, noul, NotFoundError, VERSION } from "@decision-service/sdk";
+import { resolveSettings } from "@decision-service/sdk/settings";
 const client = new Client();
 const { models } = await client.models.list();
 const reply = await client.systemOne({ state: "I was charged twice", questions: { money: noul("Is it about money?") } });
 const missing = await client.batches.retrieve("${UNKNOWN_BATCH}").catch((err) => err);
-console.log(JSON.stringify({ version: VERSION, models: models.map((m) => m.name), model: reply.model, noul: reply.answers.money.noul, notFound: missing instanceof NotFoundError, bun: typeof Bun }));
+console.log(JSON.stringify({ version: VERSION, models: models.map((m) => m.name), model: reply.model, noul: reply.answers.money.noul, notFound: missing instanceof NotFoundError, settings: resolveSettings(process.env).source, bun: typeof Bun }));
 `,
       );
       const out = run("node", ["first-call.mjs"], { cwd: app, env: { ...env, SVC_API_KEY: account.key.secret, SVC_BASE_URL: stack().baseUrl } });
       const result = JSON.parse(out.trim().split("\n").at(-1)!);
-      expect(result).toMatchObject({ version: "0.1.0", models: expect.arrayContaining([stack().releaseId]), model: stack().releaseId, notFound: true, bun: "undefined" });
+      expect(result).toMatchObject({ version: "0.1.0", models: expect.arrayContaining([stack().releaseId]), model: stack().releaseId, notFound: true, settings: "environment", bun: "undefined" });
       expect(result.noul).toBeGreaterThanOrEqual(0);
 
       // The declarations work for a strict TypeScript user with Node's own module resolution.
       writeFileSync(
         join(app, "typed.ts"),
         `import { Client, choice, type DecisionResponse } from "@decision-service/sdk";
+import { resolveSettings, type Settings } from "@decision-service/sdk/settings";
+export const settingsOf = (env: Record<string, string | undefined>): Settings => resolveSettings(env);
 export async function topic(client: Client): Promise<"billing" | "bug"> {
   const reply = await client.systemOne({ state: "s", questions: { topic: choice(["billing", "bug"]) } });
   const whole: DecisionResponse = reply;

@@ -19,7 +19,7 @@ import { z } from "zod";
 import { SignInTarget } from "../../../contract/keys.ts";
 import { checkServiceUrl } from "../../../contract/urls.ts";
 import { Failure, Interrupted } from "./errors.ts";
-import type { Session } from "./settings.ts";
+import type { Session } from "./sdk.ts";
 
 /** How long the listener waits for the browser to come back. */
 export const SIGN_IN_WAIT_MS = 5 * 60_000;

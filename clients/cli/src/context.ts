@@ -6,8 +6,7 @@
  *     const { models } = await client.models.list({ signal: ctx.signal });
  */
 import type { ReadStream } from "node:tty";
-import { Client, type ClientOptions } from "./sdk.ts";
-import { requireCredentials, resolveSettings, type Env, type Settings } from "./settings.ts";
+import { Client, requireCredentials, resolveSettings, type ClientOptions, type Env, type Settings } from "./sdk.ts";
 
 export interface Context {
   env: Env;
@@ -16,7 +15,7 @@ export interface Context {
   stderr: NodeJS.WriteStream;
   /** Aborted by Ctrl-C (SIGINT); pass it to every request. */
   signal: AbortSignal;
-  /** The settings (read once); throws SettingsError for a bad variable or saved file. */
+  /** The settings (read once); throws ConfigurationError for a bad variable or saved file. */
   settings(): Settings;
   /** A client with the settings' key and base URL; throws SettingsError when either is missing. */
   client(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;

@@ -10,7 +10,6 @@
  * key, a token or a signed URL.
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, ConfigurationError, InputError } from "./sdk.ts";
-import { SettingsError } from "./settings.ts";
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, interrupted: 130 } as const;
 
@@ -49,20 +48,14 @@ export class Interrupted extends CliError {
 export function describeError(err: unknown, interrupted: boolean): { exitCode: number; message: string } {
   if (interrupted || err instanceof APIUserAbortError) return { exitCode: EXIT.interrupted, message: "interrupted" };
   if (err instanceof CliError) return { exitCode: err.exitCode, message: err.message };
-  if (err instanceof SettingsError || err instanceof ConfigurationError || err instanceof InputError) {
+  // ConfigurationError covers the settings module's SettingsError.
+  if (err instanceof ConfigurationError || err instanceof InputError) {
     return { exitCode: EXIT.usage, message: err.message };
   }
   if (err instanceof APIConnectionTimeoutError) return { exitCode: EXIT.failure, message: err.message };
   if (err instanceof APIConnectionError) return { exitCode: EXIT.failure, message: err.message };
-  if (err instanceof APIError) return { exitCode: EXIT.failure, message: apiMessage(err) };
+  if (err instanceof APIError) return { exitCode: EXIT.failure, message: err.summary };
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
   if (code === "EPIPE") return { exitCode: EXIT.ok, message: "" };
   return { exitCode: EXIT.failure, message: `unexpected error: ${(err as Error)?.message ?? String(err)}` };
-}
-
-/** `401 invalid_credentials: the API key is not valid (request req_...)`. */
-export function apiMessage(err: APIError): string {
-  const head = [err.status, err.code].filter((part) => part !== undefined).join(" ");
-  const request = err.requestId ? ` (request ${err.requestId})` : "";
-  return `${head ? `${head}: ` : ""}${err.message}${request}`;
 }

@@ -11,7 +11,7 @@ import { decide } from "./commands/decide.ts";
 import { login, logout } from "./commands/login.ts";
 import { models, trainList } from "./commands/models.ts";
 import { describeError, EXIT, UsageError } from "./errors.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "./sdk.ts";
 
 const train: Group = {
   name: "train",

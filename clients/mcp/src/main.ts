@@ -10,8 +10,8 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { VERSION } from "../../cli/src/version.ts";
-import { callTool, TOOLS } from "./tools.ts";
+import { VERSION } from "../../sdk-ts/src/index.ts";
+import { callTool, isTool, TOOLS } from "./tools.ts";
 
 // Anything a dependency prints must not corrupt the protocol stream.
 console.log = console.error;
@@ -30,15 +30,14 @@ if (process.argv.includes("--help") || process.argv.includes("-h")) {
   process.exit(0);
 }
 
-const TOOL_NAMES = new Set(TOOLS.map((tool) => tool.name));
-
-// The low-level server: the tools publish JSON Schemas converted from the contract (tools.ts), which
-// McpServer's own converter cannot produce from the contract's custom and map schemas.
+// The low-level server: the tools publish the input and output schemas the contract's converter
+// writes (tools.ts), which McpServer's own converter cannot produce from the contract's custom and
+// map schemas; the arguments are checked with the contract's zod schemas in callTool.
 const server = new Server({ name: "decision-service", version: VERSION }, { capabilities: { tools: {} } });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
 server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
   const { name, arguments: args } = request.params;
-  if (!TOOL_NAMES.has(name)) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(name.slice(0, 40))}; the tools are ${[...TOOL_NAMES].join(" and ")}`);
+  if (!isTool(name)) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(name.slice(0, 40))}; the tools are ${TOOLS.map((tool) => tool.name).join(" and ")}`);
   return callTool(name, args, process.env, extra.signal);
 });
 server.onerror = (err) => console.error(`svc-mcp: ${err.message}`);

@@ -12,7 +12,7 @@
  */
 import { LIMITS, SHARED_ALIAS } from "../../../contract/limits.ts";
 import { stringifyJson } from "../../../contract/json.ts";
-import { checkServiceUrl } from "../../../contract/urls.ts";
+import { normalizeBaseUrl } from "./base-url.ts";
 import { Transport, withRequestId, type Fetch, type RequestOptions, type WithRequestId } from "./core.ts";
 import type { DecisionRequest, DecisionResponse, Questions } from "./decisions.ts";
 import { ConfigurationError } from "./errors.ts";
@@ -64,7 +64,7 @@ export class Client {
     if (!baseURL) {
       throw new ConfigurationError("no base URL: pass { baseURL } to new Client() or set SVC_BASE_URL to the service's address (this service has no default address)");
     }
-    this.baseURL = normalizeBaseUrl(baseURL);
+    this.baseURL = normalizeBaseUrl(baseURL, "base");
     this.defaultModel = options.defaultModel ?? env("SVC_DEFAULT_MODEL") ?? SHARED_ALIAS;
     this.timeout = options.timeout ?? DEFAULT_TIMEOUT_MS;
     if (!Number.isFinite(this.timeout) || this.timeout <= 0) throw new ConfigurationError("timeout is a positive number of milliseconds");
@@ -117,21 +117,4 @@ function inBrowser(): boolean {
 function env(name: string): string | undefined {
   const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
   return value === "" ? undefined : value;
-}
-
-function normalizeBaseUrl(raw: string): string {
-  let url: URL;
-  try {
-    url = checkServiceUrl(raw, "base");
-  } catch (err) {
-    throw new ConfigurationError(`${(err as Error).message} (baseURL or SVC_BASE_URL)`);
-  }
-  if (url.username || url.password || url.search || url.hash) {
-    throw new ConfigurationError("base URL must not hold credentials, a query or a fragment: the API key goes in apiKey");
-  }
-  const path = url.pathname.replace(/\/+$/, "");
-  if (/\/v1(\/.*)?$/.test(path)) {
-    throw new ConfigurationError(`base URL is the service's address without /v1/...: use ${url.origin}${path.replace(/\/v1(\/.*)?$/, "")}`);
-  }
-  return `${url.origin}${path}`;
 }

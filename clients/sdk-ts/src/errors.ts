@@ -58,6 +58,16 @@ export class APIError extends Error {
     return retryAfterMs(this.headers);
   }
 
+  /**
+   * The error as one line for a person, as the svc tools print it:
+   * `401 invalid_credentials: the API key is not valid (request req_...)`.
+   */
+  get summary(): string {
+    const head = [this.status, this.code].filter((part) => part !== undefined).join(" ");
+    const request = this.requestId ? ` (request ${this.requestId})` : "";
+    return `${head ? `${head}: ` : ""}${this.message}${request}`;
+  }
+
   /** The error for an answer with this status, body text and headers. */
   static fromResponse(status: number, headers: Headers, text: string): APIError {
     let body: unknown = text;

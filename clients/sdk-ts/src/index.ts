@@ -7,6 +7,9 @@
  *       state: { ticket: "I was charged twice" },
  *       questions: { refund: noul("Refund?"), topic: choice(["billing", "bug"]) },
  *     });
+ *
+ * The key and deployment the `svc` tools use (their saved credentials) are a second entry point,
+ * `@decision-service/sdk/settings` (settings.ts), so that this one never reads that file.
  */
 export { Client, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_MS, type ClientOptions } from "./client.ts";
 export { MAX_RETRY_WAIT_MS, type Fetch, type RequestOptions, type WithRequestId } from "./core.ts";

@@ -15,10 +15,22 @@ import type { ReadStream } from "node:tty";
 import { browserSignIn, discoverSignIn, openBrowser } from "../browser-sign-in.ts";
 import type { Command } from "../command.ts";
 import type { Context } from "../context.ts";
-import { Failure, UsageError, apiMessage } from "../errors.ts";
+import { Failure, UsageError } from "../errors.ts";
 import { readSecret } from "../prompt.ts";
-import { APIConnectionError, APIError, APIUserAbortError, AuthenticationError, Client } from "../sdk.ts";
-import { configPath, forgetSaved, normalizeBaseUrl, readSaved, SettingsError, writeSaved, type SavedSettings } from "../settings.ts";
+import {
+  APIConnectionError,
+  APIError,
+  APIUserAbortError,
+  AuthenticationError,
+  Client,
+  configPath,
+  forgetSaved,
+  normalizeBaseUrl,
+  readSaved,
+  SettingsError,
+  writeSaved,
+  type SavedSettings,
+} from "../sdk.ts";
 
 /** A key is one short line; anything longer on standard input is not a key. */
 const KEY_MAX_BYTES = 4096;
@@ -64,9 +76,9 @@ async function loginWithKey(ctx: Context, baseUrl: string, fromStdin: boolean, s
   } catch (err) {
     if (err instanceof APIUserAbortError) throw err;
     const kept = "the saved credentials were not changed";
-    if (err instanceof AuthenticationError) throw new Failure(`the service refused this key (${apiMessage(err)}); ${kept}`);
+    if (err instanceof AuthenticationError) throw new Failure(`the service refused this key (${err.summary}); ${kept}`);
     if (err instanceof APIConnectionError) throw new Failure(`could not check the key: ${err.message}; ${kept}`);
-    if (err instanceof APIError) throw new Failure(`could not check the key: ${apiMessage(err)}; ${kept}`);
+    if (err instanceof APIError) throw new Failure(`could not check the key: ${err.summary}; ${kept}`);
     throw err;
   }
 

@@ -1,6 +1,13 @@
 /**
- * The tools' settings (runs in a user's terminal: the `svc` CLI and the MCP server both import this
- * module): which key and which deployment a command uses, and the saved-credentials file.
+ * The svc tools' settings: which key and which deployment the `svc` CLI and the MCP server use, and
+ * the saved-credentials file `svc login` writes (Node 20 or later, like the SDK). `new Client()` never
+ * reads that file; a program that wants the key `svc login` saved asks for it here:
+ *
+ *     import { Client } from "@decision-service/sdk";
+ *     import { requireCredentials, resolveSettings } from "@decision-service/sdk/settings";
+ *     const settings = resolveSettings(process.env);
+ *     const { apiKey, baseUrl } = requireCredentials(settings);
+ *     const client = new Client({ apiKey, baseURL: baseUrl, defaultModel: settings.defaultModel });
  *
  *     SVC_API_KEY        an API key; when set, the environment alone names the credentials
  *     SVC_BASE_URL       the deployment's address, without /v1/... (the service publishes no default
@@ -24,11 +31,17 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { SHARED_ALIAS } from "../../../contract/limits.ts";
-import { checkServiceUrl } from "../../../contract/urls.ts";
+import { normalizeBaseUrl } from "./base-url.ts";
+import { ConfigurationError } from "./errors.ts";
 
-/** A setting or the saved file is unusable. Messages name the setting or the path, never a secret. */
-export class SettingsError extends Error {
-  override readonly name = "SettingsError";
+export { normalizeBaseUrl };
+
+/**
+ * The saved file is unusable, or a credential is missing; a bad address is a ConfigurationError, of
+ * which this is a kind. Messages name the setting or the path, never a secret.
+ */
+export class SettingsError extends ConfigurationError {
+  override name = "SettingsError";
 }
 
 /** A browser sign-in (`svc login`): the identity provider's tokens for the key-management routes. */
@@ -70,24 +83,6 @@ const set = (value: string | undefined) => (value === undefined || value === "" 
 
 export function configPath(env: Env): string {
   return set(env.SVC_CONFIG_PATH) ?? join(homedir(), ".svc", "config.json");
-}
-
-/**
- * A deployment's address as the tools use it: no trailing slash, https (or http on loopback), no
- * `/v1/...` route in it. `what` names where the value came from, for the message.
- */
-export function normalizeBaseUrl(raw: string, what: string): string {
-  let url: URL;
-  try {
-    url = checkServiceUrl(raw, what);
-  } catch (err) {
-    throw new SettingsError((err as Error).message);
-  }
-  if (url.username || url.password) throw new SettingsError(`${what} URL must not contain a user name or password`);
-  if (url.search || url.hash) throw new SettingsError(`${what} URL must not have a query or fragment`);
-  const path = url.pathname.replace(/\/+$/, "");
-  if (/\/v1(\/|$)/.test(path)) throw new SettingsError(`${what} URL must be the deployment's address, without /v1/... (for example ${url.origin})`);
-  return `${url.origin}${path}`;
 }
 
 /** The saved file, or an empty one when there is none. */
@@ -156,8 +151,8 @@ export function forgetSaved(path: string): { apiKey: boolean; session: boolean }
 }
 
 /**
- * The settings a command runs with. Throws `SettingsError` for a bad SVC_BASE_URL or saved URL, or
- * an unreadable saved file (the file is not read at all when SVC_API_KEY is set).
+ * The settings a command runs with. Throws ConfigurationError for a bad SVC_BASE_URL or saved URL,
+ * SettingsError for an unreadable saved file (the file is not read at all when SVC_API_KEY is set).
  */
 export function resolveSettings(env: Env): Settings {
   const path = configPath(env);

@@ -7,6 +7,7 @@ import { Hono, type NotFoundHandler } from "hono";
 import { cors } from "hono/cors";
 import { errorBody } from "../contract/errors.ts";
 import { REQUEST_ID_HEADER } from "../contract/limits.ts";
+import { discardBody } from "../server-shared/body.ts";
 import { errorRenderer, notFound } from "../server-shared/http.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import type { AppEnv } from "./env.ts";
@@ -30,6 +31,8 @@ export function createApp(): Hono<AppEnv> {
     const timings = new Timings();
     c.set("timings", timings);
     await next();
+    // A request body left unread ends the client's keep-alive connection under Miniflare (see there).
+    await discardBody(c.req.raw);
     c.res.headers.set(REQUEST_ID_HEADER, requestId);
     // The hops this request went through (edge and sidecar), names and milliseconds only.
     const header = timings.header();

@@ -11,7 +11,9 @@
  * - the body is read as a stream and reading stops at `maxBytes`, whatever Content-Length claimed;
  * - the bytes must be UTF-8 (nothing is replaced with U+FFFD);
  * - contract/json.ts parses them keeping every key in order (objects are Maps), and refuses
- *   duplicate keys, U+0000 anywhere, unpaired surrogates and nesting beyond `maxDepth`.
+ *   duplicate keys, U+0000 anywhere, unpaired surrogates and nesting beyond `maxDepth`;
+ * - what a handler leaves of a body (all of it when refused early, the rest when refused while
+ *   read) is read and dropped by `discardBody`, within `DISCARD_MAX_BYTES`: see there why.
  */
 import type { Context } from "hono";
 import type { z } from "zod";
@@ -60,18 +62,57 @@ export async function readText(request: Request, maxBytes: number): Promise<stri
   let size = 0;
   if (request.body) {
     const reader = request.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) {
-        await reader.cancel().catch(() => undefined);
-        throw tooLarge();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > maxBytes) throw tooLarge();
+        text += decode(value);
       }
-      text += decode(value);
+    } catch (err) {
+      // The rest stays readable rather than cancelled, so that the edge can drop it (`discardBody`).
+      reader.releaseLock();
+      throw err;
     }
   }
   return text + decode();
+}
+
+/**
+ * The most bytes of a request body that `discardBody` reads and drops: twice the largest body any
+ * route takes (a batch input), so that a client that sent a body too large, or one refused before it
+ * was read, still gets its answer.
+ */
+const DISCARD_MAX_BYTES = 2 * LIMITS.bulkFileBytes;
+
+/**
+ * Reads and drops what no handler read of a request body, once its response is ready (edge/app.ts):
+ * Miniflare's HTTP server ends a keep-alive connection whose request body was left unread (workerd's
+ * own does past 64 KiB) without sending `Connection: close`, so a client that reuses the connection
+ * gets a reset instead of its next answer. A body held by a reader was its handler's to read; one
+ * declared larger than `maxBytes` is left, and its connection ends.
+ */
+export async function discardBody(request: Request, maxBytes = DISCARD_MAX_BYTES): Promise<void> {
+  if (!request.body || request.body.locked) return;
+  if (Number(request.headers.get("content-length") ?? 0) > maxBytes) return;
+  // A client that asked to hear first (Expect: 100-continue) sends no body once it has an answer.
+  if (request.headers.get("expect")?.toLowerCase() === "100-continue") return;
+  const reader = request.body.getReader();
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        await reader.cancel();
+        return;
+      }
+    }
+  } catch {
+    // The client stopped sending: there is no connection left to keep.
+  }
 }
 
 function validate<T>(schema: z.ZodType<T>, value: unknown): T {

@@ -156,7 +156,7 @@ class FakeServiceRedirecting(FakeService):
 class FakeServiceCountingConnections(FakeService):
     """
     Answers every request with a decision after `delay` seconds, keeping the highest number of
-    requests in flight at once and of connections open at once.
+    requests in flight at once and of connections open at once, and how many were opened in all.
     """
 
     def __init__(self, delay: float) -> None:
@@ -166,11 +166,14 @@ class FakeServiceCountingConnections(FakeService):
         self.max_in_flight = 0
         self.open: set[int] = set()
         self.max_sockets = 0
+        self.opened = 0
 
     def arrived(self, handler: BaseHTTPRequestHandler) -> None:
         with self.lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if id(handler) not in self.open:
+                self.opened += 1
             self.open.add(id(handler))  # One handler serves one connection, request after request.
             self.max_sockets = max(self.max_sockets, len(self.open))
 

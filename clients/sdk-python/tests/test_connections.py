@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from decision_service import MAX_CONNECTIONS, APIError, AsyncClient, Client, noul
+from decision_service._constants import KEEPALIVE_EXPIRY
 
 from .fakes import FakeServiceCountingConnections, FakeServiceRedirecting
 
@@ -22,6 +24,18 @@ def test_keeps_at_most_32_connections_open_to_one_service_for_100_calls_at_once(
         assert MAX_CONNECTIONS == 32
         assert fake.max_in_flight == MAX_CONNECTIONS
         assert fake.max_sockets <= MAX_CONNECTIONS
+
+
+def test_reuses_an_idle_connection_but_drops_it_before_the_services_5_second_idle_close() -> None:
+    # The edge (workerd) closes a connection idle for 5 s; a reuse racing that close is a reset.
+    assert KEEPALIVE_EXPIRY < 5
+    with FakeServiceCountingConnections(0) as fake, Client(api_key="svc_fake", base_url=fake.url, max_retries=0) as client:
+        client.system_one(state="s", questions={"q": noul("?")})
+        client.system_one(state="s", questions={"q": noul("?")})
+        assert fake.opened == 1
+        time.sleep(KEEPALIVE_EXPIRY + 0.3)
+        client.system_one(state="s", questions={"q": noul("?")})
+        assert fake.opened == 2
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])

@@ -17,6 +17,8 @@ DEFAULT_TIMEOUT: Final = 60.0
 DEFAULT_MAX_RETRIES: Final = 2
 
 MAX_CONNECTIONS: Final = 32
+# Seconds an idle connection is kept for reuse: below workerd's 5 s idle close (undici's default is 4 s too).
+KEEPALIVE_EXPIRY: Final = 4.0
 """Connections one client keeps open to the service at most (LIMITS.httpConnectionsPerService)."""
 
 BULK_FILE_BYTES: Final = 25 * 1024 * 1024

@@ -25,7 +25,7 @@ from typing import Literal, TypeVar
 import httpx
 import pydantic
 
-from ._constants import MAX_CONNECTIONS, MAX_RETRY_WAIT, REQUEST_ID_HEADER
+from ._constants import KEEPALIVE_EXPIRY, MAX_CONNECTIONS, MAX_RETRY_WAIT, REQUEST_ID_HEADER
 from ._errors import APIConnectionError, APIConnectionTimeoutError, APIError, error_from_response
 from ._models import parse
 from ._settings import Settings, check_service_url
@@ -105,7 +105,8 @@ class _Base:
         self._settings = settings
 
     def _limits(self) -> httpx.Limits:
-        return httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+        # Idle connections are dropped before the edge's own 5 s idle close, which would otherwise race a reuse.
+        return httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS, keepalive_expiry=KEEPALIVE_EXPIRY)
 
     def _timeout(self, seconds: float) -> httpx.Timeout:
         return httpx.Timeout(seconds, pool=None)

@@ -37,6 +37,8 @@ export function poolDb(pool: Pool): Db {
     query: async (text, params = []) => (await pool.query(text, params)).rows,
     async transaction(statements) {
       const client = await pool.connect();
+      // A connection whose rollback failed is in an unknown state: it is closed, not handed back.
+      let broken = false;
       try {
         await client.query("BEGIN");
         const results: Row[][] = [];
@@ -44,10 +46,10 @@ export function poolDb(pool: Pool): Db {
         await client.query("COMMIT");
         return results;
       } catch (err) {
-        await client.query("ROLLBACK").catch(() => undefined);
+        await client.query("ROLLBACK").catch(() => (broken = true));
         throw err;
       } finally {
-        client.release();
+        client.release(broken);
       }
     },
   };

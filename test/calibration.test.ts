@@ -13,13 +13,15 @@ import { CalibrationReport } from "../contract/calibration.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { DecisionResponse } from "../contract/decision.ts";
 import { stringifyJson } from "../contract/json.ts";
+import { LIMITS } from "../contract/limits.ts";
 import { ModelList } from "../contract/models.ts";
 import { ROOT } from "../local/tiers.ts";
 import { RUNTIME_TOKEN_ENV } from "../local/stack.ts";
 import { calibratedFingerprint } from "../server-shared/registry.ts";
 import { applyPlatt, applyTemperature } from "../sidecar/decide/calibration.ts";
 import { qualitySets } from "../bench/quality/data.ts";
-import { call, newAccount, query, stack } from "./support/api.ts";
+import { retireRelease } from "../ops/releases.ts";
+import { call, newAccount, query, stack, withDb } from "./support/api.ts";
 import { lines, poll, results, submitted } from "./support/bulk.ts";
 import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
@@ -113,31 +115,52 @@ describe("npm run registry -- calibrate", () => {
     expect(c.money.option_mass).toBe(b.money.option_mass);
   });
 
-  /** A calibrated release's row copied by hand with other parameters: its fingerprint no longer covers them. */
-  async function forgeCalibratedRow(forged: string): Promise<void> {
+  /**
+   * A calibrated release's row copied by hand with other parameters (its fingerprint no longer covers
+   * them), served while `use` runs and retired after: the sidecar's health report names such a row as
+   * a broken link, which would turn the shared stack's /health to 503 for the tests that follow.
+   */
+  async function withForgedCalibratedRow(forged: string, use: () => Promise<void>): Promise<void> {
     await query(
       `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url, base_release, calibration)
        SELECT $1, fingerprint, owners, url, token_env, release_date, '', sidecar_url, base_release, '{"noul":{"slope":-1,"bias":0},"choice":null,"score":null}'
          FROM model_releases WHERE id = $2`,
       [forged, id],
     );
+    try {
+      await use();
+    } finally {
+      await withDb((db) => retireRelease(db, forged));
+    }
   }
 
   it("refuses a calibrated release whose fingerprint does not cover its parameters", async () => {
     const forged = `${id}-forged`;
-    await forgeCalibratedRow(forged);
-    const reply = await call("/v1/systemone", { token: account.key.secret, body: { model: forged, ...ticket } });
-    expectError(reply, 503, "identity_mismatch");
+    await withForgedCalibratedRow(forged, async () => {
+      const reply = await call("/v1/systemone", { token: account.key.secret, body: { model: forged, ...ticket } });
+      expectError(reply, 503, "identity_mismatch");
+      const health = await call("/health");
+      expect(JSON.stringify(health.body)).toContain(`sidecar->runtime ${forged}`);
+      expect(JSON.stringify(health.body)).toMatch(/identity mismatch/);
+    });
   });
 
   it("refuses the same hand-edited row in bulk: the record's error is identity_mismatch, with no answer and no usage", { timeout: 120_000 }, async () => {
     const forged = `${id}-forged-bulk`;
-    await forgeCalibratedRow(forged);
-    const batchId = await submitted(account, lines([{ custom_id: "forged", body: { model: forged, ...ticket } }, { custom_id: "real", body: { model: id, ...ticket } }]));
-    const done = await poll(account, batchId, undefined, 100_000);
+    let batchId = "";
+    await withForgedCalibratedRow(forged, async () => {
+      batchId = await submitted(account, lines([{ custom_id: "forged", body: { model: forged, ...ticket } }, { custom_id: "real", body: { model: id, ...ticket } }]));
+      await poll(account, batchId, undefined, 100_000);
+    });
+    const done = await poll(account, batchId);
     expect(done).toMatchObject({ status: "completed", request_counts: { total: 2, completed: 1, failed: 1 } });
     const [forgedRecord, realRecord] = await results(account, batchId);
     expect(forgedRecord).toMatchObject({ custom_id: "forged", error: { status: 503, code: "identity_mismatch" } });
+    // Retried as any 503 is (an operator may fix the row meanwhile), each attempt after a wait: the
+    // record's own, set with its count (the last attempt's is not stored).
+    const [record] = await query<{ attempts: number; not_before: Date | null }>("SELECT attempts, not_before FROM batch_records WHERE batch_id = $1 AND line = 1", [batchId]);
+    expect(record!.attempts).toBe(LIMITS.bulkTransientAttempts - 1);
+    expect(record!.not_before).not.toBeNull();
     expect(realRecord).toMatchObject({ custom_id: "real", response: { model: id } });
     expect(await query("SELECT 1 FROM usage_records WHERE request_id = $1", [`batch_${batchId}_1`])).toEqual([]);
   });

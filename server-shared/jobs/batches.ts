@@ -266,13 +266,16 @@ export class BatchStore {
    * per attempt: while a runtime restarts, they would only use up their own attempts.
    */
   async retryLater(claim: Lease, line: number, attempts: number, backoffMs: number): Promise<void> {
+    // The failed record's own wait is set where its attempts are: a statement updates a row once, so
+    // the outer UPDATE would silently skip it.
+    const wait = "now() + make_interval(secs => $5::double precision / 1000 * power(2, $3 - 1))";
     await this.db.query(
       `WITH failed AS (
-         UPDATE batch_records SET attempts = $3
+         UPDATE batch_records SET attempts = $3, not_before = ${wait}
           WHERE batch_id = $1 AND line = $4 AND EXISTS (SELECT 1 FROM batches WHERE ${BATCH_JOBS.fence()})
           RETURNING release_id)
-       UPDATE batch_records r SET not_before = now() + make_interval(secs => $5::double precision / 1000 * power(2, $3 - 1))
-         FROM failed WHERE r.batch_id = $1 AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
+       UPDATE batch_records r SET not_before = ${wait}
+         FROM failed WHERE r.batch_id = $1 AND r.line <> $4 AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
       [claim.id, claim.token, attempts, line, backoffMs],
     );
   }

@@ -12,12 +12,21 @@ export const KEY_NAME_MAX = 128;
 export const API_KEY_PATTERN = /^svc_([a-z2-7]{26})_([A-Za-z0-9_-]{43})$/;
 export const KEY_ID_PATTERN = /^[a-z2-7]{26}$/;
 
+/**
+ * A character that String.prototype.trim keeps: anything but ECMAScript's white space and line
+ * terminators, listed rather than written `\S`, so that the published pattern means the same in
+ * every regular-expression dialect a client validates with.
+ */
+const NOT_BLANK = /[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/;
+
 export const CreateKeyRequest = looseFields({
+  // The length is checked as sent, then the name is kept trimmed: what the document says is what is refused.
   name: z
     .string({ error: (issue) => (issue.input === undefined ? "name is required" : "name must be a string") })
-    .trim()
-    .min(1, "name must not be empty")
-    .max(KEY_NAME_MAX, `name must be at most ${KEY_NAME_MAX} characters`),
+    .min(1, { error: "name must not be empty", abort: true })
+    .max(KEY_NAME_MAX, `name must be at most ${KEY_NAME_MAX} characters`)
+    .regex(NOT_BLANK, "name must not be blank")
+    .trim(),
 });
 export type CreateKeyRequest = z.infer<typeof CreateKeyRequest>;
 

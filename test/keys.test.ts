@@ -54,7 +54,9 @@ describe("POST /v1/keys", () => {
   it.each([
     ["a missing name", {}, /name is required/],
     ["a name of the wrong type", { name: 42 }, /name must be a string/],
-    ["an empty name", { name: "   " }, /name must not be empty/],
+    ["an empty name", { name: "" }, /name must not be empty$/],
+    // Blank by JavaScript's trim, and by the document's pattern for the same characters.
+    ["a blank name", { name: " \t\u3000\ufeff " }, /name must not be blank/],
     ["a name that is too long", { name: "x".repeat(KEY_NAME_MAX + 1) }, new RegExp(`at most ${KEY_NAME_MAX}`)],
     ["a body that is not an object", ["ci"], /expected object/i],
   ])("refuses %s with 422 and a clear message", async (_, body, message) => {

@@ -84,3 +84,12 @@ export function budgetViolation(request: Pick<DecisionRequest, "state" | "questi
   if (bound <= max) return null;
   return `questions: this request may need ${bound} input tokens; at most ${max} per request (fewer questions or a shorter state)`;
 }
+
+/**
+ * The 422 message a request valid in shape still earns (images, the request token bound), or null:
+ * the same for a real-time request, a bulk record and a training example.
+ */
+export function requestViolation(request: Pick<DecisionRequest, "state" | "questions" | "images">): string | null {
+  if (request.images !== undefined) return "images: image decisions are not enabled on this service";
+  return budgetViolation(request);
+}

@@ -33,6 +33,11 @@ export const LIMITS = {
   bulkTransientAttempts: 3,
   bulkDataRetentionMs: 7 * 24 * 60 * 60 * 1000,
   batchMetadataRetentionMs: 30 * 24 * 60 * 60 * 1000,
+  /** A training file (labelled examples of one task), bytes and examples. */
+  trainingFileBytes: 25 * 1024 * 1024,
+  trainingFileExamples: 10_000,
+  /** Examples a training file needs of every outcome of every question (each true and false, option, level). */
+  trainingExamplesPerOutcome: 10,
   cleanupIntervalMs: 60_000,
   httpConnectionsPerService: 32,
   toolRequestTimeoutMs: 60_000,

@@ -170,7 +170,7 @@ describe("npm run registry -- calibrate", () => {
     writeFileSync(data, `${stringifyJson(qualitySets(4).fitting[0]!.item)}\n{"state":"x","questions":{"q":{"type":"noul"}},"label":"maybe"}\n`);
     const ran = registry("calibrate", `${id}-bad`, "--base", stack().releaseId, "--data", data);
     expect(ran.status).toBe(2);
-    expect(ran.stderr).toMatch(/^line 2: a noul item's label must be true or false/m);
+    expect(ran.stderr).toMatch(/^line 2: a noul question's label must be true or false/m);
     expect(await query("SELECT id FROM model_releases WHERE id = $1", [`${id}-bad`])).toEqual([]);
   });
 });

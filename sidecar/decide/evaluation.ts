@@ -19,6 +19,7 @@ import type { RuntimeClient } from "../runtime/client.ts";
 import { fitPlatt, fitTemperature, IDENTITY_CALIBRATION, type Calibration } from "./calibration.ts";
 import { executeDecision, type Steps } from "./execute.ts";
 import type { Release } from "./identity.ts";
+import { outcomeIndex } from "../../contract/training-file.ts";
 import { calibratedAnswer } from "./readout.ts";
 
 /** One line of a labelled file. */
@@ -40,21 +41,9 @@ export interface ReadItem {
 
 /** The true answer of an item as an index into its answer's labels; throws on a label the question cannot have. */
 export function truthIndex(item: LabelledItem): number {
-  const question = [...item.questions.values()][0]!;
-  const label = item.label;
-  if (question.type === "noul") {
-    if (typeof label !== "boolean") throw new RangeError("a noul item's label must be true or false");
-    return label ? 0 : 1;
-  }
-  if (question.type === "choice") {
-    const index = typeof label === "string" ? [...question.criteria.keys()].indexOf(label) : -1;
-    if (index < 0) throw new RangeError("a choice item's label must be one of its option names");
-    return index;
-  }
-  if (typeof label !== "number" || !Number.isInteger(label) || label < 0 || label >= question.criteria.length) {
-    throw new RangeError("a score item's label must be a 0-based level of its legend");
-  }
-  return label;
+  const index = outcomeIndex([...item.questions.values()][0]!, item.label);
+  if (typeof index === "string") throw new RangeError(index);
+  return index;
 }
 
 /** Reads every item through the readout `steps` (serially, as the GPU lane would). */

@@ -7,6 +7,8 @@
  * to the sidecar with it, so the sidecar's copy of the entry is renewed on the next request too.
  */
 import type { NeonQueryFunction } from "@neondatabase/serverless";
+import { z } from "zod";
+import { Column } from "../server-shared/db.ts";
 import type { ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
 import { KEY_COLUMNS } from "./auth/api-key.ts";
 
@@ -28,18 +30,15 @@ const releaseFor = (name: string, account: string) => `
    ORDER BY (r.id = ${name}) DESC
    LIMIT 1`;
 
-function resolution(id: unknown, fingerprint: unknown, sidecarUrl: unknown, revision: unknown): Resolution | null {
-  if (id === null || id === undefined) return null;
-  return {
-    release: { id: String(id), fingerprint: String(fingerprint), revision: Number(revision) },
-    sidecarUrl: sidecarUrl === null ? null : String(sidecarUrl),
-  };
-}
+/** A resolved release's row (releaseFor's columns). */
+const ResolvedRow = z
+  .object({ id: z.string(), fingerprint: z.string(), sidecar_url: z.string().nullable(), revision: Column.int })
+  .transform((row): Resolution => ({ release: { id: row.id, fingerprint: row.fingerprint, revision: row.revision }, sidecarUrl: row.sidecar_url }));
 
 export async function resolveModel(sql: Sql, name: string, accountId: string): Promise<Resolution | null> {
   const rows = await sql.query(releaseFor("$1", "$2::uuid"), [name, accountId]);
   const row = rows[0];
-  return row ? resolution(row.id, row.fingerprint, row.sidecar_url, row.revision) : null;
+  return row ? ResolvedRow.parse(row) : null;
 }
 
 /**
@@ -56,5 +55,10 @@ export async function keyAndModel(sql: Sql, keyId: string, name: string): Promis
     [keyId, name],
   );
   const row = rows[0];
-  return { key: row, model: row ? resolution(row.release_id, row.release_fingerprint, row.release_sidecar_url, row.release_revision) : null };
+  // The release's columns are prefixed in this row; no release: the name resolves to none for the account.
+  const model =
+    row && row.release_id !== null
+      ? ResolvedRow.parse({ id: row.release_id, fingerprint: row.release_fingerprint, sidecar_url: row.release_sidecar_url, revision: row.release_revision })
+      : null;
+  return { key: row, model };
 }

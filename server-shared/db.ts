@@ -12,6 +12,7 @@
  * what the ones before it wrote, and all commit or none does.
  */
 import type { NeonQueryFunction, Pool } from "@neondatabase/serverless";
+import { z } from "zod";
 
 export type Row = Record<string, unknown>;
 
@@ -54,3 +55,13 @@ export function poolDb(pool: Pool): Db {
     },
   };
 }
+
+/**
+ * Column parsers for the row schemas of either driver: a timestamp comes back as a Date (or as text
+ * inside JSON), a bigint or count(*) as text.
+ */
+export const Column = {
+  /** A timestamp as an ISO 8601 string in UTC. */
+  time: z.union([z.string(), z.date()]).transform((value) => new Date(value).toISOString()),
+  int: z.coerce.number().int(),
+};

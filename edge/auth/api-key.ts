@@ -7,10 +7,12 @@
  */
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import { z } from "zod";
+import { Column } from "../../server-shared/db.ts";
 import { digestsEqual, bearerToken, sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { parseApiKey } from "../../contract/keys.ts";
-import type { Account, AppEnv } from "../env.ts";
+import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
@@ -36,13 +38,15 @@ export const KEY_COLUMNS = "k.digest, k.revoked_at, a.id, a.status, a.requests_p
  * Checks a key row read fresh in this request (digest in constant time, revocation, account status)
  * and sets the request's key and account; throws 401 otherwise.
  */
-export async function acceptKey(c: Context<AppEnv>, key: { id: string; token: string }, row: Record<string, unknown> | undefined): Promise<void> {
+export async function acceptKey(c: Context<AppEnv>, key: { id: string; token: string }, raw: Record<string, unknown> | undefined): Promise<void> {
   const presented = await sha256Hex(key.token);
-  if (!row || !digestsEqual(presented, String(row.digest))) throw new ServiceError("invalid_credentials", "invalid API key");
+  const row = raw && KeyAccountRow.parse(raw);
+  if (!row || !digestsEqual(presented, row.digest)) throw new ServiceError("invalid_credentials", "invalid API key");
   if (row.revoked_at !== null) throw new ServiceError("revoked_key", "this API key has been revoked");
   if (row.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
+  const { digest: _digest, revoked_at: _revoked, ...account } = row;
   c.set("keyId", key.id);
-  c.set("account", accountFrom(row));
+  c.set("account", account);
 }
 
 /** Reads the presented key's row and accepts it (or throws 401). */
@@ -58,14 +62,14 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-function accountFrom(row: Record<string, unknown>): Account {
-  const int = (v: unknown) => (v === null || v === undefined ? null : Number(v));
-  return {
-    id: String(row.id),
-    status: row.status === "active" ? "active" : "disabled",
-    requests_per_second: int(row.requests_per_second),
-    tokens_per_second: int(row.tokens_per_second),
-    max_active_batches: int(row.max_active_batches),
-    max_batch_storage_bytes: int(row.max_batch_storage_bytes),
-  };
-}
+/** The key's row with its account's, as KEY_COLUMNS reads it. */
+const KeyAccountRow = z.object({
+  digest: z.string(),
+  revoked_at: Column.time.nullable(),
+  id: z.string(),
+  status: z.enum(["active", "disabled"]),
+  requests_per_second: Column.int.nullable(),
+  tokens_per_second: Column.int.nullable(),
+  max_active_batches: Column.int.nullable(),
+  max_batch_storage_bytes: Column.int.nullable(),
+});

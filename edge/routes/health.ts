@@ -8,6 +8,7 @@
  * links carry a ` #n` suffix, numbered in the order of the releases they serve.
  */
 import { Hono } from "hono";
+import { z } from "zod";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../../contract/errors.ts";
 import type { HealthReport, LinkStatus } from "../../contract/health.ts";
@@ -19,6 +20,9 @@ export const health = new Hono<AppEnv>();
 
 const PROBE_KEY = "health/probe";
 
+/** A sidecar address with the releases the registry assigns to it. */
+const SidecarRow = z.object({ sidecar_url: z.string(), releases: z.array(z.string()) }).transform((row) => ({ url: row.sidecar_url, releases: row.releases }));
+
 health.get("/health", async (c) => {
   const { sql, redis, settings } = services(c.env);
   let sidecars: { url: string; releases: string[] }[] = [];
@@ -28,7 +32,7 @@ health.get("/health", async (c) => {
         SELECT sidecar_url, array_agg(id ORDER BY id) AS releases
           FROM model_releases WHERE retired_at IS NULL AND sidecar_url IS NOT NULL
          GROUP BY sidecar_url ORDER BY min(id)`;
-      sidecars = rows.map((row) => ({ url: String(row.sidecar_url), releases: row.releases as string[] }));
+      sidecars = rows.map((row) => SidecarRow.parse(row));
     }),
     checkLink("edge->redis", async () => {
       const answer = await redis.ping();

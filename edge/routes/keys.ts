@@ -9,6 +9,8 @@
  * does not exist. Neither a listing nor an error ever contains a secret or a digest.
  */
 import { Hono } from "hono";
+import { z } from "zod";
+import { Column } from "../../server-shared/db.ts";
 import { sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { CreateKeyRequest, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
@@ -19,7 +21,6 @@ import { LIMITS } from "../../contract/limits.ts";
 import { userAuth } from "../auth/user.ts";
 import { readJson } from "../../server-shared/body.ts";
 import type { AppEnv } from "../env.ts";
-import { iso } from "../rows.ts";
 import { services } from "../services.ts";
 
 export const keys = new Hono<AppEnv>();
@@ -94,12 +95,10 @@ function newKey(): { id: string; secret: string } {
   return { id, secret: `svc_${id}_${material}` };
 }
 
-function metadata(row: Record<string, unknown>): KeyMetadata {
-  return {
-    id: String(row.id),
-    name: String(row.name),
-    status: row.revoked_at === null ? "active" : "revoked",
-    created_at: iso(row.created_at) ?? "",
-    revoked_at: iso(row.revoked_at),
-  };
+/** A key's row as METADATA reads it. */
+const KeyRow = z.object({ id: z.string(), name: z.string(), created_at: Column.time, revoked_at: Column.time.nullable() });
+
+function metadata(raw: Record<string, unknown>): KeyMetadata {
+  const row = KeyRow.parse(raw);
+  return { ...row, status: row.revoked_at === null ? "active" : "revoked" };
 }

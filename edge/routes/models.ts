@@ -8,6 +8,7 @@
  * account may use. A release without calibration answers 404 `not_found`.
  */
 import { Hono } from "hono";
+import { z } from "zod";
 import { CalibrationReport, QUESTION_TYPES } from "../../contract/calibration.ts";
 import type { ModelList } from "../../contract/models.ts";
 import { PARAMETERS } from "../../contract/routes.ts";
@@ -22,6 +23,9 @@ import { services } from "../services.ts";
 
 export const models = new Hono<AppEnv>();
 
+/** A release as the listing reads it from `model_registry`. */
+const ModelRow = z.object({ id: z.string(), aliases: z.array(z.string()), description: z.string(), release_date: z.string(), has_calibration_report: z.boolean() });
+
 /** Where a release's calibration report is served. */
 export const calibrationPath = (release: string) => `/v1/models/${encodeURIComponent(release)}/calibration`;
 
@@ -32,13 +36,16 @@ models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
      WHERE retired_at IS NULL AND (owners IS NULL OR ${c.get("account").id}::uuid = ANY (owners))
      ORDER BY release_date DESC, id`;
   const body: ModelList = {
-    models: rows.map((row) => ({
-      name: String(row.id),
-      aliases: row.aliases as string[],
-      description: String(row.description),
-      release_date: String(row.release_date),
-      calibration: row.has_calibration_report ? calibrationPath(String(row.id)) : null,
-    })),
+    models: rows.map((raw) => {
+      const row = ModelRow.parse(raw);
+      return {
+        name: row.id,
+        aliases: row.aliases,
+        description: row.description,
+        release_date: row.release_date,
+        calibration: row.has_calibration_report ? calibrationPath(row.id) : null,
+      };
+    }),
   };
   return c.json(body);
 });

@@ -14,15 +14,12 @@ import { z } from "zod";
 import { BatchError, BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
 import type { Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import type { Db } from "../db.ts";
+import { Column, type Db } from "../db.ts";
 import { LeasedJobs, type Lease } from "./lease.ts";
 
 export const BATCH_JOBS = new LeasedJobs({ table: "batches", terminal: TERMINAL_STATUSES, open: ["queued", "validating", "running"] });
 
-/** A timestamp as either driver returns it (a Date, or text from JSON), as an ISO 8601 string in UTC. */
-const Time = z.union([z.string(), z.date()]).transform((value) => new Date(value).toISOString());
-/** An integer column; bigint and count(*) come back as text. */
-const Int = z.coerce.number().int();
+const { time: Time, int: Int } = Column;
 
 /** The releases and aliases an account could use when its batch was submitted ({"releases": {id: fingerprint}, "aliases": {alias: id}}). */
 export const FrozenModels = z.object({ releases: z.record(z.string(), z.string()), aliases: z.record(z.string(), z.string()) });

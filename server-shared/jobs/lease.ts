@@ -20,6 +20,7 @@
  *     await db.query(`UPDATE trainings SET ... WHERE ${jobs.fence()}`, [lease.id, lease.token, ...]);
  *     await jobs.release(db, lease);
  */
+import { z } from "zod";
 import type { Db, Row } from "../db.ts";
 
 export interface JobKind {
@@ -80,7 +81,7 @@ export class LeasedJobs {
         RETURNING *`,
       [token, leaseMs, ...params],
     );
-    return row ? { lease: { id: String(row.id), token }, row } : null;
+    return row ? { lease: { id: z.string().parse(row.id), token }, row } : null;
   }
 
   /** Extends a held lease; false when it is no longer held (expired and taken, job ended, account disabled). */

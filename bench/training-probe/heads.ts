@@ -1,0 +1,234 @@
+/**
+ * Linear heads for the training probe (pure; runs in the benchmark): L2-regularised multinomial
+ * logistic regression (binary logistic when there are two classes) on standardised features, fitted
+ * by L-BFGS; the regularisation strength chosen by k-fold
+ * cross-validation inside the training examples; then a calibration (Platt for yes/no, a temperature
+ * for choice, as sidecar/decide/calibration.ts fits them for releases) fitted on the out-of-fold
+ * predictions, and the head refitted on every training example.
+ *
+ *     const head = trainHead(X, y, classes);   // X: number[][] (n x d), y: class indices
+ *     head.predict(x);                         // a distribution over the classes
+ */
+import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
+
+export const LAMBDAS = [1e-3, 1e-2, 1e-1, 1, 10];
+const FOLDS = 3;
+const MAX_ITERATIONS = 200;
+
+interface Linear {
+  mean: Float64Array;
+  scale: Float64Array;
+  /** (k' x (d + 1)): k' = 1 for two classes (logit of class 0), k otherwise; bias last. */
+  weights: Float64Array[];
+}
+
+export interface Head {
+  lambda: number;
+  calibration: { slope: number; bias: number } | { temperature: number };
+  /** Cross-validated log loss of each lambda, for the report. */
+  cv: number[];
+  predict(x: readonly number[]): number[];
+}
+
+function standardiser(X: readonly (readonly number[])[]): { mean: Float64Array; scale: Float64Array } {
+  const d = X[0]!.length;
+  const mean = new Float64Array(d);
+  const scale = new Float64Array(d);
+  for (const x of X) for (let j = 0; j < d; j++) mean[j]! += x[j]! / X.length;
+  for (const x of X) for (let j = 0; j < d; j++) scale[j]! += (x[j]! - mean[j]!) ** 2 / X.length;
+  for (let j = 0; j < d; j++) scale[j] = Math.sqrt(scale[j]!) || 1;
+  return { mean, scale };
+}
+
+function standardised(X: readonly (readonly number[])[], s: { mean: Float64Array; scale: Float64Array }): Float64Array[] {
+  return X.map((x) => {
+    const z = new Float64Array(x.length + 1);
+    for (let j = 0; j < x.length; j++) z[j] = (x[j]! - s.mean[j]!) / s.scale[j]!;
+    z[x.length] = 1;
+    return z;
+  });
+}
+
+function dot(w: Float64Array, z: Float64Array): number {
+  let sum = 0;
+  for (let j = 0; j < z.length; j++) sum += w[j]! * z[j]!;
+  return sum;
+}
+
+function softmax(logits: number[]): number[] {
+  const m = Math.max(...logits);
+  const e = logits.map((l) => Math.exp(l - m));
+  const s = e.reduce((a, b) => a + b, 0);
+  return e.map((x) => x / s);
+}
+
+function distributionOf(weights: Float64Array[], z: Float64Array, classes: number): number[] {
+  if (classes === 2) {
+    const p = 1 / (1 + Math.exp(-dot(weights[0]!, z)));
+    return [p, 1 - p];
+  }
+  return softmax(weights.map((w) => dot(w, z)));
+}
+
+/** Mean cross-entropy + lambda/2 |W|^2 (bias unpenalised) and its gradient; w flattened as k rows of d. */
+function objective(Z: Float64Array[], y: readonly number[], classes: number, lambda: number, w: Float64Array, grad: Float64Array): number {
+  const d = Z[0]!.length;
+  const k = classes === 2 ? 1 : classes;
+  grad.fill(0);
+  let loss = 0;
+  const logits = new Float64Array(k);
+  const r = new Float64Array(k);
+  for (let i = 0; i < Z.length; i++) {
+    const z = Z[i]!;
+    for (let c = 0; c < k; c++) {
+      let sum = 0;
+      const off = c * d;
+      for (let j = 0; j < d; j++) sum += w[off + j]! * z[j]!;
+      logits[c] = sum;
+    }
+    if (classes === 2) {
+      // logit of class 0 (yes)
+      const t = y[i] === 0 ? 1 : 0;
+      const l = logits[0]!;
+      loss += Math.max(l, 0) - l * t + Math.log1p(Math.exp(-Math.abs(l)));
+      r[0] = 1 / (1 + Math.exp(-l)) - t;
+    } else {
+      let m = -Infinity;
+      for (let c = 0; c < k; c++) m = Math.max(m, logits[c]!);
+      let s = 0;
+      for (let c = 0; c < k; c++) s += Math.exp(logits[c]! - m);
+      loss += m + Math.log(s) - logits[y[i]!]!;
+      for (let c = 0; c < k; c++) r[c] = Math.exp(logits[c]! - m) / s - (y[i] === c ? 1 : 0);
+    }
+    for (let c = 0; c < k; c++) {
+      const rc = r[c]!;
+      if (rc === 0) continue;
+      const off = c * d;
+      for (let j = 0; j < d; j++) grad[off + j]! += rc * z[j]!;
+    }
+  }
+  const n = Z.length;
+  let penalty = 0;
+  for (let c = 0; c < k; c++) {
+    const off = c * d;
+    for (let j = 0; j < d; j++) {
+      grad[off + j]! /= n;
+      if (j < d - 1) {
+        grad[off + j]! += lambda * w[off + j]!;
+        penalty += w[off + j]! ** 2;
+      }
+    }
+  }
+  return loss / n + (lambda / 2) * penalty;
+}
+
+const dotv = (a: Float64Array, b: Float64Array) => {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!;
+  return s;
+};
+
+/** Minimises the objective by L-BFGS (memory 10) with a backtracking line search. */
+function fitLinear(Z: Float64Array[], y: readonly number[], classes: number, lambda: number, start?: Float64Array[]): Float64Array[] {
+  const d = Z[0]!.length;
+  const k = classes === 2 ? 1 : classes;
+  const w = new Float64Array(k * d);
+  if (start) start.forEach((row, c) => w.set(row, c * d));
+  const grad = new Float64Array(k * d);
+  let f = objective(Z, y, classes, lambda, w, grad);
+  const S: Float64Array[] = [];
+  const Y: Float64Array[] = [];
+  const newGrad = new Float64Array(k * d);
+  const trial = new Float64Array(k * d);
+  for (let it = 0; it < MAX_ITERATIONS; it++) {
+    // two-loop recursion: direction = -H grad
+    const q = grad.slice();
+    const alphas: number[] = [];
+    for (let m = S.length - 1; m >= 0; m--) {
+      const a = dotv(S[m]!, q) / dotv(Y[m]!, S[m]!);
+      alphas[m] = a;
+      for (let i = 0; i < q.length; i++) q[i]! -= a * Y[m]![i]!;
+    }
+    const gamma = S.length > 0 ? dotv(S.at(-1)!, Y.at(-1)!) / dotv(Y.at(-1)!, Y.at(-1)!) : 1 / Math.max(1, Math.sqrt(dotv(grad, grad)));
+    for (let i = 0; i < q.length; i++) q[i]! *= gamma;
+    for (let m = 0; m < S.length; m++) {
+      const b = dotv(Y[m]!, q) / dotv(Y[m]!, S[m]!);
+      for (let i = 0; i < q.length; i++) q[i]! += S[m]![i]! * (alphas[m]! - b);
+    }
+    const slope = -dotv(grad, q);
+    if (!(slope < 0)) break;
+    let step = 1;
+    let fNew = Infinity;
+    for (let tries = 0; tries < 30; tries++) {
+      for (let i = 0; i < w.length; i++) trial[i] = w[i]! - step * q[i]!;
+      fNew = objective(Z, y, classes, lambda, trial, newGrad);
+      if (fNew <= f + 1e-4 * step * slope) break;
+      step /= 2;
+    }
+    if (!(fNew <= f)) break;
+    const s = new Float64Array(w.length);
+    const yv = new Float64Array(w.length);
+    for (let i = 0; i < w.length; i++) {
+      s[i] = trial[i]! - w[i]!;
+      yv[i] = newGrad[i]! - grad[i]!;
+    }
+    w.set(trial);
+    grad.set(newGrad);
+    const improvement = f - fNew;
+    f = fNew;
+    if (dotv(s, yv) > 1e-12) {
+      S.push(s);
+      Y.push(yv);
+      if (S.length > 10) {
+        S.shift();
+        Y.shift();
+      }
+    }
+    if (Math.sqrt(dotv(grad, grad)) < 1e-6 || improvement < 1e-9 * Math.max(1, Math.abs(f))) break;
+  }
+  return Array.from({ length: k }, (_, c) => w.slice(c * d, (c + 1) * d));
+}
+
+const logLoss = (ps: number[][], y: readonly number[]) => -ps.reduce((s, p, i) => s + Math.log(Math.max(1e-12, p[y[i]!]!)), 0) / ps.length;
+
+function fitCalibration(ps: number[][], y: readonly number[], classes: number): Head["calibration"] {
+  return classes === 2 ? fitPlatt(ps.map((p) => p[0]!), y.map((t) => t === 0)) : { temperature: fitTemperature(ps, [...y]) };
+}
+
+function calibrate(p: number[], calibration: Head["calibration"]): number[] {
+  if ("slope" in calibration) {
+    const yes = applyPlatt(p[0]!, calibration);
+    return [yes, 1 - yes];
+  }
+  return applyTemperature(p, calibration.temperature);
+}
+
+export function trainHead(X: readonly (readonly number[])[], y: readonly number[], classes: number, lambdas = LAMBDAS): Head {
+  // Folds fixed by position (the training order is already a hash order).
+  const fold = (i: number) => i % FOLDS;
+  const outOfFold: number[][][] = lambdas.map(() => new Array<number[]>(X.length));
+  for (let f = 0; f < FOLDS; f++) {
+    const trainIdx = X.map((_, i) => i).filter((i) => fold(i) !== f);
+    const testIdx = X.map((_, i) => i).filter((i) => fold(i) === f);
+    const s = standardiser(trainIdx.map((i) => X[i]!));
+    const Z = standardised(trainIdx.map((i) => X[i]!), s);
+    const Zt = standardised(testIdx.map((i) => X[i]!), s);
+    let warm: Float64Array[] | undefined;
+    // Strongest first, each fit warm-started from the one before.
+    for (let l = lambdas.length - 1; l >= 0; l--) {
+      warm = fitLinear(Z, trainIdx.map((i) => y[i]!), classes, lambdas[l]!, warm);
+      testIdx.forEach((i, t) => (outOfFold[l]![i] = distributionOf(warm!, Zt[t]!, classes)));
+    }
+  }
+  const cv = outOfFold.map((ps) => logLoss(ps, y));
+  const best = cv.indexOf(Math.min(...cv));
+  const calibration = fitCalibration(outOfFold[best]!, y, classes);
+  const s = standardiser(X);
+  const linear: Linear = { ...s, weights: fitLinear(standardised(X, s), y, classes, lambdas[best]!) };
+  return {
+    lambda: lambdas[best]!,
+    calibration,
+    cv,
+    predict: (x) => calibrate(distributionOf(linear.weights, standardised([x], linear)[0]!, classes), calibration),
+  };
+}

@@ -9,6 +9,11 @@ CREATE FUNCTION batch_status_terminal(status text) RETURNS boolean
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
   RETURN status IN ('completed', 'failed', 'cancelled', 'expired');
 
+-- The training statuses that end a training job (contract/trainings.ts TRAINING_TERMINAL_STATUSES).
+CREATE FUNCTION training_status_terminal(status text) RETURNS boolean
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN status IN ('ready', 'rejected', 'failed', 'cancelled', 'expired');
+
 -- Tables
 
 -- The migrations applied to this database (migrations/NNNN_name.sql); a database built from this
@@ -40,6 +45,13 @@ CREATE TABLE model_releases (
   base_release        text REFERENCES model_releases (id),
   calibration         jsonb,
   calibration_report  jsonb,
+  -- A trained release (a customer's, server-shared/trained.ts) runs on its base release's runtime
+  -- too: `task` is the question set every request to it must repeat, `head` the trained parameters
+  -- the readout applies to the base's hidden state, `training_id` the job whose report it has. Its
+  -- fingerprint covers the base's, the task's and the head's.
+  task                jsonb,
+  head                jsonb,
+  training_id         uuid,
   revision            bigint NOT NULL DEFAULT 1,
   created_at          timestamptz NOT NULL DEFAULT now(),
   retired_at          timestamptz
@@ -161,15 +173,76 @@ CREATE TABLE batch_results (
   PRIMARY KEY (batch_id, line)
 );
 
+-- Customer training jobs (contract/trainings.ts), a second kind of leased job (server-shared/jobs/
+-- trainings.ts): like a batch, uploaded through a signed PUT, submitted, then claimed by the sidecar
+-- that serves `base_release` (resolved from `base_model` at submit). Validation stores the examples
+-- and the `task`; each later step extracts one example's features; the last fits and evaluates the
+-- candidate (`report`) and either rejects it or registers it as the release `model_id` (status
+-- `accepted`), which the serving sidecar verifies before the job is `ready`.
+CREATE TABLE trainings (
+  id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  account_id         uuid NOT NULL REFERENCES accounts (id),
+  idempotency_key    text NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+  status             text NOT NULL DEFAULT 'uploading'
+                     CHECK (status IN ('uploading', 'queued', 'validating', 'running', 'accepted', 'ready', 'rejected', 'failed', 'cancelled', 'expired')),
+  base_model         text NOT NULL,
+  base_release       text,
+  object_key         text NOT NULL,
+  input_bytes        bigint CHECK (input_bytes >= 0),
+  task               jsonb,
+  total_examples     integer NOT NULL DEFAULT 0 CHECK (total_examples >= 0),
+  held_out_examples  integer NOT NULL DEFAULT 0 CHECK (held_out_examples >= 0),
+  examples_read      integer NOT NULL DEFAULT 0 CHECK (examples_read >= 0),
+  report             jsonb,
+  model_id           text,
+  error              jsonb,
+  lease_token        uuid,
+  lease_expires_at   timestamptz,
+  last_claimed_at    timestamptz,
+  created_at         timestamptz NOT NULL DEFAULT now(),
+  submitted_at       timestamptz,
+  started_at         timestamptz,
+  finished_at        timestamptz,
+  expires_at         timestamptz NOT NULL,
+  -- Set by cleanup once the training file and examples are deleted.
+  purged_at          timestamptz,
+  UNIQUE (account_id, idempotency_key),
+  CONSTRAINT trainings_finished_when_terminal CHECK (training_status_terminal(status) = (finished_at IS NOT NULL))
+);
+CREATE INDEX trainings_by_account ON trainings (account_id, created_at DESC, id DESC);
+CREATE INDEX trainings_open ON trainings (last_claimed_at NULLS FIRST)
+  WHERE status IN ('queued', 'validating', 'running', 'accepted');
+
+-- A validated training file's examples: the state's JSON text, the true outcome of each question
+-- (in the task's order), whether the hash of its custom_id put it in the held-out part, and, once
+-- its step has run, its features (the base's hidden state per question, concatenated) and, for a
+-- held-out example, the base release's zero-shot distribution per question, and when (`read_at`, for
+-- the status's rate).
+CREATE TABLE training_examples (
+  training_id  uuid NOT NULL REFERENCES trainings (id) ON DELETE CASCADE,
+  line         integer NOT NULL CHECK (line >= 1),
+  custom_id    text NOT NULL,
+  state        text NOT NULL,
+  outcomes     integer[] NOT NULL,
+  held_out     boolean NOT NULL,
+  features     real[],
+  zero_shot    jsonb,
+  read_at      timestamptz,
+  PRIMARY KEY (training_id, line)
+);
+CREATE INDEX training_examples_pending ON training_examples (training_id, line) WHERE features IS NULL;
+
 -- Views, functions, triggers and types
 
--- A release is immutable: its id, fingerprint, base and calibration never change once written. Any
+-- A release is immutable: its id, fingerprint, base, calibration, task, head and training never change once written. Any
 -- other change bumps its revision.
 CREATE FUNCTION model_release_immutable() RETURNS trigger AS $$
 BEGIN
   IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint
-     OR NEW.base_release IS DISTINCT FROM OLD.base_release OR NEW.calibration IS DISTINCT FROM OLD.calibration THEN
-    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base and calibration cannot change', OLD.id
+     OR NEW.base_release IS DISTINCT FROM OLD.base_release OR NEW.calibration IS DISTINCT FROM OLD.calibration
+     OR NEW.task IS DISTINCT FROM OLD.task OR NEW.head IS DISTINCT FROM OLD.head
+     OR NEW.training_id IS DISTINCT FROM OLD.training_id THEN
+    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base, calibration, task, head and training cannot change', OLD.id
       USING ERRCODE = 'check_violation';
   END IF;
   NEW.revision := OLD.revision + 1;
@@ -187,7 +260,8 @@ CREATE VIEW model_registry AS
          coalesce(array_agg(a.alias ORDER BY a.alias) FILTER (WHERE a.alias IS NOT NULL), '{}') AS aliases,
          r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url,
          coalesce(b.id, r.id) AS runtime_release, coalesce(b.fingerprint, r.fingerprint) AS runtime_fingerprint,
-         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report, r.revision
+         r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report, r.revision,
+         r.task, r.head, r.training_id
     FROM model_releases r
     LEFT JOIN model_releases b ON b.id = r.base_release
     LEFT JOIN model_aliases a ON a.release_id = r.id

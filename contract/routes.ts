@@ -17,7 +17,8 @@ import type { ErrorCode } from "./errors.ts";
 import { fields } from "./fields.ts";
 import { CreatedKey, CreateKeyRequest, KEY_ID_PATTERN, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS } from "./limits.ts";
-import { ModelList } from "./models.ts";
+import { ModelList, RetiredModel } from "./models.ts";
+import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList } from "./trainings.ts";
 
 /** Who may call a route: anyone, a signed-in user (identity-provider access token), or an account API key. */
 export type Credential = "none" | "user_token" | "api_key";
@@ -82,6 +83,14 @@ export const PARAMETERS = {
     schema: z.number().int().min(1).max(BATCH_LIST_PAGE.max).default(BATCH_LIST_PAGE.default),
   },
   batchListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id.optional() },
+  trainingId: { name: "id", in: "path", description: "The training id (a UUID).", schema: Training.shape.id },
+  trainingListLimit: {
+    name: "limit",
+    in: "query",
+    description: "Trainings per page.",
+    schema: z.number().int().min(1).max(TRAINING_LIST_PAGE.max).default(TRAINING_LIST_PAGE.default),
+  },
+  trainingListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a training id).", schema: Training.shape.id.optional() },
   resultsAfter: {
     name: "after",
     in: "query",
@@ -89,7 +98,8 @@ export const PARAMETERS = {
     schema: z.number().int().min(0).max(LIMITS.bulkFileRecords).default(0),
   },
 } as const satisfies Record<string, Parameter>;
-const { batchId, modelName } = PARAMETERS;
+const { batchId, modelName, trainingId } = PARAMETERS;
+const SVG: RawBody = { mediaType: "image/svg+xml", description: "An SVG image." };
 
 export const ROUTES: readonly Route[] = [
   {
@@ -188,6 +198,122 @@ export const ROUTES: readonly Route[] = [
     errors: [...API_KEY, ...QUOTA, "model_not_found", "not_found", ...SERVER],
   },
   {
+    method: "get",
+    path: "/v1/models/{model}/evaluation",
+    operationId: "getEvaluationReport",
+    summary: "A trained model's evaluation report (the account's own models)",
+    tag: "Models",
+    credential: "api_key",
+    parameters: [modelName],
+    responses: { 200: { description: "The report its training published.", body: EvaluationReport } },
+    errors: [...API_KEY, ...QUOTA, "model_not_found", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/models/{model}/evaluation.svg",
+    operationId: "getEvaluationDiagram",
+    summary: "A trained model's reliability diagram",
+    tag: "Models",
+    credential: "api_key",
+    parameters: [modelName],
+    responses: { 200: { description: "The reliability diagram.", body: SVG } },
+    errors: [...API_KEY, ...QUOTA, "model_not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/models/{model}/retire",
+    operationId: "retireModel",
+    summary: "Retire a trained model of the account (new requests for it answer 404)",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [modelName],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The model, retired.", body: RetiredModel } },
+    errors: [...USER_TOKEN, "forbidden", "invalid_request", "model_not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/trainings",
+    operationId: "createTraining",
+    summary: "Create a training job (idempotent by key) and get where to upload its labelled examples",
+    tag: "Training",
+    credential: "user_token",
+    request: { schema: CreateTrainingRequest },
+    responses: {
+      201: { description: "A new training, with `upload` (a signed PUT for the JSONL training file).", body: Training },
+      200: { description: "The training this idempotency key already made; `upload` only while no file has arrived.", body: Training },
+    },
+    errors: [...USER_TOKEN, "forbidden", "invalid_request", "active_training_limit", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/trainings",
+    operationId: "listTrainings",
+    summary: "List the account's trainings, newest first",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [PARAMETERS.trainingListLimit, PARAMETERS.trainingListAfter],
+    responses: { 200: { description: "One page of trainings.", body: TrainingList } },
+    errors: [...USER_TOKEN, "forbidden", "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/trainings/{id}",
+    operationId: "getTraining",
+    summary: "A training's status, progress and held-out figures",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [trainingId],
+    responses: { 200: { description: "The training.", body: Training } },
+    errors: [...USER_TOKEN, "forbidden", "not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/trainings/{id}/submit",
+    operationId: "submitTraining",
+    summary: "Queue an uploaded training",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [trainingId],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The training, queued (or unchanged on a repeat).", body: Training } },
+    errors: [...USER_TOKEN, "forbidden", "invalid_request", "not_found", "model_not_found", "training_not_submittable", "upload_incomplete", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/trainings/{id}/cancel",
+    operationId: "cancelTraining",
+    summary: "Cancel a training",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [trainingId],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The training, cancelled (or unchanged when already terminal).", body: Training } },
+    errors: [...USER_TOKEN, "forbidden", "invalid_request", "not_found", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/trainings/{id}/report",
+    operationId: "getTrainingReport",
+    summary: "A training's evaluation report, accepted or rejected",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [trainingId],
+    responses: { 200: { description: "The candidate's held-out figures beside the base's zero-shot answers.", body: EvaluationReport } },
+    errors: [...USER_TOKEN, "forbidden", "not_found", "report_not_ready", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/trainings/{id}/report.svg",
+    operationId: "getTrainingDiagram",
+    summary: "A training's reliability diagram",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [trainingId],
+    responses: { 200: { description: "The reliability diagram.", body: SVG } },
+    errors: [...USER_TOKEN, "forbidden", "not_found", "report_not_ready", ...SERVER],
+  },
+  {
     method: "post",
     path: "/v1/systemone",
     operationId: "createDecision",
@@ -196,7 +322,7 @@ export const ROUTES: readonly Route[] = [
     credential: "api_key",
     request: { schema: DecisionRequest },
     responses: { 200: { description: "One answer per question, in the request's order.", body: DecisionResponse } },
-    errors: [...API_KEY, ...QUOTA, "invalid_request", "model_not_found", "bad_gateway", "identity_mismatch", "timeout", "lane_full", ...SERVER],
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "task_mismatch", "model_not_found", "bad_gateway", "identity_mismatch", "timeout", "lane_full", ...SERVER],
   },
   {
     method: "post",

@@ -131,7 +131,7 @@ function labelled(questions: Questions, labels: unknown): number[] | string {
 }
 
 /** Says which question differs from the task's first (its id, position or definition). */
-function taskDifference(task: Questions, questions: Questions): string {
+export function taskDifference(task: Questions, questions: Questions): string {
   const expected = [...task.keys()];
   const actual = [...questions.keys()];
   if (expected.join("\u0000") !== actual.join("\u0000")) {

@@ -20,6 +20,7 @@ import { models } from "./routes/models.ts";
 import { reference } from "./routes/reference.ts";
 import { signIn } from "./routes/sign-in.ts";
 import { storage } from "./routes/storage.ts";
+import { trainings } from "./routes/trainings.ts";
 import { services } from "./services.ts";
 
 export function createApp(): Hono<AppEnv> {
@@ -61,6 +62,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", models);
   app.route("/", decisions);
   app.route("/", batches);
+  app.route("/", trainings);
   app.route("/", storage);
   app.route("/", internal);
 

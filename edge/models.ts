@@ -2,7 +2,8 @@
  * Model resolution (runs in workerd): an alias or a release id the account may use, among serving
  * releases, and the sidecar that serves it. Unknown and forbidden names both resolve to null, so the
  * caller answers one identical 404. The decisions route reads it in the same query as the key
- * (`keyAndModel`), so a decision costs one Postgres round trip at the edge; nothing is cached, so a
+ * (`keyAndModel`), so a decision costs one Postgres round trip at the edge; a trained release
+ * resolves only once it is active (served: its identity was verified, jobs/trainings.ts activate); nothing is cached, so a
  * retired release or a moved alias applies on the very next request. The release's row revision goes
  * to the sidecar with it, so the sidecar's copy of the entry is renewed on the next request too.
  */
@@ -26,6 +27,7 @@ const releaseFor = (name: string, account: string) => `
     FROM model_releases r
    WHERE r.retired_at IS NULL
      AND (r.owners IS NULL OR ${account} = ANY (r.owners))
+     AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)
      AND (r.id = ${name} OR r.id = (SELECT release_id FROM model_aliases WHERE alias = ${name}))
    ORDER BY (r.id = ${name}) DESC
    LIMIT 1`;

@@ -10,8 +10,8 @@ import { services } from "./services.ts";
 /** Where the edge serves grants itself. */
 export const STORAGE_PATH = "/storage";
 
-/** The objects grants are given for: batch inputs. */
-export const BATCH_INPUT = /^batches\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/input\.jsonl$/;
+/** The objects grants are given for: batch inputs and training files (both within LIMITS.bulkFileBytes). */
+export const UPLOAD_OBJECT = /^(?:batches\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/input|trainings\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/examples)\.jsonl$/;
 
 /** The grants of this deployment: STORAGE_ENDPOINT when set, else this edge's own /storage. */
 export function storageGrants(c: Context<AppEnv>): StorageGrants {

@@ -3,8 +3,21 @@
  * through node-llama-cpp (runs in the runtime process, on the GPU host; its CPU build on a developer
  * machine). It tokenizes and scores passes as server-shared/runtime-protocol.ts describes.
  *
+ * Two llama.cpp contexts over the one model, their passes in one queue (one pass at a time):
+ *   - the ordinary context, made at load, runs every pass that does not ask for the hidden state;
+ *     llama.cpp computes the output layer (262,144 logits for Gemma 3) at the answer position only.
+ *   - the hidden-state context, made on the first pass that asks for the hidden state, runs those
+ *     passes only. It is an embeddings context (node-llama-cpp's internal `_embeddings`), and in
+ *     that mode llama.cpp makes every prompt position an output, running each one through the
+ *     output layer as well: such a pass costs 1.6 to 2.2 times an ordinary one, and the context
+ *     holds about 1.1 GiB (see hiddenContext()), costs that ordinary passes, the real-time ones,
+ *     must not pay. A runtime that is never asked for a hidden state never makes it.
+ * Both contexts split a pass into decodes alike, so a pass gives the same logprobs on either one
+ * (measured on the CPU build at every length tried; the GPU build is unmeasured).
+ *
  *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, gpu: false });
  *     const { promptTokens, logprobs } = await engine.score(prompt, [yesToken, noToken]);
+ *     const { hiddenState } = await engine.score(prompt, [yesToken, noToken], { hiddenState: true });
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -34,27 +47,38 @@ export interface EngineOptions {
 export interface ScoreResult {
   promptTokens: number;
   logprobs: number[];
+  /** The final hidden state at the answer position (`n_embd` numbers); only when asked for. */
+  hiddenState?: number[];
+}
+
+export interface ScoreOptions {
+  /** Also return the final hidden state at the answer position, read from the same pass. */
+  hiddenState?: boolean;
 }
 
 /** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
 export interface ScoringEngine {
   tokenize(text: string, special: boolean): Tokenized;
-  score(segments: readonly Segment[], labelTokens: readonly number[]): Promise<ScoreResult>;
+  score(segments: readonly Segment[], labelTokens: readonly number[], options?: ScoreOptions): Promise<ScoreResult>;
   /** Passes evaluated since start, and the milliseconds the engine spent evaluating them. */
   stats(): { passes: number; busyMs: number };
 }
 
 export class Engine implements ScoringEngine {
-  /** Passes run one at a time: each one waits for the previous one to settle. */
+  /** Passes run one at a time, on either context: each one waits for the previous one to settle. */
   private queue: Promise<unknown> = Promise.resolve();
   private passes = 0;
   private busyMs = 0;
+  /** The hidden-state context and its one sequence, made by the first pass that asks for a hidden state. */
+  private hidden: { context: LlamaContext; sequence: LlamaContextSequence } | null = null;
 
   private constructor(
     private readonly llama: Llama,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
     private readonly sequence: LlamaContextSequence,
+    /** What both contexts are made with: size, threads, adapter. */
+    private readonly contextOptions: ContextOptions,
     readonly maxTokensPerPass: number,
     /** Number of logits llama.cpp returns per position; label ids must be below it. */
     readonly vocabularySize: number,
@@ -67,12 +91,13 @@ export class Engine implements ScoringEngine {
     // fails fast rather than compiling llama.cpp on a production host.
     const llama = await getLlama({ gpu: options.gpu, build: "never", progressLogs: false });
     const model = await llama.loadModel({ modelPath: options.modelPath });
-    const context = await model.createContext({
+    const contextOptions: ContextOptions = {
       contextSize: options.maxTokensPerPass,
       sequences: 1,
       threads: options.threads,
       ...(options.adapterPath ? { lora: { adapters: [{ filePath: options.adapterPath }] } } : {}),
-    });
+    };
+    const context = await model.createContext(contextOptions);
     const sequence = context.getSequence();
     // One pass over the beginning-of-sequence token warms the engine up and tells the vocabulary
     // size, which node-llama-cpp does not expose otherwise.
@@ -80,7 +105,7 @@ export class Engine implements ScoringEngine {
     // Which build runs, and on what: "(cpu build)" or e.g. "(cuda build: NVIDIA H100 80GB HBM3)".
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
     const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"} build${devices.length > 0 ? `: ${devices.join(", ")}` : ""})`;
-    return new Engine(llama, model, context, sequence, options.maxTokensPerPass, warmup.size, description);
+    return new Engine(llama, model, context, sequence, contextOptions, options.maxTokensPerPass, warmup.size, description);
   }
 
   /** The model's own tokens for `text` (special-token markers parsed only when `special`), no beginning-of-sequence token added. */
@@ -93,9 +118,10 @@ export class Engine implements ScoringEngine {
 
   /**
    * One pass: log-probabilities of `labelTokens` at the position right after `prompt`, under the
-   * full-vocabulary softmax. Refuses a pass longer than `maxTokensPerPass` before evaluating it.
+   * full-vocabulary softmax, and with `hiddenState` the final hidden state at that position. Refuses
+   * a pass longer than `maxTokensPerPass` before evaluating it.
    */
-  async score(segments: readonly Segment[], labelTokens: readonly number[]): Promise<ScoreResult> {
+  async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     const bos = this.model.tokens.bos;
     const tokens = [...(bos === null ? [] : [bos]), ...segments.flatMap((s) => this.model.tokenize(s.text, s.special))];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
@@ -112,10 +138,14 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const probabilities = await this.exclusive(async () => {
+    const { probabilities, hiddenState } = await this.exclusive(async () => {
+      // Made (once) before the pass's clock starts: making it is no evaluation.
+      const hidden = options.hiddenState ? await this.hiddenContext() : null;
       const started = performance.now();
       try {
-        return await evaluateForProbabilities(this.sequence, tokens);
+        const probabilities = await evaluateForProbabilities(hidden?.sequence ?? this.sequence, tokens);
+        // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
+        return { probabilities, hiddenState: hidden ? lastHiddenState(hidden.context, tokens.length) : undefined };
       } finally {
         this.busyMs += performance.now() - started;
         this.passes += 1;
@@ -126,7 +156,8 @@ export class Engine implements ScoringEngine {
       return p > 0 ? Math.min(0, Math.log(p)) : p === 0 ? LOGPROB_FLOOR : Number.NaN;
     });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
-    return { promptTokens: tokens.length, logprobs };
+    if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
+    return { promptTokens: tokens.length, logprobs, ...(hiddenState ? { hiddenState } : {}) };
   }
 
   stats(): { passes: number; busyMs: number } {
@@ -135,10 +166,44 @@ export class Engine implements ScoringEngine {
 
   async dispose(): Promise<void> {
     await this.exclusive(async () => {
+      await this.hidden?.context.dispose();
+      this.hidden = null;
       await this.context.dispose();
       await this.model.dispose();
       await this.llama.dispose();
     });
+  }
+
+  /** The hidden-state context, made on first use; call only inside `exclusive`. */
+  private async hiddenContext(): Promise<{ context: LlamaContext; sequence: LlamaContextSequence }> {
+    if (!this.hidden) {
+      // `_embeddings` is node-llama-cpp's internal option (what createEmbeddingContext sets; absent
+      // from its public types): llama.cpp then keeps each position's final hidden state beside its
+      // logits, so that a pass returns the answer position's hidden state without a second evaluation.
+      //
+      // Its batch size (tokens per llama.cpp decode) is the ordinary context's, which keeps the two
+      // contexts' numbers identical: llama.cpp's CPU kernels are not batch-invariant, so how a pass
+      // is split into decodes moves its numbers (a 152-token prompt evaluated as one decode, or as
+      // 128 tokens then 24, differs by 0.19 in a label's logprob and by 4% in the hidden state). A
+      // smaller batch would bound the memory this context adds (a row of 262,144 logits, 1 MiB, per
+      // position of a decode, in its output buffer and again in its compute buffer; touched as passes
+      // reach the batch size), but hidden-state passes would then get numbers of their own. Measured
+      // with Gemma 3 270M Q4_K_M, CPU build, two threads, as the runtime process's RSS (560 MiB
+      // before this context exists) after passes of 579 tokens, and median ms per pass:
+      //
+      //     batch size               added RSS   24 tokens   579 tokens   same numbers as the ordinary context
+      //     ordinary context (512)           -      ~100 ms      ~950 ms   -
+      //     512 (this one)          ~+1,100 MiB     ~165 ms    ~2,050 ms   yes, at every length tried (1 to 4,096 tokens)
+      //     256                       ~+560 MiB     ~170 ms    ~2,080 ms   no: at 257, 278, 300, 800, 1,025... tokens they differ
+      //     128                       ~+290 MiB     ~160 ms    ~2,040 ms   no: at 129, 152, 278, 400, 700... tokens they differ
+      const context = await this.model.createContext({
+        ...this.contextOptions,
+        batchSize: this.context.batchSize,
+        _embeddings: true,
+      } as Parameters<LlamaModel["createContext"]>[0]);
+      this.hidden = { context, sequence: context.getSequence() };
+    }
+    return this.hidden;
   }
 
   private exclusive<T>(run: () => Promise<T>): Promise<T> {
@@ -146,6 +211,19 @@ export class Engine implements ScoringEngine {
     this.queue = result.catch(() => undefined);
     return result;
   }
+}
+
+/** What both contexts are made with (the hidden-state one adds its batch size and `_embeddings`). */
+type ContextOptions = Parameters<LlamaModel["createContext"]>[0] & {};
+
+/**
+ * The final hidden state (after the output norm) of the last token that `context` evaluated, as plain
+ * numbers; `context` must be an embeddings context. node-llama-cpp exposes it only through its
+ * internal addon context, as createEmbeddingContext reads it.
+ */
+function lastHiddenState(context: LlamaContext, tokenCount: number): number[] {
+  const internal = context as unknown as { _ctx: { getEmbedding(inputTokensLength: number): Float64Array } };
+  return Array.from(internal._ctx.getEmbedding(tokenCount));
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { Calibration } from "../contract/calibration.ts";
+import { SavedTask, TrainedHeads } from "./trained.ts";
 
 export const RegistryEntry = z.object({
   id: z.string(),
@@ -27,11 +28,15 @@ export const RegistryEntry = z.object({
   has_calibration_report: z.boolean(),
   /** Bumped by every change to the release's row (schema.sql); caches of the entry are keyed by it. */
   revision: z.coerce.number().int().positive(),
+  /** A trained release's saved task and heads (trained.ts), and the training that made it; null otherwise. */
+  task: SavedTask.nullable(),
+  head: TrainedHeads.nullable(),
+  training_id: z.string().uuid().nullable(),
 });
 export type RegistryEntry = z.infer<typeof RegistryEntry>;
 
 export const REGISTRY_COLUMNS =
-  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report, revision";
+  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report, revision, task, head, training_id";
 
 /** The fingerprint of a calibrated release: its base's fingerprint and its parameters, hashed together. */
 export async function calibratedFingerprint(baseFingerprint: string, calibration: Calibration): Promise<string> {

@@ -33,6 +33,11 @@
  *        tokens evaluated (beginning-of-sequence token included); a pass over
  *        `identity.max_tokens_per_pass` is refused with 422 `pass_too_long` before evaluation. The
  *        response repeats the identity it was computed with, so every execution is verifiable.
+ *        When the request's `hidden_state` is true, the response also carries `hidden_state`: the
+ *        model's final hidden state at the answer position (after the output norm: what llama.cpp
+ *        returns as that position's embedding with pooling none), `n_embd` finite numbers, read from
+ *        the same pass with no second evaluation; trained heads on the frozen base model read it.
+ *        It is absent when not asked for.
  *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
  *
  *   GET  /v1/stats      -> Stats
@@ -96,12 +101,15 @@ export type Segment = z.infer<typeof Segment>;
 export const ScoreRequest = looseFields({
   segments: z.array(Segment).min(1).refine((segments) => segments.some((s) => s.text.length > 0), "the prompt is empty"),
   label_tokens: z.array(z.number().int().nonnegative()).min(1).max(1024),
+  hidden_state: z.boolean().default(false),
 });
-export type ScoreRequest = z.infer<typeof ScoreRequest>;
+/** What a caller sends: `hidden_state` may be left out, and then reads as false. */
+export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state"> & { hidden_state?: boolean };
 
 export const ScoreResponse = Stamp.extend({
   prompt_tokens: z.number().int().positive(),
   logprobs: z.array(z.number().max(0)),
+  hidden_state: z.array(z.number()).optional(),
 });
 export type ScoreResponse = z.infer<typeof ScoreResponse>;
 

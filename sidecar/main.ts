@@ -13,6 +13,7 @@ import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
 import { UsageWriter } from "./usage.ts";
 import { BulkWorker, WORKER_TIMING } from "./bulk/worker.ts";
+import { TRAINING_TIMING, TrainingWorker } from "./train/worker.ts";
 import { SidecarSettings } from "./settings.ts";
 
 let settings: SidecarSettings;
@@ -60,6 +61,26 @@ const worker =
     : null;
 worker?.start();
 
+// Training runs where bulk does: both are background work of the GPU host, in the bulk lane.
+const trainer =
+  settings.BULK_WORKER === "on"
+    ? new TrainingWorker({
+        pool,
+        lanes,
+        selfUrl: settings.SIDECAR_URL,
+        secrets,
+        edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
+        timing: {
+          ...TRAINING_TIMING,
+          leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? TRAINING_TIMING.leaseMs,
+          renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? TRAINING_TIMING.renewMs,
+          cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? TRAINING_TIMING.cleanupEveryMs,
+          dataMs: settings.SVC_TEST_TRAINING_DATA_RETENTION_MS ?? TRAINING_TIMING.dataMs,
+        },
+      })
+    : null;
+trainer?.start();
+
 process.on("SIGHUP", () => {
   const failed = secrets.reload();
   console.error(failed.length === 0 ? "sidecar: secrets read again" : `sidecar: could not read ${failed.join(", ")} again; kept the previous value`);
@@ -77,12 +98,13 @@ async function shutdown(): Promise<void> {
   stopping = true;
   console.error(`sidecar: stopping; draining for at most ${settings.SIDECAR_DRAIN_MS} ms`);
   const deadline = AbortSignal.timeout(settings.SIDECAR_DRAIN_MS);
-  const drained = Promise.all([worker?.stop({ drain: deadline }), server.stop()]);
+  const drained = Promise.all([worker?.stop({ drain: deadline }), trainer?.stop({ drain: deadline }), server.stop()]);
   await Promise.race([drained, new Promise((resolve) => deadline.addEventListener("abort", resolve, { once: true }))]);
   if (deadline.aborted) {
     console.error("sidecar: drain deadline reached; closing the requests still open");
     await server.stop(true);
     await worker?.stop({ drain: deadline });
+    await trainer?.stop({ drain: deadline });
   }
   await usage.flush();
   await pool.end().catch(() => {});

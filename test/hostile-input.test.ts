@@ -80,6 +80,21 @@ const ROUTES: Route[] = [
     body: () => ({ segments: [{ text: "Is it? Answer:", special: false }], label_tokens: [1] }),
   },
   { name: "POST /v1/batches", url: () => `${stack().baseUrl}/v1/batches`, token: () => account.key.secret, body: () => ({ idempotency_key: "hostile batch" }), maxBytes: LIMITS.controlBodyBytes },
+  { name: "POST /v1/trainings", url: () => `${stack().baseUrl}/v1/trainings`, token: () => account.userToken, body: () => ({ idempotency_key: "hostile training" }), maxBytes: LIMITS.controlBodyBytes },
+  ...(["submit", "cancel"] as const).map((action) => ({
+    name: `POST /v1/trainings/{id}/${action}`,
+    url: () => `${stack().baseUrl}/v1/trainings/${crypto.randomUUID()}/${action}`,
+    token: () => account.userToken,
+    body: () => ({ note: "ignored" }),
+    maxBytes: LIMITS.actionBodyBytes,
+  })),
+  {
+    name: "POST /v1/models/{model}/retire",
+    url: () => `${stack().baseUrl}/v1/models/ft:svc-shared:none/retire`,
+    token: () => account.userToken,
+    body: () => ({ note: "ignored" }),
+    maxBytes: LIMITS.actionBodyBytes,
+  },
   ...(["submit", "cancel"] as const).map((action) => ({
     name: `POST /v1/batches/{id}/${action}`,
     url: () => `${stack().baseUrl}/v1/batches/${crypto.randomUUID()}/${action}`,

@@ -4,8 +4,8 @@
  * to it. A second runtime serves a copy of the weights with one metadata byte changed and a 64-token
  * pass limit, for the fingerprint and boundary checks.
  *
- * Model-specific facts used below (single-token "Yes"/"No", the chat markers, the vocabulary size)
- * are those of the default model, whose digest `ensureModel()` pins.
+ * Model-specific facts used below (single-token "Yes"/"No", the chat markers, the vocabulary and
+ * hidden sizes) are those of the default model, whose digest `ensureModel()` pins.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
@@ -28,6 +28,8 @@ import { runtimeEnv, startRuntime, type StartedRuntime } from "../local/tiers.ts
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BUN = join(ROOT, "node_modules", ".bin", "bun");
 const GEMMA3_VOCABULARY = 262_144;
+/** Gemma 3 270M's `n_embd`: the length of a hidden state. */
+const GEMMA3_270M_HIDDEN = 640;
 
 type Runtime = StartedRuntime;
 
@@ -235,6 +237,59 @@ describe("score", () => {
     expect(together).toEqual(alone);
   });
 
+  // The first hidden-state pass to `main` in this file (tests run in file order): it makes the
+  // runtime's second context, the one that runs hidden-state passes.
+  it("gives a pass the same logprobs with or without the hidden state, and later passes the logprobs they gave before", async () => {
+    const labels = await labelTokens("Yes", "No");
+    const log = Array.from({ length: 24 }, (_, i) => `Delivery ${i + 1} reached depot ${(i * 7) % 13} ${i % 3 === 0 ? "late" : "on time"}.`).join(" ");
+    const prompts = [question, chatTurn(`Shipping log:\n${log}\n\nDid every delivery arrive on time? Answer Yes or No.`)];
+    const before: ScoreResponse[] = [];
+    for (const prompt of prompts) before.push(await score(main, prompt, labels));
+    // One decode in the ordinary context; several, with other numbers (0.12 apart in a logprob), in
+    // a context that split passes into decodes of 256 tokens or fewer.
+    expect(before[1]!.prompt_tokens).toBe(278);
+
+    const stats = Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats));
+    for (const [i, prompt] of prompts.entries()) {
+      const asked = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { segments: [{ text: prompt, special: true }], label_tokens: labels, hidden_state: true }));
+      const { hidden_state: state, ...rest } = asked;
+      expect(state).toHaveLength(GEMMA3_270M_HIDDEN);
+      expect(rest).toEqual(before[i]);
+    }
+    // Hidden-state passes count as passes, their evaluation as busy time.
+    const after = Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats));
+    expect(after.passes - stats.passes).toBe(2);
+    expect(after.busy_ms).toBeGreaterThan(stats.busy_ms);
+
+    for (const [i, prompt] of prompts.entries()) expect(await score(main, prompt, labels)).toEqual(before[i]);
+  });
+
+  it("returns the answer position's hidden state from the same pass when asked, and only then", async () => {
+    const labels = await labelTokens("Yes", "No");
+    const body = { segments: [{ text: question, special: true }], label_tokens: labels };
+    const plain = await call(main, "POST", RUNTIME_PATHS.score, body);
+    expect(plain).not.toHaveProperty("hidden_state");
+    expect(await call(main, "POST", RUNTIME_PATHS.score, { ...body, hidden_state: false })).toEqual(plain);
+
+    const asked = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { ...body, hidden_state: true }));
+    const { hidden_state: state, ...rest } = asked;
+    expect(state).toHaveLength(GEMMA3_270M_HIDDEN);
+    expect(state!.every(Number.isFinite)).toBe(true);
+    expect(state!.some((x) => x !== 0)).toBe(true);
+    // Reading it changes nothing else of the pass: the numbers are exactly those of the pass without it.
+    expect(rest).toEqual(plain);
+
+    const again = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { ...body, hidden_state: true }));
+    expect(again.hidden_state).toEqual(state);
+    // It is the answer position's state, whatever labels are read there.
+    const sameState = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { ...body, label_tokens: await labelTokens("banana"), hidden_state: true }));
+    expect(sameState.hidden_state).toEqual(state);
+
+    const otherPrompt = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, { ...body, segments: [{ text: chatTurn("Is fire cold? Answer Yes or No."), special: true }], hidden_state: true }));
+    expect(otherPrompt.hidden_state).toHaveLength(GEMMA3_270M_HIDDEN);
+    expect(otherPrompt.hidden_state).not.toEqual(state);
+  });
+
   it("accepts the last token id of the vocabulary and refuses the first one past it", async () => {
     await score(main, question, [GEMMA3_VOCABULARY - 1]);
     const refused = await callRaw(main, RUNTIME_PATHS.score, { segments: [{ text: question, special: true }], label_tokens: [1, GEMMA3_VOCABULARY] });
@@ -277,6 +332,7 @@ describe("score", () => {
       ["a negative label", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: [-1] }), "label_tokens.0"],
       ["a fractional label", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: [3, 1.5] }), "label_tokens.1"],
       ["labels as a string", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: "1" }), "label_tokens"],
+      ["hidden_state that is not a boolean", JSON.stringify({ segments: [{ text: "x", special: true }], label_tokens: [1], hidden_state: "yes" }), "hidden_state"],
     ];
     for (const [what, body, field] of cases) {
       it(`score with ${what}`, async () => {

@@ -8,7 +8,7 @@ import { auroc, binaryBrier, brier, ece } from "../../server-shared/quality.ts";
 import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
 import type { ProbeItem, Task } from "./data.ts";
 import type { FeatureCache, MeanFeatures, PromptFeatures } from "./features.ts";
-import { trainHead } from "./heads.ts";
+import { applyHead, trainHead } from "../../sidecar/train/head.ts";
 
 export interface ZeroShot {
   id: string;
@@ -169,9 +169,9 @@ export function report(tasks: Task[], sizes: number[], caches: Caches): void {
           continue;
         }
         const started = performance.now();
-        const head = trainHead(train.map((x) => candidate.features(x.id)!), train.map((x) => x.truth), classes);
+        const head = trainHead(train.map((x) => candidate.features(x.id)!), train.map((x) => x.truth), classes).params;
         const trainSeconds = (performance.now() - started) / 1000;
-        const out = held.map((x) => head.predict(candidate.features(x.id)!));
+        const out = held.map((x) => applyHead(head, candidate.features(x.id)!));
         const calibration = "slope" in head.calibration ? `Platt ${head.calibration.slope.toFixed(2)}/${head.calibration.bias.toFixed(2)}` : `T ${head.calibration.temperature.toFixed(2)}`;
         rows.push({
           name: candidate.name,
@@ -194,8 +194,8 @@ export function report(tasks: Task[], sizes: number[], caches: Caches): void {
         const train = task.training.slice(0, 300).filter((x) => candidate.features(x.id));
         const held = clean.filter((x) => candidate.features(x.id));
         if (train.length < 20 || held.length === 0) continue;
-        const head = trainHead(train.map((x) => candidate.features(x.id)!), train.map((x) => x.truth), classes);
-        const m = measure(task, held.map((x) => head.predict(candidate.features(x.id)!)), held.map((x) => x.truth));
+        const head = trainHead(train.map((x) => candidate.features(x.id)!), train.map((x) => x.truth), classes).params;
+        const m = measure(task, held.map((x) => applyHead(head, candidate.features(x.id)!)), held.map((x) => x.truth));
         const zero = clean.filter((x) => caches.zeroshot.get(x.id));
         const z = zero.length > 0 ? measure(task, zero.map((x) => caches.zeroshot.get(x.id)!.p), zero.map((x) => x.truth)) : null;
         console.log(

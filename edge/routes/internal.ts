@@ -14,7 +14,7 @@ import { sharedSecret } from "../../server-shared/http.ts";
 import { EDGE_INTERNAL_PATHS, GrantRequest, type Grant } from "../../server-shared/sidecar-protocol.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
-import { BATCH_INPUT, storageGrants } from "../storage.ts";
+import { UPLOAD_OBJECT, storageGrants } from "../storage.ts";
 
 export const internal = new Hono<AppEnv>();
 
@@ -22,7 +22,7 @@ internal.use("/internal/*", async (c, next) => sharedSecret(() => services(c.env
 
 internal.post(EDGE_INTERNAL_PATHS.grants, async (c) => {
   const { object, method } = await readJson(c, GrantRequest, { maxBytes: 4096 });
-  if (!BATCH_INPUT.test(object)) throw new ServiceError("invalid_request", "object: grants are given for batch inputs only");
+  if (!UPLOAD_OBJECT.test(object)) throw new ServiceError("invalid_request", "object: grants are given for batch inputs and training files only");
   const now = Date.now();
   const grant: Grant = {
     url: await signGrant(storageGrants(c), object, method, LIMITS.workerGrantMs, {}, now),

@@ -6,11 +6,18 @@
  * GET /v1/models/{model}/calibration and /calibration.svg: a calibrated release's published report
  * (contract/calibration.ts) and its reliability diagram, for a model name (alias or release id) the
  * account may use. A release without calibration answers 404 `not_found`.
+ *
+ * GET /v1/models/{model}/evaluation and /evaluation.svg: a trained model's evaluation report (the one
+ * its training published, contract/trainings.ts) for its owner account; 404 `model_not_found` for any
+ * other name.
  */
 import { Hono } from "hono";
 import { z } from "zod";
 import { CalibrationReport, QUESTION_TYPES } from "../../contract/calibration.ts";
 import type { ModelList } from "../../contract/models.ts";
+import type { EvaluationReport } from "../../contract/trainings.ts";
+import { httpDb } from "../../server-shared/db.ts";
+import { TrainingStore } from "../../server-shared/jobs/trainings.ts";
 import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { reliabilitySvg } from "../../server-shared/quality.ts";
@@ -20,20 +27,30 @@ import type { AppEnv } from "../env.ts";
 import { resolveModel } from "../models.ts";
 import { pathParam } from "../params.ts";
 import { services } from "../services.ts";
+import { reportSvg } from "./trainings.ts";
 
 export const models = new Hono<AppEnv>();
 
 /** A release as the listing reads it from `model_registry`. */
-const ModelRow = z.object({ id: z.string(), aliases: z.array(z.string()), description: z.string(), release_date: z.string(), has_calibration_report: z.boolean() });
+const ModelRow = z.object({
+  id: z.string(),
+  aliases: z.array(z.string()),
+  description: z.string(),
+  release_date: z.string(),
+  has_calibration_report: z.boolean(),
+  trained: z.boolean(),
+});
 
 /** Where a release's calibration report is served. */
 export const calibrationPath = (release: string) => `/v1/models/${encodeURIComponent(release)}/calibration`;
+/** Where a trained model's evaluation report is served. */
+export const evaluationPath = (release: string) => `/v1/models/${encodeURIComponent(release)}/evaluation`;
 
 models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
   const rows = await services(c.env).sql`
-    SELECT id, aliases, description, release_date::text AS release_date, has_calibration_report
+    SELECT id, aliases, description, release_date::text AS release_date, has_calibration_report, training_id IS NOT NULL AS trained
       FROM model_registry
-     WHERE retired_at IS NULL AND (owners IS NULL OR ${c.get("account").id}::uuid = ANY (owners))
+     WHERE retired_at IS NULL AND (training_id IS NULL OR sidecar_url IS NOT NULL) AND (owners IS NULL OR ${c.get("account").id}::uuid = ANY (owners))
      ORDER BY release_date DESC, id`;
   const body: ModelList = {
     models: rows.map((raw) => {
@@ -44,6 +61,7 @@ models.get("/v1/models", apiKeyAuth, quota(), async (c) => {
         description: row.description,
         release_date: row.release_date,
         calibration: row.has_calibration_report ? calibrationPath(row.id) : null,
+        evaluation: row.trained ? evaluationPath(row.id) : null,
       };
     }),
   };
@@ -76,4 +94,20 @@ models.get("/v1/models/:model/calibration.svg", apiKeyAuth, quota(), async (c) =
   });
   const svg = reliabilitySvg(`Reliability of ${found.release} (held-out items)`, series);
   return c.body(svg, 200, { "content-type": "image/svg+xml; charset=utf-8", "x-content-type-options": "nosniff" });
+});
+
+/** The evaluation report of the account's trained model `name` (its release id); 404 for any other name. */
+async function evaluation(env: AppEnv["Bindings"], name: string | null, accountId: string): Promise<EvaluationReport> {
+  const found = name === null ? null : await new TrainingStore(httpDb(services(env).sql)).reportOfModel(name, accountId);
+  if (!found) throw new ServiceError("model_not_found", "no trained model of that name is available to this account");
+  return found;
+}
+
+models.get("/v1/models/:model/evaluation", apiKeyAuth, quota(), async (c) => {
+  return c.json(await evaluation(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id));
+});
+
+models.get("/v1/models/:model/evaluation.svg", apiKeyAuth, quota(), async (c) => {
+  const found = await evaluation(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id);
+  return c.body(reportSvg(found), 200, { "content-type": "image/svg+xml; charset=utf-8", "x-content-type-options": "nosniff" });
 });

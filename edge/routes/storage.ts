@@ -6,7 +6,7 @@
  *
  *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *)
  *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 no Content-Length;
- *        413 over LIMITS.bulkFileBytes; 412 `already_uploaded` when the object exists (kept intact)
+ *        413 over LIMITS.bulkFileBytes (trainingFileBytes for a training file); 412 `already_uploaded` when the object exists (kept intact)
  *   GET    /storage/...?X-Amz-...  -> the object's bytes; 404 when there is none
  *   DELETE /storage/...?X-Amz-...  -> 204 (also when there was none)
  */
@@ -15,14 +15,14 @@ import { LIMITS } from "../../contract/limits.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { verifyGrant } from "../../server-shared/grants.ts";
-import { BATCH_INPUT, STORAGE_PATH, storageGrants } from "../storage.ts";
+import { UPLOAD_OBJECT, STORAGE_PATH, storageGrants } from "../storage.ts";
 
 export const storage = new Hono<AppEnv>();
 
 /** The object key a request's grant names, once the grant is verified against this endpoint. */
 async function grantedKey(c: Context<AppEnv>): Promise<string> {
   const key = await verifyGrant({ ...storageGrants(c), endpoint: `${new URL(c.req.url).origin}${STORAGE_PATH}` }, c.req.raw);
-  if (!BATCH_INPUT.test(key)) throw new ServiceError("not_found", "no such storage object");
+  if (!UPLOAD_OBJECT.test(key)) throw new ServiceError("not_found", "no such storage object");
   return key;
 }
 
@@ -41,11 +41,12 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
   const key = await grantedKey(c);
   const length = c.req.header("content-length");
   if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
-  if (Number(length) > LIMITS.bulkFileBytes) {
+  const [holds, max] = key.startsWith("trainings/") ? ["a training file", LIMITS.trainingFileBytes] : ["a batch input", LIMITS.bulkFileBytes];
+  if (Number(length) > max) {
     // Nothing is stored. A body up to twice the limit is read and dropped first, so that a client
     // still sending gets the 413 rather than a reset connection; a larger one is answered at once.
-    if (Number(length) <= 2 * LIMITS.bulkFileBytes) await drain(c.req.raw.body);
-    throw new ServiceError("payload_too_large", `the file is ${length} bytes; a batch input holds at most ${LIMITS.bulkFileBytes} bytes`);
+    if (Number(length) <= 2 * max) await drain(c.req.raw.body);
+    throw new ServiceError("payload_too_large", `the file is ${length} bytes; ${holds} holds at most ${max} bytes`);
   }
   // Written only when no object exists yet: a second PUT never replaces the first.
   const stored = await c.env.BUCKET.put(key, c.req.raw.body ?? "", {

@@ -183,7 +183,7 @@ export class BatchStore {
    * uploading (a concurrent submit or cancel went first).
    */
   async submit(id: string, accountId: string, inputBytes: number): Promise<BatchRow | null> {
-    const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners))";
+    const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)";
     const [row] = await this.db.query(
       `UPDATE batches SET status = 'queued', submitted_at = now(), input_bytes = $3,
               models = jsonb_build_object(

@@ -28,21 +28,21 @@ async function grant(edge: EdgeLink, request: GrantRequest, signal?: AbortSignal
   return Grant.parse(await res.json());
 }
 
-/** The object's bytes, or null when it does not exist; refuses to read past the bulk file limit plus one byte. */
-export async function readInput(edge: EdgeLink, object: string, signal?: AbortSignal): Promise<Uint8Array | null> {
+/** The object's bytes, or null when it does not exist; reads at most `maxBytes` (the bulk file limit) plus one byte. */
+export async function readInput(edge: EdgeLink, object: string, signal?: AbortSignal, maxBytes: number = LIMITS.bulkFileBytes): Promise<Uint8Array | null> {
   const { url, headers } = await grant(edge, { object, method: "GET" }, signal);
   const res = await fetch(url, { headers, redirect: "error", signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(LIMITS.workerGrantMs)]) : AbortSignal.timeout(LIMITS.workerGrantMs) });
   if (res.status === 404) return null;
-  if (!res.ok || !res.body) throw new Error(`reading a batch input failed: HTTP ${res.status}`);
+  if (!res.ok || !res.body) throw new Error(`reading ${object.split("/")[0] === "trainings" ? "a training file" : "a batch input"} failed: HTTP ${res.status}`);
   // At most one byte past the limit is kept: enough to know the file is too large.
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of res.body) {
     chunks.push(chunk);
     size += chunk.byteLength;
-    if (size > LIMITS.bulkFileBytes) break;
+    if (size > maxBytes) break;
   }
-  const bytes = new Uint8Array(Math.min(size, LIMITS.bulkFileBytes + 1));
+  const bytes = new Uint8Array(Math.min(size, maxBytes + 1));
   let at = 0;
   for (const chunk of chunks) {
     const part = chunk.subarray(0, bytes.byteLength - at);

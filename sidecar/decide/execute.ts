@@ -17,10 +17,16 @@
  * execution with IdentityMismatchError before any answer is built from it. Nothing is retried: a
  * failed pass fails the decision, and the caller decides what the customer sees.
  */
-import type { Answer, ChoiceQuestion, Usage } from "../../contract/decision.ts";
+import { Questions, type Answer, type ChoiceQuestion, type Usage } from "../../contract/decision.ts";
+import { parseJson, stringifyJson } from "../../contract/json.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import { taskDifference } from "../../contract/training-file.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import type { SavedTask, TrainedHeads } from "../../server-shared/trained.ts";
+import { applyHead } from "../train/head.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { renderChoice, SERVED_RENDERING, type Pass, type Rendering } from "./render.ts";
-import type { RuntimeClient } from "../runtime/client.ts";
+import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
 import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
 import { IDENTITY_CALIBRATION } from "./calibration.ts";
 import { runtimeOf, verifiedClient, type Release } from "./identity.ts";
@@ -71,10 +77,67 @@ export async function executeDecision(
   return runDecision(client, release, await admitDecision(client, release, request, signal, steps), signal, steps);
 }
 
-/** Admission (admission.ts) against the runtime `release` names: no pass runs. */
+/**
+ * The steps of a trained release: one pass per question, the served rendering's first content pass,
+ * whose hidden state the question's head reads (trained.ts). Training reads its examples with them.
+ */
+export const TRAINED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: false, bothOrders: false, calibration: false };
+
+/**
+ * Admission (admission.ts) against the runtime `release` names: no pass runs. A trained release
+ * takes only its saved task: any other question set is refused with 422 `task_mismatch` saying what
+ * differs.
+ */
 export function admitDecision(client: RuntimeClient, release: Release, request: Decision, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Admission> {
   signal?.throwIfAborted();
+  if (release.trained) {
+    checkTask(release.trained.task, request.questions);
+    steps = TRAINED_STEPS;
+  }
   return admit(client, runtimeOf(release), request, { rendering: steps.rendering, contextual: steps.contextual, bothOrders: steps.bothOrders }, signal);
+}
+
+/** Refuses a question set that is not exactly the saved task (ids, types, instructions, criteria, in order). */
+function checkTask(task: SavedTask, questions: Decision["questions"]): void {
+  if (stringifyJson(questions) === task.questions) return;
+  const saved = Questions.parse(parseJson(task.questions, { maxDepth: LIMITS.jsonDepth }));
+  throw new ServiceError("task_mismatch", `this trained model answers only the questions it was trained on: ${taskDifference(saved, questions)}`);
+}
+
+/**
+ * A trained release's answers: per question, one pass with the base's hidden state, the question's
+ * head applied to it. The answers have the shared model's wire shape; `option_mass` is the pass's.
+ */
+async function runTrained(runner: PassRunner, heads: TrainedHeads, admission: Admission): Promise<Map<string, Answer>> {
+  const read = await Promise.all(admission.questions.map((admitted) => readFeatures(runner, admitted)));
+  return new Map(
+    admission.questions.map(({ id, question }, i): [string, Answer] => {
+      const { hidden, logprobs } = read[i]!;
+      const p = applyHead(heads.questions[i]!, hidden);
+      const option_mass = optionMass(logprobs);
+      if (question.type === "noul") return [id, { ...noulAnswer(p), option_mass }];
+      if (question.type === "score") return [id, { ...scoreAnswer(question.criteria, p), option_mass }];
+      return [id, { ...choiceAnswer([...question.criteria.keys()], p), option_mass }];
+    }),
+  );
+}
+
+/** A question's first content pass (TRAINED_STEPS plans only it), with the base's hidden state at its answer position. */
+function readFeatures(runner: PassRunner, { plan, words }: AdmittedQuestion): Promise<{ hidden: number[]; logprobs: number[] }> {
+  const pass = plan.readings[0]?.pass;
+  if (!pass || plan.chunks.length > 0) throw new ServiceError("invalid_request", "a trained model reads one pass per question");
+  return runner.runHidden(pass, words);
+}
+
+/**
+ * The features of one example as training reads them, exactly as a trained release will read a
+ * request: every question's hidden state, concatenated in the task's order. `usage` counts its passes.
+ */
+export async function exampleFeatures(client: RuntimeClient, release: Release, request: Decision, signal?: AbortSignal): Promise<{ features: number[]; usage: Usage }> {
+  const admission = await admit(client, runtimeOf(release), request, { rendering: TRAINED_STEPS.rendering, contextual: false, bothOrders: false }, signal);
+  const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
+  const read = await Promise.all(admission.questions.map((admitted) => readFeatures(runner, admitted)));
+  return { features: read.flatMap((r) => r.hidden), usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes } };
 }
 
 /**
@@ -83,6 +146,10 @@ export function admitDecision(client: RuntimeClient, release: Release, request: 
  */
 export async function runDecision(client: RuntimeClient, release: Release, admission: Admission, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Execution> {
   const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
+  if (release.trained) {
+    const answers = await runTrained(runner, release.trained.heads, admission);
+    return { answers, usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes }, passes: runner.passes };
+  }
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
   const read = await Promise.all(admission.questions.map((admitted) => answer(runner, steps.rendering, admission.stateText, admitted)));
   const answers = new Map(admission.questions.map((admitted, i) => [admitted.id, calibratedAnswer(read[i]!, calibration)]));
@@ -170,6 +237,17 @@ class PassRunner {
 
   /** Each label's log-probability in one pass (its forms summed), in the pass's label order. */
   async run(pass: Pass, words: ResolvedLabels | null): Promise<number[]> {
+    return (await this.send(pass, words, false)).logprobs;
+  }
+
+  /** The same, with the base's hidden state at the answer position. */
+  async runHidden(pass: Pass, words: ResolvedLabels | null): Promise<{ logprobs: number[]; hidden: number[] }> {
+    const { logprobs, hidden } = await this.send(pass, words, true);
+    if (!hidden) throw new RuntimeError("the runtime returned no hidden state", 200, "malformed");
+    return { logprobs, hidden };
+  }
+
+  private async send(pass: Pass, words: ResolvedLabels | null, hiddenState: boolean): Promise<{ logprobs: number[]; hidden: number[] | undefined }> {
     if (this.inFlight < PASSES_IN_FLIGHT) this.inFlight += 1;
     else await new Promise<void>((resolve) => this.waiting.push(resolve)); // the slot is handed over
     try {
@@ -177,10 +255,10 @@ class PassRunner {
       if (this.failure) throw this.failure.error;
       this.signal?.throwIfAborted();
       const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
-      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat() }, this.signal);
+      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat(), ...(hiddenState ? { hidden_state: true } : {}) }, this.signal);
       this.inputTokens += response.prompt_tokens;
       this.passes += 1;
-      return labelLogprobs(response.logprobs, groups);
+      return { logprobs: labelLogprobs(response.logprobs, groups), hidden: response.hidden_state };
     } catch (err) {
       this.failure ??= { error: err };
       throw err;

@@ -23,6 +23,9 @@ function entry(overrides: Partial<RegistryEntry>): RegistryEntry {
     calibration: null,
     has_calibration_report: false,
     revision: 1,
+    task: null,
+    head: null,
+    training_id: null,
     ...overrides,
   };
 }

@@ -13,6 +13,7 @@
 import type { Calibration } from "../../contract/calibration.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { calibratedFingerprint, type RegistryEntry } from "../../server-shared/registry.ts";
+import { trainedFingerprint, type SavedTask, type TrainedHeads } from "../../server-shared/trained.ts";
 import type { Stamp } from "../../server-shared/runtime-protocol.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 
@@ -27,6 +28,8 @@ export interface Release extends RuntimeIdentity {
   runtime?: RuntimeIdentity;
   /** The release's calibration; none (the identity) when absent. */
   calibration?: Calibration;
+  /** A trained release's saved task and heads: its answers are the heads' (execute.ts). */
+  trained?: { task: SavedTask; heads: TrainedHeads };
 }
 
 /**
@@ -54,19 +57,30 @@ export class IdentityMismatchError extends ServiceError {
 /**
  * The release `expected` names (the edge's resolution, or the one a batch froze at submit), built
  * from its registry entry once the entry is shown to be that release: the same fingerprint, and for
- * a calibrated release one that covers its base and its parameters. Throws IdentityMismatchError.
+ * a calibrated release one that covers its base and its parameters, for a trained release one that
+ * covers its base, its task and its heads. Throws IdentityMismatchError.
  */
 export async function verifiedRelease(entry: RegistryEntry, expected: RuntimeIdentity): Promise<Release & { runtime: RuntimeIdentity }> {
   if (entry.id !== expected.id || entry.fingerprint !== expected.fingerprint) {
     throw new IdentityMismatchError(expected, { release_id: entry.id, fingerprint: entry.fingerprint });
   }
-  const derived = entry.calibration ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration) : entry.runtime_fingerprint;
+  const trained = entry.task && entry.head ? { task: entry.task, heads: entry.head } : null;
+  // A row with half of a trained release, or both a calibration and heads, is not a release this code made.
+  const derived =
+    (entry.task === null) !== (entry.head === null) || (trained && entry.calibration)
+      ? "inconsistent"
+      : trained
+        ? await trainedFingerprint(entry.runtime_fingerprint, trained.task, trained.heads)
+        : entry.calibration
+          ? await calibratedFingerprint(entry.runtime_fingerprint, entry.calibration)
+          : entry.runtime_fingerprint;
   if (derived !== entry.fingerprint) throw new IdentityMismatchError(expected, { release_id: entry.id, fingerprint: derived });
   return {
     id: entry.id,
     fingerprint: entry.fingerprint,
     runtime: { id: entry.runtime_release, fingerprint: entry.runtime_fingerprint },
     ...(entry.calibration ? { calibration: entry.calibration } : {}),
+    ...(trained ? { trained } : {}),
   };
 }
 

@@ -29,3 +29,9 @@ export async function servedReleaseIds(pool: Pool, selfUrl: string): Promise<str
   const { rows } = await pool.query<{ id: string }>("SELECT id FROM model_releases WHERE retired_at IS NULL AND sidecar_url = $1", [selfUrl]);
   return rows.map((row) => row.id);
 }
+
+/** The registered release `id` whoever serves it (a trained release is checked here before it is served); null when retired or unknown. */
+export async function registeredRelease(pool: Pool, id: string): Promise<RegistryEntry | null> {
+  const { rows } = await pool.query(`SELECT ${REGISTRY_COLUMNS} FROM model_registry WHERE retired_at IS NULL AND id = $1`, [id]);
+  return rows[0] ? RegistryEntry.parse(rows[0]) : null;
+}

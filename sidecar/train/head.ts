@@ -1,36 +1,36 @@
 /**
- * Linear heads for the training probe (pure; runs in the benchmark): L2-regularised multinomial
- * logistic regression (binary logistic when there are two classes) on standardised features, fitted
- * by L-BFGS; the regularisation strength chosen by k-fold
- * cross-validation inside the training examples; then a calibration (Platt for yes/no, a temperature
- * for choice, as sidecar/decide/calibration.ts fits them for releases) fitted on the out-of-fold
- * predictions, and the head refitted on every training example.
+ * A trained head (runs in the sidecar: fitted by the training worker, applied by the readout of a
+ * trained release): L2-regularised multinomial logistic regression (binary logistic when there are
+ * two classes) on standardised features, fitted by L-BFGS; the regularisation strength chosen by
+ * k-fold cross-validation inside the training examples; then a calibration (Platt for two classes, a
+ * temperature otherwise, as sidecar/decide/calibration.ts fits them for releases) fitted on the
+ * out-of-fold predictions, and the head refitted on every training example. Everything it learns is
+ * in `params` (server-shared/trained.ts HeadParams), plain JSON that the release stores and its
+ * fingerprint covers.
  *
- *     const head = trainHead(X, y, classes);   // X: number[][] (n x d), y: class indices
- *     head.predict(x);                         // a distribution over the classes
+ *     const { params } = trainHead(X, y, classes);   // X: number[][] (n x d), y: class indices
+ *     applyHead(params, x);                          // a distribution over the classes
  */
-import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
+import type { HeadParams } from "../../server-shared/trained.ts";
+import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../decide/calibration.ts";
 
+/** Regularisation strengths tried, each scored by cross-validated log loss. */
 export const LAMBDAS = [1e-3, 1e-2, 1e-1, 1, 10];
 const FOLDS = 3;
 const MAX_ITERATIONS = 200;
 
-interface Linear {
-  mean: Float64Array;
-  scale: Float64Array;
-  /** (k' x (d + 1)): k' = 1 for two classes (logit of class 0), k otherwise; bias last. */
-  weights: Float64Array[];
-}
-
-export interface Head {
-  lambda: number;
-  calibration: { slope: number; bias: number } | { temperature: number };
+export interface TrainedHead {
+  params: HeadParams;
   /** Cross-validated log loss of each lambda, for the report. */
   cv: number[];
-  predict(x: readonly number[]): number[];
 }
 
-function standardiser(X: readonly (readonly number[])[]): { mean: Float64Array; scale: Float64Array } {
+interface Standardiser {
+  mean: Float64Array;
+  scale: Float64Array;
+}
+
+function standardiser(X: readonly (readonly number[])[]): Standardiser {
   const d = X[0]!.length;
   const mean = new Float64Array(d);
   const scale = new Float64Array(d);
@@ -40,7 +40,7 @@ function standardiser(X: readonly (readonly number[])[]): { mean: Float64Array; 
   return { mean, scale };
 }
 
-function standardised(X: readonly (readonly number[])[], s: { mean: Float64Array; scale: Float64Array }): Float64Array[] {
+function standardised(X: readonly (readonly number[])[], s: { mean: ArrayLike<number>; scale: ArrayLike<number> }): Float64Array[] {
   return X.map((x) => {
     const z = new Float64Array(x.length + 1);
     for (let j = 0; j < x.length; j++) z[j] = (x[j]! - s.mean[j]!) / s.scale[j]!;
@@ -49,7 +49,7 @@ function standardised(X: readonly (readonly number[])[], s: { mean: Float64Array
   });
 }
 
-function dot(w: Float64Array, z: Float64Array): number {
+function dot(w: ArrayLike<number>, z: Float64Array): number {
   let sum = 0;
   for (let j = 0; j < z.length; j++) sum += w[j]! * z[j]!;
   return sum;
@@ -62,7 +62,7 @@ function softmax(logits: number[]): number[] {
   return e.map((x) => x / s);
 }
 
-function distributionOf(weights: Float64Array[], z: Float64Array, classes: number): number[] {
+function distributionOf(weights: readonly ArrayLike<number>[], z: Float64Array, classes: number): number[] {
   if (classes === 2) {
     const p = 1 / (1 + Math.exp(-dot(weights[0]!, z)));
     return [p, 1 - p];
@@ -191,11 +191,11 @@ function fitLinear(Z: Float64Array[], y: readonly number[], classes: number, lam
 
 const logLoss = (ps: number[][], y: readonly number[]) => -ps.reduce((s, p, i) => s + Math.log(Math.max(1e-12, p[y[i]!]!)), 0) / ps.length;
 
-function fitCalibration(ps: number[][], y: readonly number[], classes: number): Head["calibration"] {
+function fitCalibration(ps: number[][], y: readonly number[], classes: number): HeadParams["calibration"] {
   return classes === 2 ? fitPlatt(ps.map((p) => p[0]!), y.map((t) => t === 0)) : { temperature: fitTemperature(ps, [...y]) };
 }
 
-function calibrate(p: number[], calibration: Head["calibration"]): number[] {
+function calibrate(p: number[], calibration: HeadParams["calibration"]): number[] {
   if ("slope" in calibration) {
     const yes = applyPlatt(p[0]!, calibration);
     return [yes, 1 - yes];
@@ -203,7 +203,7 @@ function calibrate(p: number[], calibration: Head["calibration"]): number[] {
   return applyTemperature(p, calibration.temperature);
 }
 
-export function trainHead(X: readonly (readonly number[])[], y: readonly number[], classes: number, lambdas = LAMBDAS): Head {
+export function trainHead(X: readonly (readonly number[])[], y: readonly number[], classes: number, lambdas = LAMBDAS): TrainedHead {
   // Folds fixed by position (the training order is already a hash order).
   const fold = (i: number) => i % FOLDS;
   const outOfFold: number[][][] = lambdas.map(() => new Array<number[]>(X.length));
@@ -224,11 +224,20 @@ export function trainHead(X: readonly (readonly number[])[], y: readonly number[
   const best = cv.indexOf(Math.min(...cv));
   const calibration = fitCalibration(outOfFold[best]!, y, classes);
   const s = standardiser(X);
-  const linear: Linear = { ...s, weights: fitLinear(standardised(X, s), y, classes, lambdas[best]!) };
-  return {
+  const weights = fitLinear(standardised(X, s), y, classes, lambdas[best]!);
+  const params: HeadParams = {
+    classes,
     lambda: lambdas[best]!,
+    mean: Array.from(s.mean),
+    scale: Array.from(s.scale),
+    weights: weights.map((row) => Array.from(row)),
     calibration,
-    cv,
-    predict: (x) => calibrate(distributionOf(linear.weights, standardised([x], linear)[0]!, classes), calibration),
   };
+  return { params, cv };
+}
+
+/** The head's calibrated distribution over its classes for one feature vector. */
+export function applyHead(params: HeadParams, x: readonly number[]): number[] {
+  if (x.length !== params.mean.length) throw new Error(`the head takes ${params.mean.length} features, not ${x.length}`);
+  return calibrate(distributionOf(params.weights, standardised([x], params)[0]!, params.classes), params.calibration);
 }

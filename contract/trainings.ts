@@ -1,0 +1,204 @@
+/**
+ * Training jobs on the wire: a customer's labelled examples of one decision (training-file.ts) in,
+ * a model of their own out, or an honest rejection with the figures that explain it. Edge, sidecar,
+ * tests, SDKs and the CLI import these. The routes take the signed-in user's access token, as key
+ * management does; an API key can neither start nor read a training.
+ *
+ *     POST /v1/trainings {"idempotency_key": "triage-v1", "model": "svc-shared"}
+ *       -> 201 Training, with `upload: {url, method: "PUT", headers, expires_at}`
+ *     curl -T examples.jsonl -H "if-none-match: *" -H "content-type: application/jsonl" "$url"
+ *     POST /v1/trainings/{id}/submit {}           -> Training (queued)
+ *     GET  /v1/trainings/{id}                     -> Training
+ *     POST /v1/trainings/{id}/cancel {}           -> Training
+ *     GET  /v1/trainings?limit=20&after=<id>      -> TrainingList, newest first
+ *     GET  /v1/trainings/{id}/report              -> EvaluationReport (and /report.svg, its reliability diagram)
+ *     POST /v1/models/{model}/retire {}           -> the retired model (the owner's trained models only)
+ *
+ * States:
+ *
+ *   uploading --submit--> queued --claim--> validating --(file good)--> running
+ *   running --(every example read, candidate fitted and evaluated)--> accepted | rejected
+ *   accepted --(the serving side reports the new release's identity)--> ready
+ *   any non-terminal --cancel--> cancelled; validating --(file bad)--> failed; past its deadline --> expired
+ *
+ * `accepted` is "training passed": the candidate met the acceptance rule and is registered, but not
+ * served yet. `ready` is "API ready": `model` answers in real-time decisions, bulk jobs and every
+ * client. `rejected` keeps its report and its candidate is never served.
+ */
+import { z } from "zod";
+import { BatchError, CUSTOM_ID_MAX, IDEMPOTENCY_KEY_MAX, Upload } from "./batches.ts";
+import { looseFields } from "./fields.ts";
+import { LIMITS, SHARED_ALIAS } from "./limits.ts";
+
+export const TRAINING_STATUSES = ["uploading", "queued", "validating", "running", "accepted", "ready", "rejected", "failed", "cancelled", "expired"] as const;
+export const TrainingStatus = z.enum(TRAINING_STATUSES);
+export type TrainingStatus = z.infer<typeof TrainingStatus>;
+
+/** States a training never leaves (schema.sql training_status_terminal agrees, a test checks). */
+export const TRAINING_TERMINAL_STATUSES: readonly TrainingStatus[] = ["ready", "rejected", "failed", "cancelled", "expired"];
+/** States a GPU host's sidecar works a training in. */
+export const TRAINING_OPEN_STATUSES: readonly TrainingStatus[] = ["queued", "validating", "running", "accepted"];
+export const isTrainingTerminal = (status: TrainingStatus) => TRAINING_TERMINAL_STATUSES.includes(status);
+
+/** Trainings per page of GET /v1/trainings: the default, and the most `limit` may ask for. */
+export const TRAINING_LIST_PAGE = { default: 20, max: 100 } as const;
+
+/**
+ * The acceptance rule, published. A candidate is accepted only when, on the held-out examples, for
+ * every question of the task, its primary figure (AUROC for a yes/no question, top-1 accuracy
+ * otherwise) is at least `margin` above the base release's zero-shot figure on the same items, and
+ * its expected calibration error (10 equal-width bins) is at most `maxEce`.
+ */
+export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10 } as const;
+
+const noNul = (value: string) => !value.includes("\u0000");
+
+export const CreateTrainingRequest = looseFields({
+  idempotency_key: z
+    .string({ error: (issue) => (issue.input === undefined ? "idempotency_key is required" : "idempotency_key must be a string") })
+    .min(1, "idempotency_key must not be empty")
+    .max(IDEMPOTENCY_KEY_MAX, `idempotency_key must be at most ${IDEMPOTENCY_KEY_MAX} characters`)
+    .refine(noNul, "idempotency_key must not contain U+0000"),
+  /** The base model (alias or release id) every example's `body.model` names; the shared alias when absent. */
+  model: z
+    .string({ error: "model must be a string" })
+    .min(1, "model must not be empty")
+    .max(200, "model must be at most 200 characters")
+    .refine(noNul, "model must not contain U+0000")
+    .default(SHARED_ALIAS),
+});
+export type CreateTrainingRequest = z.infer<typeof CreateTrainingRequest>;
+
+export const TrainingLimits = z.object({
+  file_bytes: z.number().int(),
+  examples: z.number().int(),
+  examples_per_outcome: z.number().int(),
+  held_out_percent: z.number().int(),
+  held_out_per_outcome: z.number().int(),
+  custom_id_characters: z.number().int(),
+  lifetime_seconds: z.number().int(),
+  upload_validity_seconds: z.number().int(),
+  data_retention_seconds: z.number().int(),
+  acceptance: z.object({ margin: z.number(), max_ece: z.number(), ece_bins: z.number().int() }),
+});
+export type TrainingLimits = z.infer<typeof TrainingLimits>;
+
+export const TRAINING_LIMITS: TrainingLimits = {
+  file_bytes: LIMITS.trainingFileBytes,
+  examples: LIMITS.trainingFileExamples,
+  examples_per_outcome: LIMITS.trainingExamplesPerOutcome,
+  held_out_percent: LIMITS.trainingHeldOutPercent,
+  held_out_per_outcome: LIMITS.trainingHeldOutPerOutcome,
+  custom_id_characters: CUSTOM_ID_MAX,
+  lifetime_seconds: LIMITS.trainingLifetimeMs / 1000,
+  upload_validity_seconds: LIMITS.signedUploadValidityMs / 1000,
+  data_retention_seconds: LIMITS.trainingDataRetentionMs / 1000,
+  acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins },
+};
+
+const Unit = z.number().min(0).max(1);
+
+/** Held-out figures of one question, for the candidate or the base's zero-shot answers. */
+export const QuestionFigures = z.object({
+  items: z.number().int().nonnegative(),
+  /** AUROC of p(yes) for a yes/no question, top-1 accuracy otherwise: what acceptance compares. */
+  primary: Unit,
+  primary_metric: z.enum(["auroc", "top1"]),
+  accuracy: Unit,
+  log_loss: z.number().nonnegative(),
+  ece: Unit,
+  brier: z.number().min(0).max(2),
+});
+export type QuestionFigures = z.infer<typeof QuestionFigures>;
+
+export const ReliabilityBins = z.array(
+  z.object({ lower: Unit, upper: Unit, count: z.number().int().nonnegative(), mean_confidence: Unit.nullable(), accuracy: Unit.nullable() }),
+);
+
+export const QuestionEvaluation = z.object({
+  question: z.string(),
+  type: z.enum(["noul", "choice", "score"]),
+  /** Held-out examples per outcome, in the question's outcome order, and the outcomes' names. */
+  outcomes: z.array(z.union([z.boolean(), z.string(), z.number()])),
+  held_out_counts: z.array(z.number().int().nonnegative()),
+  candidate: QuestionFigures,
+  zero_shot: QuestionFigures,
+  reliability_candidate: ReliabilityBins,
+  reliability_zero_shot: ReliabilityBins,
+  /** Whether this question met the rule, and why not when it did not. */
+  passed: z.boolean(),
+  reason: z.string().nullable(),
+});
+export type QuestionEvaluation = z.infer<typeof QuestionEvaluation>;
+
+/** A candidate's evaluation, accepted or rejected: GET /v1/trainings/{id}/report. */
+export const EvaluationReport = z.object({
+  object: z.literal("training.report"),
+  training: z.string(),
+  /** The trained model's id when accepted; null when rejected. */
+  model: z.string().nullable(),
+  base_release: z.string(),
+  decision: z.enum(["accepted", "rejected"]),
+  acceptance: TrainingLimits.shape.acceptance,
+  examples: z.object({ training: z.number().int(), held_out: z.number().int() }),
+  /** What was trained: a head per question on the base's hidden state at the answer position. */
+  method: z.object({ kind: z.literal("hidden_state_head"), features: z.number().int(), regularisation: z.array(z.number()) }),
+  questions: z.array(QuestionEvaluation),
+  evaluated_at: z.string(),
+  training_ms: z.number().nonnegative(),
+});
+export type EvaluationReport = z.infer<typeof EvaluationReport>;
+
+export const TrainingProgress = z.object({
+  /** What the job is doing now, in words a person can act on. */
+  step: z.string(),
+  examples_total: z.number().int(),
+  /** Examples whose passes have run (features, and the base's zero-shot answers for held-out ones). */
+  examples_read: z.number().int(),
+  /** Examples read per minute over the last minutes, and when the reading may be done at that rate. */
+  examples_per_minute: z.number(),
+  estimated_completion_at: z.string().nullable(),
+});
+export type TrainingProgress = z.infer<typeof TrainingProgress>;
+
+export const Training = z.object({
+  id: z.string().uuid(),
+  object: z.literal("training"),
+  status: TrainingStatus,
+  idempotency_key: z.string(),
+  /** The base model as asked, and the release it resolved to at submit (null before). */
+  base_model: z.string(),
+  base_release: z.string().nullable(),
+  /** The trained model's id once accepted (it answers once `ready`); null otherwise. */
+  model: z.string().nullable(),
+  created_at: z.string(),
+  input_bytes: z.number().int().nullable(),
+  submitted_at: z.string().nullable(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  expires_at: z.string(),
+  /** When the training file and examples are deleted; null until terminal. */
+  data_expires_at: z.string().nullable(),
+  examples: z.object({ total: z.number().int(), held_out: z.number().int() }),
+  error: BatchError.nullable(),
+  progress: TrainingProgress.nullable(),
+  /** Held-out figures once evaluated: per question, the candidate's and the zero-shot primary figure and ECE. */
+  evaluation: z
+    .object({
+      decision: z.enum(["accepted", "rejected"]),
+      report: z.string(),
+      questions: z.array(z.object({ question: z.string(), metric: z.enum(["auroc", "top1"]), candidate: Unit, zero_shot: Unit, ece: Unit, passed: z.boolean() })),
+    })
+    .nullable(),
+  limits: TrainingLimits,
+  upload: Upload.optional(),
+});
+export type Training = z.infer<typeof Training>;
+
+export const TrainingList = z.object({
+  object: z.literal("list"),
+  data: z.array(Training),
+  has_more: z.boolean(),
+  next_cursor: z.string().nullable(),
+});
+export type TrainingList = z.infer<typeof TrainingList>;

@@ -1,0 +1,400 @@
+/**
+ * The training store: every statement on `trainings` and `training_examples`, for the edge (create,
+ * submit, cancel, read) and the sidecar's training worker (claim, start, read an example, accept or
+ * reject, activate, expire, purge). A training is a leased job (lease.ts) like a batch: the same
+ * lease, the same fence on every write of a step.
+ *
+ *   uploading --submit--> queued --claim--> validating --start--> running --(examples read)-->
+ *   accepted --activate--> ready  |  rejected;   validating --fail--> failed
+ *   any non-terminal --cancel--> cancelled;      past its deadline --expire--> expired
+ *
+ *     const store = new TrainingStore(httpDb(sql));   // or poolDb(pool) in the sidecar
+ *     const claim = await store.claim(leaseMs, served);
+ */
+import { z } from "zod";
+import { BatchError } from "../../contract/batches.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import { EvaluationReport, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
+import { Column, type Db } from "../db.ts";
+import { SavedTask, type TrainedHeads } from "../trained.ts";
+import { LeasedJobs, type Lease } from "./lease.ts";
+
+export const TRAINING_JOBS = new LeasedJobs({ table: "trainings", terminal: TRAINING_TERMINAL_STATUSES, open: TRAINING_OPEN_STATUSES });
+
+const { time: Time, int: Int } = Column;
+
+/** The window over which a running training's reading rate is measured. */
+export const TRAINING_PROGRESS_WINDOW_MINUTES = 5;
+
+const COLUMNS =
+  "id, account_id, status, idempotency_key, base_model, base_release, object_key, input_bytes, task, total_examples, held_out_examples, examples_read, " +
+  "report, model_id, error, created_at, submitted_at, started_at, finished_at, expires_at, purged_at";
+
+/** A training as the edge and the worker read it. */
+export const TrainingRow = z.object({
+  id: z.string(),
+  account_id: z.string(),
+  status: TrainingStatus,
+  idempotency_key: z.string(),
+  base_model: z.string(),
+  base_release: z.string().nullable(),
+  object_key: z.string(),
+  input_bytes: Int.nullable(),
+  task: SavedTask.nullable(),
+  total_examples: Int,
+  held_out_examples: Int,
+  examples_read: Int,
+  report: EvaluationReport.nullable(),
+  model_id: z.string().nullable(),
+  error: BatchError.nullable(),
+  created_at: Time,
+  submitted_at: Time.nullable(),
+  started_at: Time.nullable(),
+  finished_at: Time.nullable(),
+  expires_at: Time,
+  purged_at: Time.nullable(),
+});
+export type TrainingRow = z.infer<typeof TrainingRow>;
+
+/** A row with the reading rate the status shows. */
+export const TrainingStatusRow = TrainingRow.extend({ recent_reads: Int });
+export type TrainingStatusRow = z.infer<typeof TrainingStatusRow>;
+
+const STATUS_COLUMNS = `${COLUMNS}, (SELECT count(*) FROM training_examples e WHERE e.training_id = trainings.id AND e.read_at > now() - interval '${TRAINING_PROGRESS_WINDOW_MINUTES} minutes') AS recent_reads`;
+
+/** An example as stored at validation, and as the worker reads it back. */
+export interface StoredExample {
+  line: number;
+  customId: string;
+  /** The state's JSON text. */
+  state: string;
+  outcomes: number[];
+  heldOut: boolean;
+}
+
+const ExampleRow = z.object({
+  line: Int,
+  custom_id: z.string(),
+  state: z.string(),
+  outcomes: z.array(Int),
+  held_out: z.boolean(),
+  features: z.array(z.coerce.number()).nullable(),
+  zero_shot: z.array(z.array(z.number())).nullable(),
+});
+
+/** An example with what its step read: its features and, held out, the base's zero-shot distributions per question. */
+export interface ReadExample extends StoredExample {
+  features: number[];
+  zeroShot: number[][] | null;
+}
+
+/** A held claim on a training, with the row it was claimed in. */
+export interface TrainingClaim extends Lease {
+  row: TrainingRow;
+  /** The deadline, ms since the epoch. */
+  deadline: number;
+}
+
+/** The release an accepted candidate becomes (model_releases), owned by the training's account. */
+export interface TrainedRelease {
+  id: string;
+  fingerprint: string;
+  /** The base's runtime release: the trained release runs on it. */
+  baseRelease: string;
+  description: string;
+  task: SavedTask;
+  heads: TrainedHeads;
+}
+
+export type CreateTrainingOutcome = { training: TrainingStatusRow; created: boolean } | { training: null; active: number };
+
+export class TrainingStore {
+  constructor(private readonly db: Db) {}
+
+  // ---- The edge: an account's trainings ----
+
+  /**
+   * Creates the account's training for `idempotencyKey`, or finds the one it made before; refused
+   * while the account has LIMITS.activeTrainings unfinished ones. The account's row is locked first,
+   * so concurrent creates cannot both take the last slot.
+   */
+  async create(input: { id: string; accountId: string; idempotencyKey: string; baseModel: string }): Promise<CreateTrainingOutcome> {
+    const { id, accountId: account, idempotencyKey: key } = input;
+    const active = `(SELECT count(*) FROM trainings WHERE account_id = $1 AND status NOT IN ${TRAINING_JOBS.terminalSql})`;
+    const [, inserted = [], state = []] = await this.db.transaction([
+      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [account] },
+      {
+        text: `INSERT INTO trainings (id, account_id, idempotency_key, base_model, object_key, expires_at)
+               SELECT $2, $1, $3, $4, $5, now() + make_interval(secs => $6::double precision / 1000)
+                WHERE NOT EXISTS (SELECT 1 FROM trainings WHERE account_id = $1 AND idempotency_key = $3)
+                  AND ${active} < $7
+               ON CONFLICT (account_id, idempotency_key) DO NOTHING
+               RETURNING id`,
+        params: [account, id, key, input.baseModel, `trainings/${id}/examples.jsonl`, LIMITS.trainingLifetimeMs, LIMITS.activeTrainings],
+      },
+      {
+        text: `SELECT ${active} AS active,
+                      (SELECT row_to_json(t) FROM (SELECT ${STATUS_COLUMNS} FROM trainings WHERE account_id = $1 AND idempotency_key = $2) t) AS training`,
+        params: [account, key],
+      },
+    ]);
+    const row = state[0] ?? {};
+    if (!row.training) return { training: null, active: Int.parse(row.active ?? 0) };
+    return { training: TrainingStatusRow.parse(row.training), created: inserted.length > 0 };
+  }
+
+  /** The account's training `id`; null for an unknown id and another account's alike. */
+  async find(id: string, accountId: string): Promise<TrainingStatusRow | null> {
+    const [row] = await this.db.query(`SELECT ${STATUS_COLUMNS} FROM trainings WHERE id = $1 AND account_id = $2`, [id, accountId]);
+    return row ? TrainingStatusRow.parse(row) : null;
+  }
+
+  /** One page of the account's trainings, newest first, after the training `after`. */
+  async list(accountId: string, page: { after: string | undefined; limit: number }): Promise<{ rows: TrainingStatusRow[]; hasMore: boolean }> {
+    const rows = await this.db.query(
+      `SELECT ${STATUS_COLUMNS} FROM trainings
+        WHERE account_id = $1
+          AND ($2::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM trainings WHERE id = $2::uuid AND account_id = $1))
+        ORDER BY created_at DESC, id DESC
+        LIMIT $3`,
+      [accountId, page.after ?? null, page.limit + 1],
+    );
+    return { rows: rows.slice(0, page.limit).map((row) => TrainingStatusRow.parse(row)), hasMore: rows.length > page.limit };
+  }
+
+  /** Queues an uploading training on the base release its model resolved to; null when it was no longer uploading. */
+  async submit(id: string, accountId: string, inputBytes: number, baseRelease: string): Promise<TrainingStatusRow | null> {
+    const [row] = await this.db.query(
+      `UPDATE trainings SET status = 'queued', submitted_at = now(), input_bytes = $3, base_release = $4
+        WHERE id = $1 AND account_id = $2 AND status = 'uploading'
+        RETURNING ${STATUS_COLUMNS}`,
+      [id, accountId, inputBytes, baseRelease],
+    );
+    return row ? TrainingStatusRow.parse(row) : null;
+  }
+
+  /**
+   * Cancels a training that is not terminal (an accepted one's release, never served, is retired with
+   * it); null when it already was terminal (nothing changes).
+   */
+  async cancel(id: string, accountId: string): Promise<TrainingStatusRow | null> {
+    const [row] = await this.db.query(
+      `WITH cancelled AS (
+         UPDATE trainings SET status = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+          WHERE id = $1 AND account_id = $2 AND status NOT IN ${TRAINING_JOBS.terminalSql}
+          RETURNING model_id),
+       retired AS (
+         UPDATE model_releases r SET retired_at = now() FROM cancelled WHERE r.id = cancelled.model_id AND r.retired_at IS NULL)
+       SELECT count(*) AS cancelled FROM cancelled`,
+      [id, accountId],
+    );
+    if (Int.parse(row?.cancelled ?? 0) === 0) return null;
+    return this.find(id, accountId);
+  }
+
+  /** The evaluation report of the account's trained model `model` (its release id); null when there is none. */
+  async reportOfModel(model: string, accountId: string): Promise<TrainingRow["report"]> {
+    const [row] = await this.db.query(
+      `SELECT t.report FROM model_releases r JOIN trainings t ON t.id = r.training_id
+        WHERE r.id = $1 AND t.account_id = $2 AND r.retired_at IS NULL AND t.status = 'ready'`,
+      [model, accountId],
+    );
+    return row ? EvaluationReport.parse(row.report) : null;
+  }
+
+  /**
+   * Retires the account's trained model `model`: new requests for it answer 404. Returns whether a
+   * serving model of the account was retired (false: unknown, another account's, or already retired).
+   */
+  async retire(model: string, accountId: string): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE model_releases r SET retired_at = now()
+         FROM trainings t
+        WHERE r.id = $1 AND t.id = r.training_id AND t.account_id = $2 AND r.retired_at IS NULL
+        RETURNING r.id`,
+      [model, accountId],
+    );
+    return rows.length > 0;
+  }
+
+  // ---- The sidecar's training worker ----
+
+  /** Leases the open training that waited longest whose base release is served here (`served`). */
+  async claim(leaseMs: number, served: string[]): Promise<TrainingClaim | null> {
+    const claimed = await TRAINING_JOBS.claim(this.db, leaseMs, "j.base_release = ANY ($3::text[])", [served]);
+    if (!claimed) return null;
+    // The claim's UPDATE returns the whole row; the first claim also marks the start of validation.
+    let row = TrainingRow.parse(claimed.row);
+    if (row.status === "queued") {
+      const [started] = await this.db.query(
+        `UPDATE trainings SET status = 'validating', started_at = coalesce(started_at, now()) WHERE ${TRAINING_JOBS.fence()} RETURNING ${COLUMNS}`,
+        [claimed.lease.id, claimed.lease.token],
+      );
+      if (!started) return null;
+      row = TrainingRow.parse(started);
+    }
+    return { ...claimed.lease, row, deadline: Date.parse(row.expires_at) };
+  }
+
+  renew(claim: Lease, leaseMs: number): Promise<boolean> {
+    return TRAINING_JOBS.renew(this.db, claim, leaseMs);
+  }
+
+  release(claim: Lease): Promise<void> {
+    return TRAINING_JOBS.release(this.db, claim);
+  }
+
+  /** Fails a validating training (a bad file); nothing is written when the claim was lost. */
+  fail(claim: Lease, error: BatchError): Promise<boolean> {
+    return TRAINING_JOBS.fail(this.db, claim, error);
+  }
+
+  /** A validated file's examples and task stored and the training running, in one fenced statement. */
+  async start(claim: Lease, task: SavedTask, examples: StoredExample[]): Promise<boolean> {
+    const [row] = await this.db.query(
+      `WITH started AS (
+         UPDATE trainings SET status = 'running', task = $3, total_examples = $4, held_out_examples = $5
+          WHERE ${TRAINING_JOBS.fence()} AND status = 'validating' RETURNING id),
+       stored AS (
+         INSERT INTO training_examples (training_id, line, custom_id, state, outcomes, held_out)
+         SELECT started.id, e.line, e.custom_id, e.state, string_to_array(e.outcomes, ',')::int[], e.held_out
+           FROM started, unnest($6::int[], $7::text[], $8::text[], $9::text[], $10::boolean[]) AS e(line, custom_id, state, outcomes, held_out)
+         ON CONFLICT DO NOTHING)
+       SELECT count(*) AS started FROM started`,
+      [
+        claim.id,
+        claim.token,
+        JSON.stringify(task),
+        examples.length,
+        examples.filter((e) => e.heldOut).length,
+        examples.map((e) => e.line),
+        examples.map((e) => e.customId),
+        examples.map((e) => e.state),
+        examples.map((e) => e.outcomes.join(",")),
+        examples.map((e) => e.heldOut),
+      ],
+    );
+    return Int.parse(row?.started) > 0;
+  }
+
+  /** The training's first example whose step has not run; null when every one has. */
+  async nextExample(trainingId: string): Promise<StoredExample | null> {
+    const [row] = await this.db.query(
+      `SELECT line, custom_id, state, outcomes, held_out, NULL AS features, NULL AS zero_shot FROM training_examples
+        WHERE training_id = $1 AND features IS NULL ORDER BY line LIMIT 1`,
+      [trainingId],
+    );
+    if (!row) return null;
+    const e = ExampleRow.parse(row);
+    return { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out };
+  }
+
+  /** Commits one example's features (and zero-shot answers) under the fence, once; false when nothing was written. */
+  async commitExample(claim: Lease, line: number, features: number[], zeroShot: number[][] | null): Promise<boolean> {
+    const [row] = await this.db.query(
+      `WITH read AS (
+         UPDATE training_examples SET features = $4::real[], zero_shot = $5::jsonb, read_at = now()
+          WHERE training_id = $1 AND line = $3 AND features IS NULL
+            AND EXISTS (SELECT 1 FROM trainings WHERE ${TRAINING_JOBS.fence()} AND status = 'running')
+          RETURNING line)
+       UPDATE trainings SET examples_read = examples_read + (SELECT count(*) FROM read)
+        WHERE id = $1 RETURNING (SELECT count(*) FROM read) AS read`,
+      [claim.id, claim.token, line, features, zeroShot === null ? null : JSON.stringify(zeroShot)],
+    );
+    return Int.parse(row?.read ?? 0) > 0;
+  }
+
+  /** Every example with what its step read, in line order (the fit runs once all have). */
+  async readExamples(trainingId: string): Promise<ReadExample[]> {
+    const rows = await this.db.query(
+      `SELECT line, custom_id, state, outcomes, held_out, features, zero_shot FROM training_examples
+        WHERE training_id = $1 AND features IS NOT NULL ORDER BY line`,
+      [trainingId],
+    );
+    return rows.map((raw) => {
+      const e = ExampleRow.parse(raw);
+      return { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out, features: e.features!, zeroShot: e.zero_shot };
+    });
+  }
+
+  /** Ends a running training as rejected with its report; false when the claim was lost. */
+  async reject(claim: Lease, report: EvaluationReport): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE trainings SET status = 'rejected', report = $3, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+        WHERE ${TRAINING_JOBS.fence()} AND status = 'running' RETURNING id`,
+      [claim.id, claim.token, JSON.stringify(report)],
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Registers an accepted candidate as an immutable release owned by the account, not served yet
+   * (no sidecar), and marks the training accepted with its report: one fenced statement, so a
+   * worker that lost its claim registers nothing and a second acceptance of the same training finds
+   * the release there (its id is the training's) and writes nothing.
+   */
+  async accept(claim: Lease, release: TrainedRelease, report: EvaluationReport): Promise<boolean> {
+    const [row] = await this.db.query(
+      `WITH accepted AS (
+         UPDATE trainings SET status = 'accepted', model_id = $3, report = $4
+          WHERE ${TRAINING_JOBS.fence()} AND status = 'running' RETURNING id, account_id),
+       registered AS (
+         INSERT INTO model_releases (id, fingerprint, owners, url, token_env, sidecar_url, release_date, description, base_release, task, head, training_id)
+         SELECT $3, $5, ARRAY[accepted.account_id], b.url, b.token_env, NULL, current_date, $6, b.id, $7, $8, accepted.id
+           FROM accepted, model_releases b WHERE b.id = $9
+         RETURNING id)
+       SELECT (SELECT count(*) FROM accepted) AS accepted, (SELECT count(*) FROM registered) AS registered`,
+      [claim.id, claim.token, release.id, JSON.stringify(report), release.fingerprint, release.description, JSON.stringify(release.task), JSON.stringify(release.heads), release.baseRelease],
+    );
+    return Int.parse(row?.accepted ?? 0) > 0 && Int.parse(row?.registered ?? 0) > 0;
+  }
+
+  /**
+   * Makes an accepted training's release served by the sidecar at `selfUrl` (the one that verified
+   * its identity) and the training ready, in one fenced statement.
+   */
+  async activate(claim: Lease, selfUrl: string): Promise<boolean> {
+    const [row] = await this.db.query(
+      `WITH ready AS (
+         UPDATE trainings SET status = 'ready', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+          WHERE ${TRAINING_JOBS.fence()} AND status = 'accepted' RETURNING model_id),
+       served AS (
+         UPDATE model_releases r SET sidecar_url = $3 FROM ready WHERE r.id = ready.model_id AND r.retired_at IS NULL RETURNING r.id)
+       SELECT (SELECT count(*) FROM ready) AS ready`,
+      [claim.id, claim.token, selfUrl],
+    );
+    return Int.parse(row?.ready ?? 0) > 0;
+  }
+
+  /** Ends every training past its deadline as expired; an accepted one's release, never served, is retired. */
+  async expire(): Promise<number> {
+    const [row] = await this.db.query(
+      `WITH expired AS (
+         UPDATE trainings SET status = 'expired', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+          WHERE status NOT IN ${TRAINING_JOBS.terminalSql} AND expires_at <= now() RETURNING model_id),
+       retired AS (
+         UPDATE model_releases r SET retired_at = now() FROM expired WHERE r.id = expired.model_id AND r.retired_at IS NULL)
+       SELECT count(*) AS expired FROM expired`,
+    );
+    return Int.parse(row?.expired ?? 0);
+  }
+
+  /** Terminal trainings whose data is due for deletion (`dataMs` after they ended), oldest first. */
+  async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    const rows = await this.db.query(
+      `SELECT id, object_key FROM trainings
+        WHERE status IN ${TRAINING_JOBS.terminalSql} AND purged_at IS NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
+        ORDER BY finished_at LIMIT $2`,
+      [dataMs, limit],
+    );
+    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
+  }
+
+  /** Deletes a training's examples (its file is deleted first) and records it; its report and model stay. */
+  async purge(id: string): Promise<void> {
+    await this.db.transaction([
+      { text: "DELETE FROM training_examples WHERE training_id = $1", params: [id] },
+      { text: "UPDATE trainings SET purged_at = now() WHERE id = $1", params: [id] },
+    ]);
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * A trained release as the server tiers store and check it (sidecar and operator tools; the edge
+ * reads only its task): the saved task every request must repeat, the trained head per question,
+ * the fingerprint that covers both and the base, and the hash split of a training file.
+ *
+ * A trained release runs on its base release's runtime. Its head reads the base's final hidden state
+ * at the answer position of the question's first served pass (runtime-protocol.ts `hidden_state`),
+ * so the same rendering must be used to train it and to serve it: RENDERING_VERSION is part of its
+ * fingerprint, as it is of its base's.
+ */
+import { z } from "zod";
+import { RENDERING_VERSION } from "./runtime-protocol.ts";
+
+const Finite = z.number().finite();
+
+/** One question's head (sidecar/train/head.ts): standardisation, linear weights (bias last), calibration. */
+export const HeadParams = z.object({
+  classes: z.number().int().min(2),
+  lambda: z.number().positive(),
+  mean: z.array(Finite).min(1),
+  scale: z.array(z.number().positive()),
+  /** One row (the logit of the first outcome) for two classes, one per class otherwise; each mean.length + 1 long. */
+  weights: z.array(z.array(Finite)).min(1),
+  calibration: z.union([z.object({ slope: Finite, bias: Finite }), z.object({ temperature: z.number().positive() })]),
+});
+export type HeadParams = z.infer<typeof HeadParams>;
+
+/** What a trained release adds to its base: a head per question of the task, in the task's order. */
+export const TrainedHeads = z.object({
+  kind: z.literal("hidden_state_head"),
+  /** Width of the base's hidden state. */
+  features: z.number().int().positive(),
+  questions: z.array(HeadParams).min(1),
+});
+export type TrainedHeads = z.infer<typeof TrainedHeads>;
+
+/**
+ * The saved task: the JSON text of the training file's `questions`, exactly as the first line asked
+ * them (contract/json.ts stringifyJson of the parsed questions), kept as text because its key order
+ * (the questions', a choice's options') is meaning and jsonb would not keep it.
+ */
+export const SavedTask = z.object({ questions: z.string().min(2) });
+export type SavedTask = z.infer<typeof SavedTask>;
+
+/** JSON with every object's keys sorted: the head's text as its fingerprint reads it, whatever order a store gives back. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The fingerprint of a trained release: its base's fingerprint, the rendering, the task and the heads, hashed together. */
+export function trainedFingerprint(baseFingerprint: string, task: SavedTask, heads: TrainedHeads): Promise<string> {
+  const text = `trained-release-v1\n${baseFingerprint}\n${RENDERING_VERSION}\n${task.questions}\n${canonicalJson(TrainedHeads.parse(heads))}`;
+  return sha256Hex(text);
+}
+
+/** Whether an example is in the held-out part: the first 32 bits of SHA-256(custom_id) modulo 100, below the held-out percent. */
+export async function isHeldOut(customId: string, percent: number): Promise<boolean> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(customId)));
+  const value = ((digest[0]! << 24) | (digest[1]! << 16) | (digest[2]! << 8) | digest[3]!) >>> 0;
+  return value % 100 < percent;
+}
+
+/** The id of the release a training registers: `ft:<base model>:<training id without dashes>`, within the registry's id pattern. */
+export function trainedModelId(baseModel: string, trainingId: string): string {
+  const base = baseModel.replace(/[^A-Za-z0-9._@-]/g, "-").slice(0, 60) || "base";
+  return `ft:${base}:${trainingId.replace(/-/g, "")}`;
+}

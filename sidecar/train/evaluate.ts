@@ -1,0 +1,78 @@
+/**
+ * Acceptance of a trained candidate (runs in the sidecar's training worker): its held-out figures
+ * beside the base release's zero-shot answers to the same items, per question, and the published
+ * rule (contract/trainings.ts ACCEPTANCE) applied to them.
+ *
+ *     const evaluation = evaluateQuestion(id, question, candidate, zeroShot, truth);
+ *     evaluation.passed   // primary figure >= zero-shot's + margin, and ECE <= the bound
+ */
+import type { Question } from "../../contract/decision.ts";
+import { outcomesOf } from "../../contract/training-file.ts";
+import { ACCEPTANCE, type QuestionEvaluation, type QuestionFigures } from "../../contract/trainings.ts";
+import { auroc, binaryBrier, brier, eceOfBins, reliabilityBins } from "../../server-shared/quality.ts";
+
+const FLOOR = 1e-12;
+const unit = (p: number) => Math.min(1, Math.max(0, p));
+
+/**
+ * Figures of distributions over a question's outcomes against the true outcome indices. Yes/no
+ * (outcome 0 is true): AUROC of p(yes), and the reliability of p(yes); otherwise top-1 accuracy and
+ * the reliability of the top probability.
+ */
+export function figuresOf(type: Question["type"], distributions: readonly (readonly number[])[], truth: readonly number[]): { figures: QuestionFigures; bins: ReturnType<typeof reliabilityBins> } {
+  const n = distributions.length;
+  const argmax = (p: readonly number[]) => p.reduce((best, v, i) => (v > p[best]! ? i : best), 0);
+  const logLoss = -distributions.reduce((sum, p, i) => sum + Math.log(Math.max(FLOOR, p[truth[i]!]!)), 0) / n;
+  const accuracy = distributions.filter((p, i) => argmax(p) === truth[i]).length / n;
+  if (type === "noul") {
+    const yes = distributions.map((p) => unit(p[0]!));
+    const positives = truth.map((t) => t === 0);
+    const bins = reliabilityBins(yes, positives, ACCEPTANCE.eceBins);
+    return {
+      figures: { items: n, primary: auroc(yes, positives) ?? 0.5, primary_metric: "auroc", accuracy, log_loss: logLoss, ece: eceOfBins(bins), brier: binaryBrier(yes, positives) },
+      bins,
+    };
+  }
+  const bins = reliabilityBins(
+    distributions.map((p) => unit(Math.max(...p))),
+    distributions.map((p, i) => argmax(p) === truth[i]),
+    ACCEPTANCE.eceBins,
+  );
+  return {
+    figures: { items: n, primary: accuracy, primary_metric: "top1", accuracy, log_loss: logLoss, ece: eceOfBins(bins), brier: brier(distributions, truth) },
+    bins,
+  };
+}
+
+/** One question's evaluation and whether it met the rule. */
+export function evaluateQuestion(
+  id: string,
+  question: Question,
+  candidate: readonly (readonly number[])[],
+  zeroShot: readonly (readonly number[])[],
+  truth: readonly number[],
+): QuestionEvaluation {
+  const outcomes = outcomesOf(question);
+  const c = figuresOf(question.type, candidate, truth);
+  const z = figuresOf(question.type, zeroShot, truth);
+  const metric = c.figures.primary_metric === "auroc" ? "AUROC" : "top-1 accuracy";
+  const needed = z.figures.primary + ACCEPTANCE.margin;
+  const reason =
+    c.figures.primary < needed
+      ? `held-out ${metric} ${c.figures.primary.toFixed(3)} does not beat the base's zero-shot ${z.figures.primary.toFixed(3)} by ${ACCEPTANCE.margin}`
+      : c.figures.ece > ACCEPTANCE.maxEce
+        ? `held-out ECE ${c.figures.ece.toFixed(3)} is over the bound ${ACCEPTANCE.maxEce}`
+        : null;
+  return {
+    question: id,
+    type: question.type,
+    outcomes,
+    held_out_counts: outcomes.map((_, k) => truth.filter((t) => t === k).length),
+    candidate: c.figures,
+    zero_shot: z.figures,
+    reliability_candidate: c.bins,
+    reliability_zero_shot: z.bins,
+    passed: reason === null,
+    reason,
+  };
+}

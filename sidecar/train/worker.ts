@@ -1,0 +1,370 @@
+/**
+ * The training worker loop (runs in the sidecar beside the bulk worker, one per GPU host): claims
+ * training jobs whose base release this sidecar serves, under the same leases and fences as bulk
+ * (server-shared/jobs/trainings.ts on lease.ts). One step per claim, then the job is released:
+ *
+ * - validating: reads the training file through a short grant the edge signs and checks it
+ *   (contract/training-file.ts) before any pass, with this worker's own checks (the base named by
+ *   the file, one pass per question, every outcome in both parts of the hash split); a bad file
+ *   fails the job naming the first bad line, a good one becomes its examples and the job runs.
+ * - running, examples left: reads one example through the base model in the bulk lane (real-time
+ *   goes first): its features (execute.ts exampleFeatures, exactly as the trained release will read
+ *   a request) and, for a held-out example, the base release's served zero-shot answer; committed
+ *   under the fence, once per example, so a killed sidecar loses at most the example in flight.
+ * - running, every example read: fits a head per question on the training part (head.ts), evaluates
+ *   it on the held-out part beside the zero-shot answers (evaluate.ts) and either rejects the job
+ *   with its report or registers the candidate as an immutable release of the account (accepted).
+ *   The fit is deterministic, so a fit repeated after a crash registers the same release.
+ * - accepted: the serving side's check: this sidecar reads the new release's registry entry, derives
+ *   its fingerprint from the base's, the task and the heads, and answers one probe decision with it
+ *   through the base's runtime (every response's identity checked); only then is it served here and
+ *   the job ready.
+ *
+ *     const worker = new TrainingWorker({ pool, lanes, selfUrl, secrets, edge });
+ *     worker.start();
+ *     await worker.stop({ drain: AbortSignal.timeout(25_000) });
+ */
+import type { Pool } from "@neondatabase/serverless";
+import { Questions as QuestionsSchema, type Answer, type DecisionRequest } from "../../contract/decision.ts";
+import type { BatchError } from "../../contract/batches.ts";
+import { parseJson, stringifyJson } from "../../contract/json.ts";
+import { LIMITS } from "../../contract/limits.ts";
+import { outcomesOf, validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
+import { ACCEPTANCE, type EvaluationReport } from "../../contract/trainings.ts";
+import { poolDb } from "../../server-shared/db.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import { TrainingStore, type ReadExample, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
+import type { RegistryEntry } from "../../server-shared/registry.ts";
+import type { SecretReader } from "../../server-shared/secrets.ts";
+import { isHeldOut, trainedFingerprint, trainedModelId, type SavedTask, type TrainedHeads } from "../../server-shared/trained.ts";
+import { runtimeClientFor, type RuntimeClient } from "../runtime/client.ts";
+import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
+import { readInput, deleteObject, type EdgeLink } from "../bulk/grants.ts";
+import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
+import { exampleFeatures, executeDecision } from "../decide/execute.ts";
+import { verifiedRelease, type Release } from "../decide/identity.ts";
+import { OPTIONS_PER_PASS } from "../decide/render.ts";
+import { evaluateQuestion } from "./evaluate.ts";
+import { applyHead, trainHead } from "./head.ts";
+
+type Questions = ReturnType<typeof QuestionsSchema.parse>;
+
+export interface TrainingTiming {
+  leaseMs: number;
+  renewMs: number;
+  idleMs: number;
+  cleanupEveryMs: number;
+  /** Training data is deleted this long after its job ended. */
+  dataMs: number;
+}
+
+export const TRAINING_TIMING: TrainingTiming = {
+  leaseMs: LIMITS.bulkLeaseMs,
+  renewMs: LIMITS.bulkLeaseRenewMs,
+  idleMs: 500,
+  cleanupEveryMs: LIMITS.cleanupIntervalMs,
+  dataMs: LIMITS.trainingDataRetentionMs,
+};
+
+export interface TrainingWorkerDeps {
+  pool: Pool;
+  lanes: Lanes;
+  /** This sidecar's SIDECAR_URL: it trains on the base releases the registry assigns to it. */
+  selfUrl: string;
+  secrets: SecretReader;
+  edge: EdgeLink;
+  timing?: TrainingTiming;
+  log?: (line: string) => void;
+}
+
+const HOUSEKEEPING_EVERY_MS = 5000;
+/** How long a step waits before asking the bulk lane again when it is full. */
+const LANE_POLL_MS = 200;
+const PURGE_BATCH = 100;
+
+/** A file this worker refuses after the shared checks passed (the same shape as theirs). */
+const fileError = (code: string, message: string, line: number | null = null): BatchError => ({ code, message, line });
+
+export class TrainingWorker {
+  private readonly timing: TrainingTiming;
+  private readonly log: (line: string) => void;
+  private readonly store: TrainingStore;
+  private stopping = false;
+  private loop: Promise<void> | null = null;
+  private current: AbortController | null = null;
+  private lastHousekeeping = 0;
+  private lastCleanup = 0;
+
+  constructor(private readonly deps: TrainingWorkerDeps) {
+    this.timing = deps.timing ?? TRAINING_TIMING;
+    this.log = deps.log ?? ((line) => console.error(line));
+    this.store = new TrainingStore(poolDb(deps.pool));
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops claiming; without `drain` the step in flight is abandoned at once, with it once `drain` aborts. */
+  async stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
+    this.stopping = true;
+    const abandon = () => this.current?.abort(new Error("the worker is stopping"));
+    if (!opts.drain || opts.drain.aborted) abandon();
+    else opts.drain.addEventListener("abort", abandon, { once: true });
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        await this.housekeeping();
+        const claim = await this.store.claim(this.timing.leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
+        if (!claim) {
+          await this.idle();
+          continue;
+        }
+        await this.step(claim);
+      } catch (err) {
+        if (!this.stopping) this.log(`sidecar: training worker: ${err instanceof Error ? err.message : String(err)}`);
+        await this.idle();
+      }
+    }
+  }
+
+  private async idle(): Promise<void> {
+    if (!this.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
+  }
+
+  /** Expiry of trainings past their deadline; deletion of training data past its retention. */
+  private async housekeeping(): Promise<void> {
+    if (Date.now() - this.lastHousekeeping < HOUSEKEEPING_EVERY_MS) return;
+    this.lastHousekeeping = Date.now();
+    await this.store.expire();
+    if (Date.now() - this.lastCleanup < this.timing.cleanupEveryMs) return;
+    this.lastCleanup = Date.now();
+    for (const training of await this.store.duePurge(this.timing.dataMs, PURGE_BATCH)) {
+      try {
+        await deleteObject(this.deps.edge, training.objectKey);
+        await this.store.purge(training.id);
+      } catch (err) {
+        this.log(`sidecar: cleanup of training ${training.id} failed, retried next run: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+
+  /** One step under the claim, renewing the lease meanwhile; the job is released afterwards. */
+  private async step(claim: TrainingClaim): Promise<void> {
+    const abort = new AbortController();
+    this.current = abort;
+    const renewal = setInterval(() => {
+      if (this.stopping) return;
+      this.store
+        .renew(claim, this.timing.leaseMs)
+        .then((held) => {
+          if (!held) abort.abort(new Error("the claim was lost"));
+        })
+        .catch(() => undefined);
+    }, this.timing.renewMs);
+    try {
+      const { status } = claim.row;
+      if (status === "validating") await this.validate(claim, abort.signal);
+      else if (status === "running") await this.advance(claim, abort.signal);
+      else if (status === "accepted") await this.activate(claim, abort.signal);
+    } catch (err) {
+      if (!abort.signal.aborted) throw err;
+    } finally {
+      clearInterval(renewal);
+      this.current = null;
+      await this.store.release(claim).catch(() => undefined);
+    }
+  }
+
+  /** The base release the training runs on, checked as every execution checks its release. */
+  private async base(claim: TrainingClaim): Promise<{ entry: RegistryEntry; release: Release; client: RuntimeClient } | null> {
+    const entry = claim.row.base_release && (await servedRelease(this.deps.pool, this.deps.selfUrl, claim.row.base_release));
+    if (!entry) return null;
+    const release = await verifiedRelease(entry, { id: entry.id, fingerprint: entry.fingerprint });
+    return { entry, release, client: runtimeClientFor(entry, this.deps.secrets) };
+  }
+
+  private async validate(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
+    const bytes = await readInput(this.deps.edge, claim.row.object_key, signal, LIMITS.trainingFileBytes);
+    if (bytes === null) {
+      await this.store.fail(claim, fileError("input_missing", "the training file is gone"));
+      return;
+    }
+    const checked = validateTrainingFile(bytes);
+    signal.throwIfAborted();
+    if (!checked.ok) {
+      await this.store.fail(claim, checked.error);
+      return;
+    }
+    const { task, examples } = checked;
+    const split = await Promise.all(examples.map((e) => isHeldOut(e.customId, LIMITS.trainingHeldOutPercent)));
+    const refused = refusal(claim.row.base_model, task.model, task.questions, examples, split);
+    if (refused) {
+      await this.store.fail(claim, refused);
+      return;
+    }
+    const stored: StoredExample[] = examples.map((e, i) => ({ ...e, heldOut: split[i]! }));
+    await this.store.start(claim, { questions: stringifyJson(task.questions) }, stored);
+  }
+
+  /** Runs the next example, or fits and evaluates the candidate once every example is read. */
+  private async advance(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
+    const base = await this.base(claim);
+    if (!base) return; // no longer served here: another host (or a later registry) takes it up
+    const task = savedQuestions(claim.row.task!);
+    const example = await this.store.nextExample(claim.id);
+    if (!example) {
+      await this.finish(claim, base, task);
+      return;
+    }
+    const request = { state: parseJson(example.state, { maxDepth: LIMITS.jsonDepth }), questions: task } as DecisionRequest;
+    const read = await this.inBulkLane(claim, signal, async () => {
+      const { features } = await exampleFeatures(base.client, base.release, request, signal);
+      const zeroShot = example.heldOut ? distributions(task, (await executeDecision(base.client, base.release, request, signal)).answers) : null;
+      return { features, zeroShot };
+    });
+    if (!read) return;
+    signal.throwIfAborted();
+    await this.store.commitExample(claim, example.line, read.features, read.zeroShot);
+  }
+
+  /** `run` in the bulk lane, waiting while the lane is full; null once the job's deadline has passed. */
+  private async inBulkLane<T>(claim: TrainingClaim, signal: AbortSignal, run: () => Promise<T>): Promise<T | null> {
+    for (;;) {
+      try {
+        return await this.deps.lanes.run("bulk", run, signal);
+      } catch (err) {
+        if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
+        if (Date.now() >= claim.deadline) return null;
+        await new Promise((resolve) => setTimeout(resolve, LANE_POLL_MS));
+        signal.throwIfAborted();
+      }
+    }
+  }
+
+  /** Fits a head per question on the training part, evaluates it on the held-out part, and rejects or registers the candidate. */
+  private async finish(claim: TrainingClaim, base: { entry: RegistryEntry }, task: Questions): Promise<void> {
+    const started = performance.now();
+    const examples = await this.store.readExamples(claim.id);
+    const training = examples.filter((e) => !e.heldOut);
+    const heldOut = examples.filter((e) => e.heldOut);
+    const questions = [...task];
+    const width = examples[0]!.features.length / questions.length;
+    const slice = (e: ReadExample, q: number) => e.features.slice(q * width, (q + 1) * width);
+    const heads: TrainedHeads = {
+      kind: "hidden_state_head",
+      features: width,
+      questions: questions.map(([, question], q) =>
+        trainHead(training.map((e) => slice(e, q)), training.map((e) => e.outcomes[q]!), outcomesOf(question).length).params,
+      ),
+    };
+    const evaluations = questions.map(([id, question], q) =>
+      evaluateQuestion(
+        id,
+        question,
+        heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q))),
+        heldOut.map((e) => e.zeroShot![q]!),
+        heldOut.map((e) => e.outcomes[q]!),
+      ),
+    );
+    const accepted = evaluations.every((e) => e.passed);
+    const savedTask: SavedTask = claim.row.task!;
+    const model = accepted ? trainedModelId(claim.row.base_model, claim.id) : null;
+    const report: EvaluationReport = {
+      object: "training.report",
+      training: claim.id,
+      model,
+      base_release: base.entry.id,
+      decision: accepted ? "accepted" : "rejected",
+      acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins },
+      examples: { training: training.length, held_out: heldOut.length },
+      method: { kind: "hidden_state_head", features: width, regularisation: heads.questions.map((h) => h.lambda) },
+      questions: evaluations,
+      evaluated_at: new Date().toISOString(),
+      training_ms: Math.round(performance.now() - started),
+    };
+    if (!model) {
+      await this.store.reject(claim, report);
+      return;
+    }
+    const runtime = { id: base.entry.runtime_release, fingerprint: base.entry.runtime_fingerprint };
+    const fingerprint = await trainedFingerprint(runtime.fingerprint, savedTask, heads);
+    const description = `Trained on ${training.length} examples of ${claim.row.base_model} (training ${claim.id})`;
+    await this.store.accept(claim, { id: model, fingerprint, baseRelease: runtime.id, description, task: savedTask, heads }, report);
+  }
+
+  /**
+   * The serving side's identity check of an accepted candidate, then its activation: the release's
+   * registry entry is checked as every execution checks one (its fingerprint derived from the base's,
+   * the task and the heads), and one decision of a held-out example is answered with it through the
+   * base's runtime, every response's identity checked. A mismatch leaves the job accepted, with the
+   * operator told; it is never served.
+   */
+  private async activate(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
+    const base = await this.base(claim);
+    const entry = base && claim.row.model_id ? await registeredRelease(this.deps.pool, claim.row.model_id) : null;
+    if (!base || !entry) return;
+    try {
+      const release = await verifiedRelease(entry, { id: entry.id, fingerprint: entry.fingerprint });
+      const task = savedQuestions(claim.row.task!);
+      const [probe] = await this.store.readExamples(claim.id);
+      const request = { state: probe ? parseJson(probe.state, { maxDepth: LIMITS.jsonDepth }) : "", questions: task } as DecisionRequest;
+      const answered = await this.inBulkLane(claim, signal, () => executeDecision(base.client, release, request, signal));
+      if (!answered) return;
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const note = err instanceof ServiceError ? (err.operatorNote ?? err.message) : err instanceof Error ? err.message : String(err);
+      this.log(`sidecar: training ${claim.id}: its model was not activated: ${note}`);
+      return;
+    }
+    signal.throwIfAborted();
+    await this.store.activate(claim, this.deps.selfUrl);
+  }
+}
+
+/** The task's questions, parsed from the saved text (key order kept). */
+function savedQuestions(task: SavedTask): Questions {
+  return QuestionsSchema.parse(parseJson(task.questions, { maxDepth: LIMITS.jsonDepth }));
+}
+
+/** Each question's answer as a distribution over its outcomes (yes/no: [yes, no]). */
+function distributions(task: Questions, answers: Map<string, Answer>): number[][] {
+  return [...task.keys()].map((id) => {
+    const answer = answers.get(id)!;
+    if (answer.type === "noul") return [answer.noul, 1 - answer.noul];
+    return [...answer.probabilities.values()];
+  });
+}
+
+/**
+ * A file the shared checks passed but this service cannot train on, as the job's error: examples
+ * naming another base than the training's, a choice too large for one pass, or a part of the hash
+ * split without LIMITS.trainingHeldOutPerOutcome examples of some outcome.
+ */
+function refusal(baseModel: string, model: string, questions: Questions, examples: TrainingExample[], heldOut: boolean[]): BatchError | null {
+  if (model !== baseModel) {
+    return fileError("task_mismatch", `the examples name the base ${JSON.stringify(model.slice(0, 60))}; this training was created for ${JSON.stringify(baseModel.slice(0, 60))}`, 1);
+  }
+  const need = LIMITS.trainingHeldOutPerOutcome;
+  for (const [q, [id, question]] of [...questions].entries()) {
+    if (question.type === "choice" && question.criteria.size > OPTIONS_PER_PASS) {
+      return fileError("task_not_trainable", `question ${JSON.stringify(id.slice(0, 40))} has ${question.criteria.size} options; a trained model reads at most ${OPTIONS_PER_PASS} in its one pass`, 1);
+    }
+    const outcomes = outcomesOf(question);
+    for (const [part, inPart] of [["held-out", true], ["training", false]] as const) {
+      const counts = outcomes.map((_, k) => examples.filter((e, i) => heldOut[i] === inPart && e.outcomes[q] === k).length);
+      const short = counts.findIndex((n) => n < need);
+      if (short >= 0) {
+        return fileError(
+          "too_few_examples",
+          `question ${JSON.stringify(id.slice(0, 40))}: the ${part} part holds ${counts[short]} example(s) of ${JSON.stringify(outcomes[short])}; it needs at least ${need} ` +
+            `(examples are split by a hash of custom_id, ${LIMITS.trainingHeldOutPercent} % held out): add examples of that outcome`,
+        );
+      }
+    }
+  }
+  return null;
+}

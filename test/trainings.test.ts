@@ -1,0 +1,161 @@
+/**
+ * Customer training on the real stack (edge under workerd, Postgres, the sidecar's training worker
+ * under Bun, the runtime with the default model): a small job end to end through to served answers,
+ * a forced rejection, and who may see and use what.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { DecisionResponse } from "../contract/decision.ts";
+import { ModelList } from "../contract/models.ts";
+import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
+import { call, newAccount, query } from "./support/api.ts";
+import { lines, poll, results, submitted } from "./support/bulk.ts";
+import { animalSentences, noulFile, pollTraining, submitTraining, type Account } from "./support/training.ts";
+
+/** A question the shared model cannot answer from its words: what "group A" is, only the examples say. */
+const GROUP_A = { type: "noul", instructions: "Does this sentence belong to group A?" };
+
+const decide = (account: Account, model: string, state: string, questions: Record<string, unknown> = { q: GROUP_A }) =>
+  call<DecisionResponse>("/v1/systemone", { token: account.key.secret, body: { model, state, questions } });
+
+describe("a training accepted, activated and served", () => {
+  let owner: Account;
+  let other: Account;
+  let done: Training;
+
+  beforeAll(async () => {
+    [owner, other] = await Promise.all([newAccount(), newAccount()]);
+    const training = await submitTraining(owner, await noulFile(GROUP_A, animalSentences()));
+    expect(training.status).toBe("queued");
+    done = await pollTraining(owner, training.id);
+  }, 180_000);
+
+  it("ends ready, with the trained model's id, its held-out figures beside the zero-shot ones, and its report", async () => {
+    expect(done.status, JSON.stringify(done)).toBe("ready");
+    expect(done.model).toMatch(/^ft:svc-shared:[0-9a-f]{32}$/);
+    expect(done.examples).toEqual({ total: 48, held_out: 12 });
+    expect(done.evaluation?.decision).toBe("accepted");
+    const [figures] = done.evaluation!.questions;
+    expect(figures!.metric).toBe("auroc");
+    expect(figures!.candidate).toBeGreaterThanOrEqual(figures!.zero_shot + 0.02);
+    expect(figures!.passed).toBe(true);
+    expect(done.data_expires_at).not.toBeNull();
+
+    const report = await call(done.evaluation!.report, { token: owner.userToken });
+    expect(report.status).toBe(200);
+    const parsed = EvaluationReport.parse(report.body);
+    expect(parsed.model).toBe(done.model);
+    expect(parsed.questions[0]!.held_out_counts).toEqual([6, 6]);
+    const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
+    expect(svg.headers.get("content-type")).toContain("image/svg+xml");
+    expect(await svg.text()).toContain("<svg");
+  });
+
+  it("is registered as an immutable release owned by the account, on the base's runtime", async () => {
+    const [row] = await query<{ owners: string[]; base_release: string; sidecar_url: string | null }>(
+      "SELECT owners, base_release, sidecar_url FROM model_releases WHERE id = $1",
+      [done.model],
+    );
+    expect(row!.owners).toEqual([owner.accountId]);
+    expect(row!.sidecar_url).not.toBeNull();
+    await expect(query("UPDATE model_releases SET head = '{}' WHERE id = $1", [done.model])).rejects.toThrow(/immutable/);
+  });
+
+  it("answers the owner's real-time decisions with the shared model's wire shape, far better than zero-shot", async () => {
+    const yes = await decide(owner, done.model!, "A donkey was grazing beside the road.");
+    const no = await decide(owner, done.model!, "A taxi was waiting beside the road.");
+    expect(yes.status, JSON.stringify(yes.body)).toBe(200);
+    const answer = DecisionResponse.parse(yes.body);
+    expect(answer.model).toBe(done.model);
+    expect(answer.usage.input_tokens).toBeGreaterThan(0);
+    expect(answer.usage.output_tokens).toBe(1);
+    const p = (r: typeof yes) => (r.body.answers as unknown as Record<string, { noul: number }>).q!.noul;
+    expect(p(yes)).toBeGreaterThan(0.5);
+    expect(p(no)).toBeLessThan(0.5);
+  });
+
+  it("refuses any other question set with 422 task_mismatch saying what differs", async () => {
+    const other = await decide(owner, done.model!, "A cat.", { q: { ...GROUP_A, instructions: "Something else?" } });
+    expect(other.status).toBe(422);
+    expect(other.body).toMatchObject({ error: { code: "task_mismatch" } });
+    expect(JSON.stringify(other.body)).toContain('question \\"q\\"');
+    const renamed = await decide(owner, done.model!, "A cat.", { r: GROUP_A });
+    expect(renamed.status).toBe(422);
+    expect(JSON.stringify(renamed.body)).toContain("question ids");
+  });
+
+  it("is in the owner's model listing with its evaluation report, and works in bulk", async () => {
+    const listing = ModelList.parse((await call("/v1/models", { token: owner.key.secret })).body);
+    const mine = listing.models.find((m) => m.name === done.model);
+    expect(mine?.evaluation).toBe(`/v1/models/${encodeURIComponent(done.model!)}/evaluation`);
+    const evaluation = await call(mine!.evaluation!, { token: owner.key.secret });
+    expect(EvaluationReport.parse(evaluation.body).training).toBe(done.id);
+
+    const id = await submitted(owner, lines([{ custom_id: "b1", body: { model: done.model, state: "A goat on the hill.", questions: { q: GROUP_A } } }]));
+    const batch = await poll(owner, id);
+    expect(batch.status).toBe("completed");
+    const [record] = await results(owner, id);
+    expect(record && "response" in record ? record.response.model : record).toBe(done.model);
+  });
+
+  it("is invisible to every other account: listings, decisions, reports and the job answer 404", async () => {
+    const listing = ModelList.parse((await call("/v1/models", { token: other.key.secret })).body);
+    expect(listing.models.map((m) => m.name)).not.toContain(done.model);
+    const decision = await decide(other, done.model!, "A cat.");
+    expect(decision.status).toBe(404);
+    expect(decision.body).toMatchObject({ error: { code: "model_not_found" } });
+    for (const path of [`/v1/trainings/${done.id}`, `/v1/trainings/${done.id}/report`, `/v1/trainings/${done.id}/report.svg`]) {
+      const reply = await call(path, { token: other.userToken });
+      expect(reply.status, path).toBe(404);
+    }
+    for (const path of [`/v1/trainings/${done.id}/submit`, `/v1/trainings/${done.id}/cancel`]) {
+      expect((await call(path, { token: other.userToken, body: {} })).status, path).toBe(404);
+    }
+    expect((await call(`/v1/models/${done.model}/evaluation`, { token: other.key.secret })).status).toBe(404);
+    expect((await call(`/v1/models/${done.model}/retire`, { token: other.userToken, body: {} })).status).toBe(404);
+    const list = TrainingList.parse((await call("/v1/trainings", { token: other.userToken })).body);
+    expect(list.data.map((t) => t.id)).not.toContain(done.id);
+  });
+
+  it("refuses an API key on every training route, as key management does", async () => {
+    for (const [path, body] of [["/v1/trainings", undefined], ["/v1/trainings", { idempotency_key: "k" }], [`/v1/trainings/${done.id}`, undefined], [`/v1/models/${done.model}/retire`, {}]] as const) {
+      const reply = await call(path, { token: owner.key.secret, body });
+      expect(reply.status, path).toBe(401);
+      expect(reply.body).toMatchObject({ error: { code: "wrong_credential_kind" } });
+    }
+  });
+
+  it("can be retired by its owner: new requests answer 404", async () => {
+    const retired = await call(`/v1/models/${done.model}/retire`, { token: owner.userToken, body: {} });
+    expect(retired.status).toBe(200);
+    expect(retired.body).toEqual({ id: done.model, object: "model", retired: true });
+    expect((await decide(owner, done.model!, "A cat.")).status).toBe(404);
+    const listing = ModelList.parse((await call("/v1/models", { token: owner.key.secret })).body);
+    expect(listing.models.map((m) => m.name)).not.toContain(done.model);
+    expect((await call(`/v1/models/${done.model}/retire`, { token: owner.userToken, body: {} })).status).toBe(404);
+  });
+});
+
+describe("a training rejected", () => {
+  it("keeps its report, registers no release, and no route can serve or activate it", async () => {
+    const owner = await newAccount();
+    // The held-out examples are labelled the other way round: whatever is learnt from the training
+    // part is wrong on them, so the candidate cannot beat the base there.
+    const training = await submitTraining(owner, await noulFile(GROUP_A, animalSentences(), (s, heldOut) => s.animal !== heldOut));
+    const done = await pollTraining(owner, training.id);
+    expect(done.status, JSON.stringify(done)).toBe("rejected");
+    expect(done.model).toBeNull();
+    expect(done.evaluation?.decision).toBe("rejected");
+    const report = EvaluationReport.parse((await call(`/v1/trainings/${done.id}/report`, { token: owner.userToken })).body);
+    expect(report.decision).toBe("rejected");
+    expect(report.questions[0]!.reason).toMatch(/^held-out AUROC 0\.\d+ does not beat the base's zero-shot/);
+    expect(report.questions[0]!.candidate.primary).toBeLessThan(0.5);
+    expect(await query("SELECT id FROM model_releases WHERE training_id = $1", [done.id])).toEqual([]);
+    // The id it would have had answers as no model at all.
+    const wouldBe = `ft:svc-shared:${done.id.replace(/-/g, "")}`;
+    expect((await decide(owner, wouldBe, "A cat.", { q: GROUP_A })).status).toBe(404);
+    expect((await call(`/v1/models/${wouldBe}/retire`, { token: owner.userToken, body: {} })).status).toBe(404);
+    // Resubmitting or cancelling a finished training changes nothing.
+    expect((await call(`/v1/trainings/${done.id}/submit`, { token: owner.userToken, body: {} })).body).toMatchObject({ status: "rejected" });
+    expect((await call(`/v1/trainings/${done.id}/cancel`, { token: owner.userToken, body: {} })).body).toMatchObject({ status: "rejected" });
+  }, 180_000);
+});

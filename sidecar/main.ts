@@ -75,7 +75,6 @@ const trainer =
           leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? TRAINING_TIMING.leaseMs,
           renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? TRAINING_TIMING.renewMs,
           cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? TRAINING_TIMING.cleanupEveryMs,
-          dataMs: settings.SVC_TEST_TRAINING_DATA_RETENTION_MS ?? TRAINING_TIMING.dataMs,
         },
       })
     : null;

@@ -18,7 +18,7 @@
  *
  * For tests only (shorter periods than the spec's; never set in production):
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
- *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_TRAINING_DATA_RETENTION_MS
+ *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS
  *
  * Runtime secrets are read from the variables the registry's `token_env` names (or `<token_env>_FILE`),
  * when a runtime is called.
@@ -46,6 +46,5 @@ export const SidecarSettings = z.object({
   SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
   SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
-  SVC_TEST_TRAINING_DATA_RETENTION_MS: optionalInteger(0, LIMITS.trainingDataRetentionMs),
 }).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

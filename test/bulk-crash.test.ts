@@ -1,10 +1,11 @@
 /**
- * Crashes during a batch, with real processes on a stack of its own (leases and the cleanup interval
+ * Crashes during a batch or a training, with real processes on a stack of its own (leases and the cleanup interval
  * shortened through the sidecar's SVC_TEST_BULK_* settings): the sidecar killed with SIGKILL at
  * random moments and started again, over and over; the runtime killed mid-batch; Postgres restarted
  * mid-batch. At the end every
  * custom_id has exactly one committed result and the usage rows match the successful results one to
- * one: nothing lost, nothing duplicated. Then retention cleanup, on the same stack.
+ * one: nothing lost, nothing duplicated. A training through sidecar kills registers its model once.
+ * Then retention cleanup, on the same stack.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +16,9 @@ import { Batch, ResultsPage, type ResultRecord } from "../contract/batches.ts";
 import { CreatedKey } from "../contract/keys.ts";
 import { startStack, type Stack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
+import { Training } from "../contract/trainings.ts";
 import { seededRandom } from "./support/random.ts";
+import { animalSentences, noulFile as trainingFile } from "./support/training.ts";
 
 /** Leases of 2 s renewed every 0.5 s: a killed worker's batch is claimed again 2 s after the crash. */
 const SIDECAR_ENV = { SVC_TEST_BULK_LEASE_MS: "2000", SVC_TEST_BULK_RENEW_MS: "500", SVC_TEST_BULK_CLEANUP_EVERY_MS: "500" };
@@ -26,10 +29,12 @@ const dataDir = mkdtempSync(join(tmpdir(), "svc-crash-"));
 chmodSync(dataDir, 0o711);
 let stack: Stack;
 let key: string;
+let userToken: string;
 
 beforeAll(async () => {
   stack = await startStack({ dataDir, log: () => {}, sidecarEnv: SIDECAR_ENV });
   const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "crash-tester" });
+  userToken = token;
   const res = await fetch(`${stack.baseUrl}/v1/keys`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -164,7 +169,77 @@ describe("a batch through a Postgres restart", () => {
   });
 });
 
+/** A training of the crash tester's account, created, uploaded and submitted. */
+async function submitTraining(file: string): Promise<string> {
+  const call = async (path: string, body?: unknown) =>
+    Training.parse(
+      await (
+        await fetch(`${stack.baseUrl}${path}`, {
+          method: body === undefined ? "GET" : "POST",
+          headers: { authorization: `Bearer ${userToken}`, "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        })
+      ).json(),
+    );
+  const training = await call("/v1/trainings", { idempotency_key: `crash-${Date.now()}` });
+  expect((await fetch(training.upload!.url, { method: "PUT", headers: training.upload!.headers, body: file })).status).toBe(200);
+  expect((await call(`/v1/trainings/${training.id}/submit`, {})).status).toBe("queued");
+  return training.id;
+}
+
+const trainingState = async (id: string) =>
+  (await rows<{ status: string; examples_read: number; total_examples: number }>("SELECT status, examples_read, total_examples FROM trainings WHERE id = $1", [id]))[0]!;
+
+describe("a training through sidecar kills", () => {
+  it("reads every example once, registers its model once, and ends ready", { timeout: 300_000 }, async () => {
+    const id = await submitTraining(await trainingFile({ type: "noul", instructions: "Does this sentence belong to group A?" }, animalSentences()));
+    const readAtKills: number[] = [];
+    for (const after of [4, 16, 32]) {
+      await until(async () => (await trainingState(id)).examples_read >= after, 120_000);
+      readAtKills.push((await trainingState(id)).examples_read);
+      await stack.restartSidecar("SIGKILL");
+    }
+    expect(readAtKills.every((n) => n > 0 && n < 48)).toBe(true);
+    await until(async () => ["ready", "rejected", "failed"].includes((await trainingState(id)).status), 180_000);
+    expect(await trainingState(id)).toEqual({ status: "ready", examples_read: 48, total_examples: 48 });
+    const examples = await rows<{ n: string }>("SELECT count(*) AS n FROM training_examples WHERE training_id = $1 AND features IS NOT NULL", [id]);
+    expect(Number(examples[0]!.n)).toBe(48);
+    const releases = await rows<{ id: string; sidecar_url: string | null }>("SELECT id, sidecar_url FROM model_releases WHERE training_id = $1", [id]);
+    expect(releases).toHaveLength(1);
+    expect(releases[0]!.sidecar_url).not.toBeNull();
+  });
+});
+
 describe("retention cleanup", () => {
+  it("deletes a training's file and examples 30 days after it ended; its report and model stay", { timeout: 180_000 }, async () => {
+    const id = await submitTraining(await trainingFile({ type: "noul", instructions: "Is it in group B?" }, animalSentences()));
+    await until(async () => ["ready", "rejected", "failed"].includes((await trainingState(id)).status), 150_000);
+    const [training] = await rows<{ object_key: string; model_id: string }>("SELECT object_key, model_id FROM trainings WHERE id = $1", [id]);
+    await rows("UPDATE trainings SET finished_at = now() - interval '29 days 23 hours' WHERE id = $1", [id]);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await rows("SELECT 1 FROM trainings WHERE id = $1 AND purged_at IS NULL", [id])).toHaveLength(1);
+    await rows("UPDATE trainings SET finished_at = now() - interval '30 days 1 minute' WHERE id = $1", [id]);
+    await until(async () => (await rows("SELECT 1 FROM trainings WHERE id = $1 AND purged_at IS NOT NULL", [id])).length === 1, 30_000);
+    expect(await rows("SELECT 1 FROM training_examples WHERE training_id = $1", [id])).toEqual([]);
+    const grant = await fetch(`${stack.baseUrl}/internal/grants`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.secrets.sidecar}`, "content-type": "application/json" },
+      body: JSON.stringify({ object: training!.object_key, method: "GET" }),
+    });
+    const { url } = (await grant.json()) as { url: string };
+    expect((await fetch(url)).status).toBe(404);
+    // The job, its report and its model are kept: the model answers until its owner retires it.
+    const status = await fetch(`${stack.baseUrl}/v1/trainings/${id}/report`, { headers: { authorization: `Bearer ${userToken}` } });
+    expect(status.status).toBe(200);
+    const decision = await fetch(`${stack.baseUrl}/v1/systemone`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: training!.model_id, state: "A goat.", questions: { q: { type: "noul", instructions: "Is it in group B?" } } }),
+    });
+    expect(decision.status).toBe(200);
+  });
+
+
   it("deletes a batch's input, records and results 7 days after it finished and frees its storage; its metadata after 30", { timeout: 120_000 }, async () => {
     const id = await submit(noulFile(2));
     await until(async () => (await status(id)).finished_at !== null, 60_000);

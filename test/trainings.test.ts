@@ -159,3 +159,23 @@ describe("a training rejected", () => {
     expect((await call(`/v1/trainings/${done.id}/cancel`, { token: owner.userToken, body: {} })).body).toMatchObject({ status: "rejected" });
   }, 180_000);
 });
+
+describe("a training cancelled mid-job", () => {
+  it("stops reading examples, registers nothing, and stays cancelled", async () => {
+    const owner = await newAccount();
+    const training = await submitTraining(owner, await noulFile(GROUP_A, animalSentences()));
+    const running = await pollTraining(owner, training.id, (t) => (t.progress?.examples_read ?? 0) >= 3 || t.finished_at !== null);
+    expect(running.status).toBe("running");
+    expect(running.progress!.step).toMatch(/^reading examples through the base model \(\d+ of 48\)$/);
+    const cancelled = Training.parse((await call(`/v1/trainings/${training.id}/cancel`, { token: owner.userToken, body: {} })).body);
+    expect(cancelled.status).toBe("cancelled");
+    expect(cancelled.progress).toBeNull();
+    const [{ read }] = (await query<{ read: number }>("SELECT examples_read AS read FROM trainings WHERE id = $1", [training.id])) as [{ read: number }];
+    // An example in flight when the job was cancelled commits nothing: the fence refuses it.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const after = await query<{ read: number; status: string }>("SELECT examples_read AS read, status FROM trainings WHERE id = $1", [training.id]);
+    expect(after[0]).toEqual({ read, status: "cancelled" });
+    expect(await query("SELECT id FROM model_releases WHERE training_id = $1", [training.id])).toEqual([]);
+    expect((await call(`/v1/trainings/${training.id}/submit`, { token: owner.userToken, body: {} })).body).toMatchObject({ status: "cancelled" });
+  }, 120_000);
+});

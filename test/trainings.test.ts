@@ -3,13 +3,15 @@
  * under Bun, the runtime with the default model): a small job end to end through to served answers,
  * a forced rejection, and who may see and use what.
  */
+import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DecisionResponse } from "../contract/decision.ts";
 import { ModelList } from "../contract/models.ts";
+import { validateTrainingFile } from "../contract/training-file.ts";
 import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
 import { call, newAccount, query } from "./support/api.ts";
 import { lines, poll, results, submitted } from "./support/bulk.ts";
-import { animalSentences, noulFile, pollTraining, submitTraining, type Account } from "./support/training.ts";
+import { animalSentences, noulFile, pollTraining, splitIds, submitTraining, type Account } from "./support/training.ts";
 
 /** A question the shared model cannot answer from its words: what "group A" is, only the examples say. */
 const GROUP_A = { type: "noul", instructions: "Does this sentence belong to group A?" };
@@ -177,5 +179,77 @@ describe("a training cancelled mid-job", () => {
     expect(after[0]).toEqual({ read, status: "cancelled" });
     expect(await query("SELECT id FROM model_releases WHERE training_id = $1", [training.id])).toEqual([]);
     expect((await call(`/v1/trainings/${training.id}/submit`, { token: owner.userToken, body: {} })).body).toMatchObject({ status: "cancelled" });
+  }, 120_000);
+});
+
+describe("hostile training files", () => {
+  /** A valid file's lines, one of them replaced by a generated hostile line. */
+  const hostileFile = async (seed: number): Promise<string> => {
+    const lines = (await noulFile(GROUP_A, animalSentences())).trimEnd().split("\n");
+    const [at, replacement] = fc.sample(
+      fc.tuple(
+        fc.integer({ min: 0, max: lines.length - 1 }),
+        fc.oneof(
+          fc.constant('{"custom_id": "x", "body": {"state": "a\\u0000b", "questions": {"q": {"type": "noul"}}}, "labels": {"q": true}}'),
+          fc.constant(`{"custom_id": "${JSON.parse(lines[0]!).custom_id}", "body": {"state": "dup", "questions": {"q": ${JSON.stringify(GROUP_A)}}}, "labels": {"q": true}}`),
+          fc.constant(`{"custom_id": "p", "body": {"state": "s", "questions": {"__proto__": ${JSON.stringify(GROUP_A)}}}, "labels": {"__proto__": true}}`),
+          fc.constant(`{"custom_id": "c", "body": {"state": "s", "questions": {"q": ${JSON.stringify(GROUP_A)}}}, "labels": {"q": "yes"}}`),
+          fc.constant(`{"custom_id": "d", "body": {"state": ${"[".repeat(40)}${"]".repeat(40)}, "questions": {"q": ${JSON.stringify(GROUP_A)}}}, "labels": {"q": true}}`),
+          fc.json().map((j) => j),
+          fc.string({ maxLength: 40 }),
+          fc.record({ custom_id: fc.string({ maxLength: 20 }), body: fc.jsonValue({ maxDepth: 3 }), labels: fc.jsonValue({ maxDepth: 2 }) }).map((l) => JSON.stringify(l)),
+        ),
+      ),
+      { numRuns: 1, seed },
+    )[0]!;
+    lines[at] = replacement;
+    return lines.join("\n") + "\n";
+  };
+
+  it("fails each job naming the first bad line, as the shared validator does, and trains nothing", async () => {
+    const owner = await newAccount();
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const file = await hostileFile(seed);
+      const expected = validateTrainingFile(new TextEncoder().encode(file));
+      const training = await submitTraining(owner, file);
+      const done = await pollTraining(owner, training.id, (t) => t.finished_at !== null, 60_000);
+      if (expected.ok) {
+        // A generated line that happens to be a valid example: the job runs (cancelled here to save time).
+        await call(`/v1/trainings/${training.id}/cancel`, { token: owner.userToken, body: {} });
+        continue;
+      }
+      expect(done.status, `seed ${seed}`).toBe("failed");
+      expect(done.error, `seed ${seed}`).toEqual(expected.error);
+      expect(await query("SELECT 1 FROM training_examples WHERE training_id = $1", [training.id])).toEqual([]);
+      expect(await query("SELECT 1 FROM model_releases WHERE training_id = $1", [training.id])).toEqual([]);
+    }
+  }, 180_000);
+
+  it("fails a file whose examples name another base than the training's, or whose split leaves an outcome out", async () => {
+    const owner = await newAccount();
+    const otherBase = (await noulFile(GROUP_A, animalSentences()))
+      .trimEnd()
+      .split("\n")
+      .map((line) => {
+        const example = JSON.parse(line);
+        return JSON.stringify({ ...example, body: { model: "some-other-model", ...example.body } });
+      })
+      .join("\n");
+    const first = await pollTraining(owner, (await submitTraining(owner, otherBase + "\n")).id, (t) => t.finished_at !== null, 60_000);
+    expect(first).toMatchObject({ status: "failed", error: { code: "task_mismatch", line: 1 } });
+    expect(first.error!.message).toContain('"some-other-model"');
+
+    // Every "false" example in the training part: the held-out part has none of that outcome.
+    const ids = await splitIds("lopsided", 36, 12);
+    const sentences = animalSentences();
+    const lopsided = [
+      ...sentences.filter((s) => s.animal).map((s, i) => ({ id: i < 12 ? ids.heldOut[i]! : ids.training[i - 12]!, s })),
+      ...sentences.filter((s) => !s.animal).map((s, i) => ({ id: ids.training[12 + i]!, s })),
+    ];
+    const file = lopsided.map(({ id, s }) => JSON.stringify({ custom_id: id, body: { state: s.text, questions: { q: GROUP_A } }, labels: { q: s.animal } })).join("\n") + "\n";
+    const second = await pollTraining(owner, (await submitTraining(owner, file)).id, (t) => t.finished_at !== null, 60_000);
+    expect(second.status, JSON.stringify(second)).toBe("failed");
+    expect(second.error).toMatchObject({ code: "too_few_examples", line: null });
+    expect(second.error!.message).toMatch(/the held-out part holds 0 example\(s\) of false/);
   }, 120_000);
 });

@@ -11,7 +11,7 @@ import { validateTrainingFile } from "../contract/training-file.ts";
 import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
 import { call, newAccount, query } from "./support/api.ts";
 import { lines, poll, results, submitted } from "./support/bulk.ts";
-import { animalSentences, noulFile, pollTraining, splitIds, submitTraining, type Account } from "./support/training.ts";
+import { animalSentences, noulFile, pollTraining, splitIds, submitTraining, withModel, type Account } from "./support/training.ts";
 
 /** A question the shared model cannot answer from its words: what "group A" is, only the examples say. */
 const GROUP_A = { type: "noul", instructions: "Does this sentence belong to group A?" };
@@ -227,15 +227,8 @@ describe("hostile training files", () => {
 
   it("fails a file whose examples name another base than the training's, or whose split leaves an outcome out", async () => {
     const owner = await newAccount();
-    const otherBase = (await noulFile(GROUP_A, animalSentences()))
-      .trimEnd()
-      .split("\n")
-      .map((line) => {
-        const example = JSON.parse(line);
-        return JSON.stringify({ ...example, body: { model: "some-other-model", ...example.body } });
-      })
-      .join("\n");
-    const first = await pollTraining(owner, (await submitTraining(owner, otherBase + "\n")).id, (t) => t.finished_at !== null, 60_000);
+    const otherBase = withModel(await noulFile(GROUP_A, animalSentences()), "some-other-model");
+    const first = await pollTraining(owner, (await submitTraining(owner, otherBase)).id, (t) => t.finished_at !== null, 60_000);
     expect(first).toMatchObject({ status: "failed", error: { code: "task_mismatch", line: 1 } });
     expect(first.error!.message).toContain('"some-other-model"');
 

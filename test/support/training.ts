@@ -68,6 +68,17 @@ export async function noulFile(
   return lines.join("\n") + "\n";
 }
 
+/** The same file with every example naming `model` as its base. */
+export const withModel = (file: string, model: string) =>
+  file
+    .trimEnd()
+    .split("\n")
+    .map((line) => {
+      const example = JSON.parse(line);
+      return JSON.stringify({ ...example, body: { model, ...example.body } });
+    })
+    .join("\n") + "\n";
+
 /** Creates, uploads and submits a training; returns its status after submit. */
 export async function submitTraining(account: Account, file: string, model?: string): Promise<Training> {
   const created = await call<Training>("/v1/trainings", { token: account.userToken, body: { idempotency_key: `t-${randomBytes(6).toString("hex")}`, ...(model ? { model } : {}) } });

@@ -3,10 +3,11 @@
  * real process, against the real stack. The no-echo prompt is driven through a real pseudo-terminal
  * (`script` from util-linux), Ctrl-C is a real SIGINT, the browser sign-in walks the local identity
  * provider's real pages to the CLI's own loopback listener, and the packed tarballs are installed
- * with npm and run by plain Node without Bun. A loopback fake (test/support/fake-service.ts) stands
- * in for the service only where a test must prove that nothing was sent to it.
+ * with npm and run by plain Node without Bun; `svc train` follows one real training on the shared
+ * runtime. A loopback fake (test/support/fake-service.ts) stands in for the service only where a
+ * test must prove that nothing was sent to it.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,12 +16,14 @@ import { Batch, BatchList } from "../contract/batches.ts";
 import { DecisionResponse } from "../contract/decision.ts";
 import { parseJson, type JsonMap } from "../contract/json.ts";
 import { ModelList } from "../contract/models.ts";
+import { Training, TrainingList } from "../contract/trainings.ts";
 import { VERSION } from "../clients/sdk-ts/src/index.ts";
 import { browseSignIn } from "./support/browser.ts";
 import { buildClients, inTerminal, ROOT, shellQuote, start, SVC, svc, userEnv, type Outcome } from "./support/cli.ts";
-import { call, newAccount, query, remember, stack, withDb } from "./support/api.ts";
+import { call, newAccount, query, remember, stack } from "./support/api.ts";
 import { fakeServiceAnswering, type Fake } from "./support/fake-service.ts";
 import { plainNodeEnv, run } from "./support/plain-node.ts";
+import { animalSentences, noulFile } from "./support/training.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
 
@@ -76,7 +79,17 @@ const configOf = (home: string) => join(home, ".svc", "config.json");
 const savedOf = (path: string) => JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
 
 describe("svc arguments", () => {
-  const COMMANDS = [[], ["login"], ["logout"], ["models"], ["decide"], ["batches"], ["train"], ...["run", "create", "status", "cancel", "list", "results"].map((c) => ["batches", c]), ["train", "list"]];
+  const COMMANDS = [
+    [],
+    ["login"],
+    ["logout"],
+    ["models"],
+    ["decide"],
+    ["batches"],
+    ["train"],
+    ...["run", "create", "status", "cancel", "list", "results"].map((c) => ["batches", c]),
+    ...["create", "status", "list", "cancel", "retire"].map((c) => ["train", c]),
+  ];
 
   it("answers --help on every command and sub-command, on standard output, exit 0", async () => {
     const home = newHome();
@@ -87,7 +100,8 @@ describe("svc arguments", () => {
       expect(outcome.stderr).toBe("");
     }
     expect((await svc(["decide", "--help"], { env: userEnv(home) })).stdout).toMatch(/--state[\s\S]*--questions[\s\S]*--body[\s\S]*--model[\s\S]*--timeout[\s\S]*--json/);
-    expect((await svc(["train", "list", "--help"], { env: userEnv(home) })).stdout).toMatch(/calibrat[\s\S]*no API for text training jobs/);
+    expect((await svc(["train", "create", "--help"], { env: userEnv(home) })).stdout).toMatch(/--file FILE[\s\S]*--model BASE[\s\S]*--wait[\s\S]*--json/);
+    expect((await svc(["train", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
   });
 
   it("refuses unknown flags, unknown commands and extra arguments with exit 2", async () => {
@@ -578,33 +592,158 @@ describe("svc batches", () => {
   });
 });
 
-describe("svc train list", () => {
-  it("lists the calibrated releases the key may use, and says so when there are none (exit 0)", async () => {
-    const own = await newAccount();
-    const env = userEnv(newHome(), { SVC_API_KEY: own.key.secret, SVC_BASE_URL: stack().baseUrl });
-    const none = await svc(["train", "list"], { env });
-    const shared = ModelList.parse((await call("/v1/models", { token: own.key.secret })).body).models.filter((m) => m.calibration);
-    expectExit(none, 0);
-    if (shared.length === 0) expect(none.stdout).toMatch(/No trained \(calibrated\) releases/);
+describe("svc train", () => {
+  // One training on the shared runtime (about 15 s), followed by every case after the first; the
+  // others give the worker nothing to do, or a training cancelled as soon as it is submitted.
+  const GROUP_A = { type: "noul", instructions: "Does this sentence belong to group A?" };
+  let trainer: Account;
+  let env: Record<string, string>;
+  let examples: string;
+  let trained: { id: string; model: string } | undefined;
 
-    const release = `cli-cal-${randomBytes(4).toString("hex")}`;
-    await withDb((db) =>
-      db.query(
-        `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, base_release, calibration, calibration_report)
-         SELECT $1, $2, ARRAY[$3::uuid], url, token_env, current_date, 'calibrated for the CLI test', id, '{}'::jsonb, '{}'::jsonb FROM model_releases WHERE id = $4`,
-        [release, createHash("sha256").update(release).digest("hex"), own.accountId, stack().releaseId],
-      ),
-    );
+  /** A HOME whose saved settings hold the browser session `svc login` saves, with `user`'s access token. */
+  function signedInHome(user: Account, opts: { baseUrl?: string; expiresAt?: string } = {}): string {
+    const home = newHome();
+    mkdirSync(join(home, ".svc"), { mode: 0o700 });
+    const session = { issuer: stack().issuer, client_id: "svc-cli", access_token: user.userToken, expires_at: opts.expiresAt ?? new Date(Date.now() + 3_600_000).toISOString(), subject: user.login };
+    writeFileSync(configOf(home), JSON.stringify({ base_url: opts.baseUrl ?? stack().baseUrl, session }), { mode: 0o600 });
+    return home;
+  }
+
+  const needTrained = () => {
+    if (!trained) throw new Error("the training of the first case did not reach ready");
+    return trained;
+  };
+
+  beforeAll(async () => {
+    trainer = await newAccount();
+    env = userEnv(signedInHome(trainer));
+    examples = join(folder({ "examples.jsonl": await noulFile(GROUP_A, animalSentences()) }), "examples.jsonl");
+  });
+
+  it("create --wait checks, uploads, submits and follows a training to ready: a progress bar, the model id on stdout, its figures", { timeout: 180_000 }, async () => {
+    const dir = newHome();
+    const stdout = join(dir, "stdout.txt");
+    // Standard error is a terminal (the bars are drawn), standard output a file (the model id alone).
+    const command = `${[process.execPath, SVC, "train", "create", "--file", examples, "--wait", "--poll-interval", "0.3"].map(shellQuote).join(" ")} > ${shellQuote(stdout)}`;
+    const { code, transcript } = await inTerminal(command, { env, ms: 150_000 });
+    expect(code, transcript).toBe(0);
+    const model = readFileSync(stdout, "utf8");
+    expect(model).toMatch(/^ft:svc-shared:[0-9a-f]{32}\n$/);
+    trained = { id: /Training ([0-9a-f-]{36}): queued/.exec(transcript)![1]!, model: model.trim() };
+    expect(transcript).toMatch(/Training on 48 examples from .*examples\.jsonl \(base svc-shared, questions q\)/);
+    expect(transcript).toMatch(/uploaded \d+(\.\d)? (B|KiB)/);
+    expect(transcript).toMatch(/█+░*\s+\d+%\s+reading examples through the base model \(\d+ of 48\)/);
+    expect(transcript).toMatch(new RegExp(`Training ${trained.id} ready: model ${trained.model}, trained on 36 examples, 12 held out`));
+    expect(transcript).toMatch(/ {2}q {2}auroc [01]\.\d{3} \(zero-shot [01]\.\d{3}\) {2}ECE [01]\.\d{3} {2}passed/);
+
+    // The model answers decisions made with the account's API key, asked its task's questions.
+    const decided = await svc(["decide", "--model", trained.model, "--state", "A donkey was grazing beside the road.", "--questions", JSON.stringify({ q: GROUP_A }), "--json"], {
+      env: userEnv(newHome(), { SVC_API_KEY: trainer.key.secret, SVC_BASE_URL: stack().baseUrl }),
+    });
+    expectExit(decided, 0);
+    expect(DecisionResponse.parse(JSON.parse(decided.stdout)).model).toBe(trained.model);
+  });
+
+  it("status shows the training readably and as its JSON; list has it, newest first", async () => {
+    const { id, model } = needTrained();
+    const json = await svc(["train", "status", id, "--json"], { env });
+    expectExit(json, 0);
+    expect(Training.parse(JSON.parse(json.stdout))).toMatchObject({ id, status: "ready", model, examples: { total: 48, held_out: 12 }, evaluation: { decision: "accepted" } });
+    const readable = await svc(["train", "status", id], { env });
+    expectExit(readable, 0);
+    expect(readable.stdout).toMatch(/^status {10}ready$/m);
+    expect(readable.stdout).toMatch(new RegExp(`^model {11}${model}$`, "m"));
+    expect(readable.stdout).toMatch(/^ {2}q {2}auroc /m);
+
     const listed = await svc(["train", "list"], { env });
     expectExit(listed, 0);
-    expect(listed.stdout).toContain(release);
-    expect(listed.stdout).toContain(`/v1/models/${release}/calibration`);
-    expect(listed.stdout).not.toMatch(new RegExp(`^${stack().releaseId} `, "m"));
-    const json = await svc(["train", "list", "--json"], { env });
-    expect(ModelList.parse(JSON.parse(json.stdout)).models.map((m) => m.name)).toContain(release);
-    // Another account does not see it.
-    expect((await svc(["train", "list"], { env: withKey(newHome()) })).stdout).not.toContain(release);
-    await withDb((db) => db.query("UPDATE model_releases SET retired_at = now() WHERE id = $1", [release]));
+    expect(listed.stdout.split("\n")[0]).toMatch(new RegExp(`^${id} {2}ready {7}${model} .* 48 examples {2}`));
+    const page = TrainingList.parse(JSON.parse((await svc(["train", "list", "--json", "--limit", "1"], { env })).stdout));
+    expect(page.data.map((t) => t.id)).toEqual([id]);
+    // Another account's sign-in sees none of it.
+    const stranger = userEnv(signedInHome(account));
+    expect((await svc(["train", "list"], { env: stranger })).stdout).not.toContain(id);
+    const hidden = await svc(["train", "status", id], { env: stranger });
+    expectExit(hidden, 1);
+    expect(hidden.stderr).toMatch(/404 not_found/);
+  });
+
+  it("retire stops serving the trained model: decisions naming it answer 404, and a second retire too", async () => {
+    const { model } = needTrained();
+    const retired = await svc(["train", "retire", model], { env });
+    expectExit(retired, 0);
+    expect(retired.stdout).toBe(`${model} retired\n`);
+    const keyEnv = userEnv(newHome(), { SVC_API_KEY: trainer.key.secret, SVC_BASE_URL: stack().baseUrl });
+    const decided = await svc(["decide", "--model", model, "--state", "A cat.", "--questions", JSON.stringify({ q: GROUP_A })], { env: keyEnv });
+    expectExit(decided, 1);
+    expect(decided.stderr).toMatch(/404 model_not_found/);
+    const again = await svc(["train", "retire", model, "--json"], { env });
+    expectExit(again, 1);
+    expect(again.stderr).toMatch(/404 model_not_found/);
+  });
+
+  it("create without --wait prints the training id; cancel stops it", async () => {
+    const created = await svc(["train", "create", "--file", examples], { env });
+    expectExit(created, 0);
+    const id = created.stdout.trim();
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    const cancelled = await svc(["train", "cancel", id], { env });
+    expectExit(cancelled, 0);
+    expect(cancelled.stdout).toBe(`${id} cancelled\n`);
+    const json = await svc(["train", "cancel", id, "--json"], { env });
+    expect(Training.parse(JSON.parse(json.stdout))).toMatchObject({ id, status: "cancelled", model: null });
+    // Newest first: the cancelled training comes before the trained one.
+    const page = TrainingList.parse(JSON.parse((await svc(["train", "list", "--json"], { env })).stdout));
+    expect(page.data.map((t) => t.id).slice(0, 2)).toEqual([id, needTrained().id]);
+  });
+
+  it("refuses a file the worker would refuse (exit 2, naming its line), and a --model its examples do not name, before any request", async () => {
+    const fake = await countingFake();
+    const toFake = userEnv(signedInHome(trainer, { baseUrl: fake.url }));
+    const good = readFileSync(examples, "utf8").split("\n");
+    const badLabel = [good[0], good[1]!.replace('"labels":{"q":false}', '"labels":{"q":"no"}').replace('"labels":{"q":true}', '"labels":{"q":"no"}'), ...good.slice(2)].join("\n");
+    const otherQuestion = [...good.slice(0, 4), good[4]!.replace("group A", "group B"), ...good.slice(5)].join("\n");
+    const dir = folder({ "label.jsonl": badLabel, "question.jsonl": otherQuestion, "few.jsonl": good.slice(0, 12).join("\n"), "json.jsonl": `${good[0]}\n{not json\n` });
+    for (const [file, message] of [
+      ["label.jsonl", /label\.jsonl: line 2: labels\.q: a noul question's label must be true or false/],
+      ["question.jsonl", /line 5: question "q" is not asked as on the first line/],
+      ["few.jsonl", /every outcome needs at least 10/],
+      ["json.jsonl", /line 2/],
+      ["missing.jsonl", /no such file/],
+    ] as const) {
+      const outcome = await svc(["train", "create", "--file", join(dir, file), "--wait"], { env: toFake });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(message);
+    }
+    const otherBase = await svc(["train", "create", "--file", examples, "--model", stack().releaseId], { env: toFake });
+    expectExit(otherBase, 2);
+    expect(otherBase.stderr).toMatch(/the examples name the base "svc-shared" \(their body\.model\), not --model/);
+    expectExit(await svc(["train", "create", "--wait"], { env: toFake }), 2);
+    expect(fake.requests).toBe(0);
+  });
+
+  it("needs the browser sign-in: without one, or with an expired one, exit 2 telling to run `svc login`; an API key is not one", async () => {
+    const fake = await countingFake();
+    const nobody = userEnv(newHome(), { SVC_API_KEY: trainer.key.secret, SVC_BASE_URL: fake.url });
+    for (const args of [["list"], ["status", "00000000-0000-4000-8000-000000000000"], ["cancel", "00000000-0000-4000-8000-000000000000"], ["retire", "ft:x"], ["create", "--file", examples]]) {
+      const outcome = await svc(["train", ...args], { env: nobody });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(/not signed in: training takes your browser sign-in, not an API key; run `svc login/);
+    }
+    const expired = await svc(["train", "list"], { env: userEnv(signedInHome(trainer, { baseUrl: fake.url, expiresAt: new Date(Date.now() - 1000).toISOString() })) });
+    expectExit(expired, 2);
+    expect(expired.stderr).toMatch(/browser sign-in saved in .* expired at .*: run `svc login` again/);
+    expect(fake.requests).toBe(0);
+
+    // SVC_ACCESS_TOKEN stands in for the saved session; the service refuses an API key given as one.
+    const fromEnv = await svc(["train", "list", "--json"], { env: userEnv(newHome(), { SVC_ACCESS_TOKEN: trainer.userToken, SVC_BASE_URL: stack().baseUrl }) });
+    expectExit(fromEnv, 0);
+    expect(TrainingList.parse(JSON.parse(fromEnv.stdout)).data.length).toBeGreaterThan(0);
+    const keyAsToken = await svc(["train", "list"], { env: userEnv(newHome(), { SVC_ACCESS_TOKEN: trainer.key.secret, SVC_BASE_URL: stack().baseUrl }) });
+    expectExit(keyAsToken, 1);
+    expect(keyAsToken.stderr).toMatch(/401 wrong_credential_kind/);
+    expect(keyAsToken.stderr).not.toContain(trainer.key.secret);
   });
 });
 
@@ -647,12 +786,16 @@ describe("secrets", () => {
     mkdirSync(join(home, ".svc"));
     chmodSync(join(home, ".svc"), 0o700);
     const key = unknownKey();
-    writeFileSync(configOf(home), JSON.stringify({ base_url: stack().baseUrl, api_key: key }));
-    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"]]) {
+    const token = remember(randomBytes(32).toString("base64url"));
+    const session = { issuer: stack().issuer, client_id: "svc-cli", access_token: token, expires_at: new Date(Date.now() + 3_600_000).toISOString() };
+    writeFileSync(configOf(home), JSON.stringify({ base_url: stack().baseUrl, api_key: key, session }));
+    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"], ["train", "status", "00000000-0000-4000-8000-000000000000"]]) {
       const outcome = await svc(args, { env: userEnv(home) });
       expectExit(outcome, 1);
-      expect(outcome.stdout + outcome.stderr).not.toContain(key);
-      expect(outcome.stdout + outcome.stderr).not.toContain(key.slice(-20));
+      for (const secret of [key, token]) {
+        expect(outcome.stdout + outcome.stderr).not.toContain(secret);
+        expect(outcome.stdout + outcome.stderr).not.toContain(secret.slice(-20));
+      }
     }
   });
 });

@@ -3,8 +3,9 @@
  * a venv with its pinned tools, `mypy --strict` checks it, and its pytest suite runs with the stack's
  * address and fresh keys in the environment (the suite covers every resource, the errors the stack
  * gives on demand, retries, connections, settings and the contract; faults the stack cannot show come
- * from the named fakes of clients/sdk-python/tests/fakes.py). Either tool failing fails this test,
- * with its output.
+ * from the named fakes of clients/sdk-python/tests/fakes.py). Trainings take the signed-in user's
+ * access token: the suite gets the main account's, and a small training file (one training, ready in
+ * seconds, test/support/training.ts). Either tool failing fails this test, with its output.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,8 +17,11 @@ import { setSettings } from "../ops/accounts.ts";
 import { call, newAccount, stack, withDb } from "./support/api.ts";
 import { contractDump, PYTHON_SDK_DIR, pythonSdkVenv, runTool } from "./support/python-sdk.ts";
 import { finishDirectly } from "./support/sdk.ts";
+import { animalSentences, noulFile } from "./support/training.ts";
 
 const PAGED_RECORDS = 45;
+/** The task of the suite's one training: what "group A" is, only the examples say (test/trainings.test.ts). */
+const GROUP_A = { type: "noul", instructions: "Does this sentence belong to group A?" };
 
 let venv: Awaited<ReturnType<typeof pythonSdkVenv>>;
 let workDir: string;
@@ -52,6 +56,8 @@ describe("the Python SDK", () => {
     const paged = await finishedBatch(main.key.secret, PAGED_RECORDS);
     const contract = join(workDir, "contract.json");
     writeFileSync(contract, JSON.stringify(contractDump()));
+    const trainingFile = join(workDir, "training.jsonl");
+    writeFileSync(trainingFile, await noulFile(GROUP_A, animalSentences()));
 
     const env = {
       PATH: process.env.PATH ?? "",
@@ -64,6 +70,8 @@ describe("the Python SDK", () => {
       SVC_TEST_PAGED_BATCH_ID: paged,
       SVC_TEST_PAGED_RECORDS: String(PAGED_RECORDS),
       SVC_TEST_RELEASE_ID: stack().releaseId,
+      SVC_TEST_ACCESS_TOKEN: main.userToken,
+      SVC_TEST_TRAINING_FILE: trainingFile,
       SVC_TEST_CONTRACT: contract,
       SVC_TEST_SECRETS_LEDGER: stack().ledgerPath,
       PYTHONDONTWRITEBYTECODE: "1",

@@ -38,8 +38,10 @@ import {
 } from "../clients/sdk-ts/src/index.ts";
 import { requireCredentials, resolveSettings, SettingsError, writeSaved } from "../clients/sdk-ts/src/settings.ts";
 import { stringifyJson } from "../contract/json.ts";
+import type { Training } from "../contract/trainings.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { call, newAccount, remember, stack, withDb } from "./support/api.ts";
+import { animalSentences, noulFile } from "./support/training.ts";
 import {
   fakeServiceAnswering,
   fakeServiceCountingConnections,
@@ -600,6 +602,156 @@ describe("client.batches", () => {
     const remote = { url: "http://storage.example.test/batches/x/input.jsonl", method: "PUT" as const, headers: {}, expires_at: "" };
     expect(await rejection(batches.upload({ upload: remote }, [noulRecord("x")]))).toMatchObject({ message: expect.stringMatching(/unusable upload address.*plaintext http/) });
     expect(recorder.sent).toEqual([]);
+  });
+});
+
+describe("client.trainings", () => {
+  // One training on the shared runtime (about 15 s); the other cases give the worker nothing to do.
+  const GROUP_A = noul("Does this sentence belong to group A?");
+
+  /** A client with both credentials of `user`: its API key, and its signed-in access token. */
+  const trainerOf = (user: Account, options: ClientOptions = {}) => stackClient(user.key.secret, { accessToken: user.userToken, ...options });
+
+  it("create from a file (the upload without any credential), wait until ready, decide with the trained model, read its report, retire it", { timeout: 180_000 }, async () => {
+    const owner = await newAccount();
+    const dir = mkdtempSync(join(tmpdir(), "sdk-training-"));
+    try {
+      const file = join(dir, "examples.jsonl");
+      writeFileSync(file, await noulFile({ ...GROUP_A }, animalSentences()));
+      const recorder = recordingFetch();
+      const trainer = trainerOf(owner, { fetch: recorder.fetch });
+      const key = `sdk-training-${Date.now()}`;
+      const submitted = await trainer.trainings.create({ file, idempotencyKey: key });
+      expect(submitted).toMatchObject({ object: "training", status: "queued", idempotency_key: key, base_model: SHARED_ALIAS });
+      expect(submitted._request_id).toMatch(/^req_/);
+      const put = recorder.sent.find((s) => s.method === "PUT")!;
+      remember(new URL(put.url).searchParams.get("X-Amz-Signature")!);
+      expect(put.headers.get("authorization")).toBeNull();
+      const sentWith = recorder.sent.filter((s) => s.method !== "PUT").map((s) => s.headers.get("authorization"));
+      expect(sentWith.every((header) => header === `Bearer ${owner.userToken}`)).toBe(true);
+
+      // The same key resumes the same training: nothing is uploaded again.
+      expect((await trainer.trainings.create({ file, idempotencyKey: key })).id).toBe(submitted.id);
+      expect(recorder.sent.filter((s) => s.method === "PUT")).toHaveLength(1);
+
+      const seen: Training[] = [];
+      const done = await trainer.trainings.wait(submitted.id, { pollInterval: 250, onProgress: (t) => seen.push(t) });
+      expect(done.status, JSON.stringify(done)).toBe("ready");
+      expect(done.model).toMatch(/^ft:svc-shared:[0-9a-f]{32}$/);
+      expect(seen.at(-1)?.status).toBe("ready");
+      expect(seen.some((t) => t.progress !== null && t.progress.examples_total === 48)).toBe(true);
+
+      const reply = await trainer.systemOne({ model: done.model!, state: "A donkey was grazing beside the road.", questions: { q: GROUP_A } });
+      expect(reply.model).toBe(done.model);
+      expect(reply.answers.q.noul).toBeGreaterThan(0.5);
+
+      const report = await trainer.trainings.report(done.id);
+      expect(report).toMatchObject({ object: "training.report", training: done.id, model: done.model, decision: "accepted" });
+      expect((await trainer.models.evaluation(done.model!)).training).toBe(done.id);
+      expect((await trainer.models.list()).models.find((m) => m.name === done.model)?.evaluation).toBe(`/v1/models/${encodeURIComponent(done.model!)}/evaluation`);
+      expect((await trainer.trainings.list()).data.map((t) => t.id)).toEqual([done.id]);
+
+      expect(await trainer.models.retire(done.model!)).toEqual({ id: done.model, object: "model", retired: true });
+      expect(await rejection(trainer.systemOne({ model: done.model!, state: "A cat.", questions: { q: GROUP_A } }))).toBeInstanceOf(NotFoundError);
+      expect(await rejection(trainer.models.retire(done.model!))).toMatchObject({ name: "NotFoundError", code: "model_not_found" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuse every training call of a client without an access token before sending anything, and decisions of one without an API key", async () => {
+    const recorder = recordingFetch();
+    const keyOnly = stackClient(account.key.secret, { fetch: recorder.fetch });
+    const calls = [
+      () => keyOnly.trainings.create({ file: join(tmpdir(), "no-such-dir", "examples.jsonl") }),
+      () => keyOnly.trainings.submit(UNKNOWN_BATCH),
+      () => keyOnly.trainings.retrieve(UNKNOWN_BATCH),
+      () => keyOnly.trainings.list(),
+      () => keyOnly.trainings.cancel(UNKNOWN_BATCH),
+      () => keyOnly.trainings.report(UNKNOWN_BATCH),
+      () => keyOnly.trainings.wait(UNKNOWN_BATCH),
+      () => keyOnly.models.retire("ft:svc-shared:0"),
+    ];
+    for (const call of calls) {
+      const err = await rejection(call());
+      expect(err).toBeInstanceOf(ConfigurationError);
+      expect((err as Error).message).toMatch(/^no access token: training takes the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
+    }
+    const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
+    expect(await rejection(tokenOnly.systemOne({ state: "s", questions: { q: noul() } }))).toMatchObject({ name: "ConfigurationError", message: expect.stringMatching(/^no API key: .*SVC_API_KEY/) });
+    expect(await rejection(tokenOnly.models.list())).toBeInstanceOf(ConfigurationError);
+    expect(await rejection(tokenOnly.batches.create())).toBeInstanceOf(ConfigurationError);
+    expect(recorder.sent).toEqual([]);
+    // SVC_ACCESS_TOKEN when no option names a token; neither credential at all is refused at construction.
+    await withEnv({ SVC_ACCESS_TOKEN: account.userToken, SVC_BASE_URL: stack().baseUrl }, async () => {
+      expect((await new Client().trainings.list())).toMatchObject({ object: "list" });
+    });
+    await withEnv({ SVC_BASE_URL: stack().baseUrl }, () => {
+      expect(() => new Client({ apiKey: "", accessToken: "" })).toThrow(/no API key: .*\{ accessToken \} or SVC_ACCESS_TOKEN/);
+    });
+    expect(inspect(trainerOf(account), { depth: 10, showHidden: true }).includes(account.userToken)).toBe(false);
+  });
+
+  it("are refused by the service with an API key as the access token: 401 wrong_credential_kind", async () => {
+    const err = await rejection(stackClient(account.key.secret, { accessToken: account.key.secret }).trainings.list());
+    expect(err).toBeInstanceOf(AuthenticationError);
+    expect(err).toMatchObject({ status: 401, code: "wrong_credential_kind" });
+  });
+
+  it("refuse a file the worker would refuse, naming its line, and a model its examples do not name, before sending anything", async () => {
+    const recorder = recordingFetch();
+    const trainings = trainerOf(account, { fetch: recorder.fetch }).trainings;
+    const good = (await noulFile({ ...GROUP_A }, animalSentences())).split("\n");
+    const bytes = (lines: string[]) => new TextEncoder().encode(lines.join("\n"));
+    const badLabel = [good[0]!, good[1]!.replace('"labels":{"q":true}', '"labels":{"q":"yes"}'), ...good.slice(2)];
+    expect(await rejection(trainings.create({ file: bytes(badLabel) }))).toMatchObject({
+      name: "InputError",
+      message: "the training file: line 2: labels.q: a noul question's label must be true or false",
+    });
+    expect(await rejection(trainings.create({ file: bytes(good.slice(0, 12)) }))).toMatchObject({ name: "InputError", message: expect.stringMatching(/every outcome needs at least 10/) });
+    const examples = [{ custom_id: "a", body: { state: "A cat.", questions: { q: GROUP_A } }, labels: { q: true } }];
+    expect(await rejection(trainings.create({ file: examples }))).toMatchObject({ name: "InputError", message: expect.stringMatching(/question "q": 1 example\(s\) of true; every outcome needs at least 10/) });
+    expect(await rejection(trainings.create({ file: join(tmpdir(), "no-such-dir", "examples.jsonl") }))).toMatchObject({ message: expect.stringMatching(/^cannot read the training file/) });
+    expect(await rejection(trainings.create({ file: bytes(good), model: stack().releaseId }))).toMatchObject({
+      name: "InputError",
+      message: expect.stringMatching(/the examples name the base "svc-shared" \(their body\.model\), not "/),
+    });
+    expect(recorder.sent).toEqual([]);
+  });
+
+  it("cancel a training that has not finished, list the account's trainings newest first page by page, and stop waiting when aborted", async () => {
+    const lister = await newAccount();
+    const trainings = trainerOf(lister).trainings;
+    // Created without their file (so no worker sees them), as the first step of `create` makes them.
+    const made: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const created = await call<Training>("/v1/trainings", { token: lister.userToken, body: { idempotency_key: `sdk-list-${i}` } });
+      expect(created.status).toBe(201);
+      remember(new URL(created.body.upload!.url).searchParams.get("X-Amz-Signature")!);
+      made.push(created.body.id);
+    }
+    const first = await trainings.list({ limit: 1 });
+    expect(first).toMatchObject({ object: "list", has_more: true });
+    expect(first.data.map((t) => t.id)).toEqual([made[1]]);
+    const second = await trainings.list({ limit: 1, after: first.next_cursor! });
+    expect(second).toMatchObject({ has_more: false, next_cursor: null });
+    expect(second.data.map((t) => t.id)).toEqual([made[0]]);
+
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 300);
+    const stopped = await rejection(trainings.wait(made[0]!, { pollInterval: 50, signal: controller.signal }));
+    expect(stopped).toMatchObject({ name: "APIUserAbortError", message: expect.stringContaining(`stopped waiting for training ${made[0]}`) });
+    expect(await rejection(trainings.submit(made[0]!))).toMatchObject({ name: "ConflictError", code: "upload_incomplete" });
+    expect(await rejection(trainings.report(made[0]!))).toMatchObject({ name: "ConflictError", code: "report_not_ready" });
+
+    for (const id of made) {
+      const cancelled = await trainings.cancel(id);
+      expect(cancelled).toMatchObject({ id, status: "cancelled" });
+      expect(await trainings.cancel(id)).toMatchObject({ status: "cancelled", finished_at: cancelled.finished_at });
+    }
+    expect(await rejection(trainings.retrieve(UNKNOWN_BATCH))).toMatchObject({ name: "NotFoundError", code: "not_found" });
+    // Another account's trainings are the same 404.
+    expect(await rejection(trainerOf(account).trainings.retrieve(made[0]!))).toBeInstanceOf(NotFoundError);
   });
 });
 

@@ -12,7 +12,8 @@ import { BATCH_LIST_PAGE, BATCH_STATUSES, Batch, BatchList, ResultRecord, Result
 import { ChoiceAnswer, DecisionResponse, NoulAnswer, ScoreAnswer, Usage } from "../../contract/decision.ts";
 import { ErrorEnvelope } from "../../contract/errors.ts";
 import { LIMITS, REQUEST_ID_HEADER, SHARED_ALIAS } from "../../contract/limits.ts";
-import { ModelItem, ModelList } from "../../contract/models.ts";
+import { ModelItem, ModelList, RetiredModel } from "../../contract/models.ts";
+import { EvaluationReport, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
 import { must, pythonVenv, ROOT } from "./python-venv.ts";
 
 export { runTool, type ToolRun } from "./python-venv.ts";
@@ -33,7 +34,24 @@ export async function pythonSdkVenv(): Promise<{ bin(name: string): string }> {
 
 /** The contract's schemas as JSON Schema components (named like the exports), and its constants. */
 export function contractDump(): object {
-  const schemas = { DecisionResponse, NoulAnswer, ChoiceAnswer, ScoreAnswer, Usage, ModelList, ModelItem, Batch, BatchList, ResultRecord, ResultsPage, ErrorEnvelope };
+  const schemas = {
+    DecisionResponse,
+    NoulAnswer,
+    ChoiceAnswer,
+    ScoreAnswer,
+    Usage,
+    ModelList,
+    ModelItem,
+    Batch,
+    BatchList,
+    ResultRecord,
+    ResultsPage,
+    ErrorEnvelope,
+    Training,
+    TrainingList,
+    EvaluationReport,
+    RetiredModel,
+  };
   return {
     components: {
       schemas: Object.fromEntries(Object.entries(schemas).map(([name, schema]) => [name, z.toJSONSchema(schema, { io: "output", unrepresentable: "any" })])),
@@ -48,6 +66,11 @@ export function contractDump(): object {
       batchListPageDefault: BATCH_LIST_PAGE.default,
       BATCH_STATUSES,
       TERMINAL_STATUSES,
+      trainingFileBytes: LIMITS.trainingFileBytes,
+      trainingFileExamples: LIMITS.trainingFileExamples,
+      trainingListPageDefault: TRAINING_LIST_PAGE.default,
+      TRAINING_STATUSES,
+      TRAINING_TERMINAL_STATUSES,
     },
   };
 }

@@ -1,12 +1,14 @@
 /**
  * What a `svc` command runs with (runs in a user's terminal): its streams, the environment, the
- * signal that Ctrl-C aborts, the settings, and an SDK client made from them.
+ * signal that Ctrl-C aborts, the settings, and an SDK client made from them: with the API key, or for
+ * training with the signed-in user's access token (the session `svc login` saved, or SVC_ACCESS_TOKEN).
  *
  *     const client = ctx.client({ timeout: 10_000 });
  *     const { models } = await client.models.list({ signal: ctx.signal });
+ *     const trainings = await ctx.trainingClient().trainings.list({}, { signal: ctx.signal });
  */
 import type { ReadStream } from "node:tty";
-import { Client, requireCredentials, resolveSettings, type ClientOptions, type Env, type Settings } from "./sdk.ts";
+import { Client, requireCredentials, requireSession, resolveSession, resolveSettings, type ClientOptions, type Env, type Settings } from "./sdk.ts";
 
 export interface Context {
   env: Env;
@@ -19,6 +21,11 @@ export interface Context {
   settings(): Settings;
   /** A client with the settings' key and base URL; throws SettingsError when either is missing. */
   client(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
+  /**
+   * A client with the signed-in user's access token and its deployment, for training; throws
+   * SettingsError (exit 2) telling to run `svc login` when there is none, or it has expired.
+   */
+  trainingClient(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
   /** One line of status on standard error. */
   status(line: string): void;
 }
@@ -32,6 +39,10 @@ export function createContext(io: Pick<Context, "env" | "stdin" | "stdout" | "st
       const current = ctx.settings();
       const { apiKey, baseUrl } = requireCredentials(current);
       return new Client({ apiKey, baseURL: baseUrl, defaultModel: current.defaultModel, ...options });
+    },
+    trainingClient(options = {}) {
+      const { accessToken, baseUrl } = requireSession(resolveSession(io.env));
+      return new Client({ accessToken, baseURL: baseUrl, ...options });
     },
     status: (line) => void io.stderr.write(`${line}\n`),
   };

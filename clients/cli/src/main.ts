@@ -9,15 +9,10 @@ import { createContext } from "./context.ts";
 import { batches } from "./commands/batches.ts";
 import { decide } from "./commands/decide.ts";
 import { login, logout } from "./commands/login.ts";
-import { models, trainList } from "./commands/models.ts";
+import { models } from "./commands/models.ts";
+import { train } from "./commands/train.ts";
 import { describeError, EXIT, UsageError } from "./errors.ts";
 import { VERSION } from "./sdk.ts";
-
-const train: Group = {
-  name: "train",
-  summary: "Trained models (this service trains text models by calibration only)",
-  commands: [trainList],
-};
 
 const TOP: Listing = {
   name: "",
@@ -26,7 +21,8 @@ const TOP: Listing = {
     "Settings: SVC_API_KEY, SVC_BASE_URL (the service's address, without /v1/...), SVC_DEFAULT_MODEL",
     "(default svc-shared), SVC_CONFIG_PATH (default ~/.svc/config.json). With SVC_API_KEY set, the",
     "environment names the key and the address; otherwise the key and address saved by `svc login`",
-    "are used, SVC_BASE_URL overriding the saved address.",
+    "are used, SVC_BASE_URL overriding the saved address. `svc train` takes the browser sign-in saved",
+    "by `svc login` instead of a key (or SVC_ACCESS_TOKEN, a user access token, with SVC_BASE_URL).",
     "",
     "Exit codes: 0 success, 1 the service refused or could not be reached, 2 invalid input, settings",
     "or file access, 130 interrupted.",

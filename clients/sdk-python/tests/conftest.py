@@ -9,6 +9,8 @@ it. test/python-sdk.test.ts (the service's suite) starts the local stack and set
     SVC_TEST_EXPIRED_BATCH_ID        a batch of SVC_API_KEY's account finished past its retention
     SVC_TEST_PAGED_BATCH_ID          a finished batch of that account with SVC_TEST_PAGED_RECORDS results
     SVC_TEST_RELEASE_ID              the release behind svc-shared
+    SVC_TEST_ACCESS_TOKEN            the signed-in user's access token of SVC_API_KEY's account
+    SVC_TEST_TRAINING_FILE           a training file that trains in seconds (test/support/training.ts noulFile)
     SVC_TEST_CONTRACT                the contract's JSON Schemas and constants, dumped from contract/
     SVC_TEST_SECRETS_LEDGER          where secrets the tests obtain are written for the log scan
 """
@@ -24,7 +26,7 @@ import pytest
 
 from decision_service import Client
 
-SETTINGS = ("SVC_API_KEY", "SVC_BASE_URL", "SVC_DEFAULT_MODEL", "SVC_CONFIG_PATH")
+SETTINGS = ("SVC_API_KEY", "SVC_ACCESS_TOKEN", "SVC_BASE_URL", "SVC_DEFAULT_MODEL", "SVC_CONFIG_PATH")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Stack:
     paged_batch_id: str | None
     paged_records: int
     release_id: str | None
+    access_token: str | None
+    training_file: str | None
 
 
 def _read_stack() -> Stack | None:
@@ -52,6 +56,8 @@ def _read_stack() -> Stack | None:
         paged_batch_id=os.environ.get("SVC_TEST_PAGED_BATCH_ID") or None,
         paged_records=int(os.environ.get("SVC_TEST_PAGED_RECORDS") or 0),
         release_id=os.environ.get("SVC_TEST_RELEASE_ID") or None,
+        access_token=os.environ.get("SVC_TEST_ACCESS_TOKEN") or None,
+        training_file=os.environ.get("SVC_TEST_TRAINING_FILE") or None,
     )
 
 

@@ -15,6 +15,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
@@ -123,6 +124,39 @@ class FakeServiceAnsweringBodies(FakeService):
 
     def answer(self, handler: BaseHTTPRequestHandler, n: int) -> None:
         send(handler, 200, json.dumps(self.answers[n - 1]).encode(), {REQUEST_ID_HEADER: f"req_fake{n}"})
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as it arrived: its method, path with query, headers (names in lower case) and body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class FakeServiceRecording(FakeService):
+    """
+    Answers request n with `answers[n - 1]`, a status and a JSON body, and keeps every request in
+    `seen`: what a client sends on the wire, route by route (a signed upload's PUT included, when the
+    answers point it back at the fake). `answers` may be set after construction, once `url` is known.
+    """
+
+    def __init__(self, *answers: tuple[int, object]) -> None:
+        super().__init__()
+        self.answers: list[tuple[int, object]] = list(answers)
+        self.seen: list[Seen] = []
+
+    def answer(self, handler: BaseHTTPRequestHandler, n: int) -> None:
+        with self.lock:
+            headers = {name.lower(): value for name, value in handler.headers.items()}
+            self.seen.append(Seen(handler.command, handler.path, headers, self.bodies[n - 1]))
+        status, body = self.answers[n - 1]
+        send(handler, status, json.dumps(body).encode(), {REQUEST_ID_HEADER: f"req_fake{n}"})
 
 
 class FakeServiceHanging(FakeService):

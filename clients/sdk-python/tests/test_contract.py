@@ -4,8 +4,9 @@ is required, whether it may be null, and its type, for every class that reads a 
 
 The contract's JSON Schema comes from the service itself (`GET /v1/openapi.json`, components named
 like the contract's exports) when it serves one, and from the dump of the contract's zod schemas
-that test/python-sdk.test.ts writes (`SVC_TEST_CONTRACT`); each source present is checked. The
-dump also carries the contract's constants, which the SDK's copies must equal.
+that test/python-sdk.test.ts writes (`SVC_TEST_CONTRACT`); each source present is checked. A body
+the OpenAPI document has no component for (the trainings' answers) is read from its route's
+response there. The dump also carries the contract's constants, which the SDK's copies must equal.
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ ROOTS: dict[type[Any], str] = {
     sdk.Batch: "Batch",
     sdk.BatchList: "BatchList",
     sdk.ResultsPage: "ResultsPage",
+    sdk.Training: "Training",
+    sdk.TrainingList: "TrainingList",
+    sdk.EvaluationReport: "EvaluationReport",
+    sdk.RetiredModel: "RetiredModel",
+}
+# Where the OpenAPI document gives a root it has no component for: its route's success response.
+ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
+    "Training": ("/v1/trainings/{id}", "get", "200"),
+    "TrainingList": ("/v1/trainings", "get", "200"),
+    "EvaluationReport": ("/v1/trainings/{id}/report", "get", "200"),
+    "RetiredModel": ("/v1/models/{model}/retire", "post", "200"),
 }
 # Classes of the service's answers that are not in the contract: storage's answer to an upload.
 NOT_IN_CONTRACT = {sdk.UploadResult}
@@ -70,6 +82,22 @@ def _components(document: Schema) -> dict[str, Schema]:
     components = document.get("components", {}).get("schemas", {})
     assert isinstance(components, dict)
     return components
+
+
+def _root(document: Schema, name: str) -> Schema | None:
+    """The contract export `name`: its component, else the body of the route that answers it."""
+    components = _components(document)
+    if name in components:
+        found: Schema = components[name]
+        return found
+    if name not in ROUTE_BODIES:
+        return None
+    path, method, status = ROUTE_BODIES[name]
+    try:
+        body: Schema = document["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+    except KeyError:
+        return None
+    return body
 
 
 class Checker:
@@ -203,10 +231,10 @@ class Checker:
 @pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
 def test_the_sdks_models_match_the_contracts_json_schema(source: str, document: Schema) -> None:
     checker = Checker(document)
-    components = _components(document)
     for cls, name in ROOTS.items():
-        assert name in components, f"{source} has no schema {name}"
-        checker.check_class(cls, components[name], components[name], name)
+        root = _root(document, name)
+        assert root is not None, f"{source} has no schema {name}"
+        checker.check_class(cls, root, root, name)
     assert checker.errors == [], f"the SDK's models differ from the contract ({source}):\n" + "\n".join(checker.errors)
     models = {v for v in vars(sdk._models).values() if _is_model(v) and not v.__name__.startswith("_")}
     unchecked = models - checker.visited - NOT_IN_CONTRACT
@@ -235,11 +263,17 @@ def test_the_sdks_constants_are_the_contracts() -> None:
     assert list(sdk.BATCH_STATUSES) == constants["BATCH_STATUSES"]
     assert list(sdk.TERMINAL_STATUSES) == constants["TERMINAL_STATUSES"]
     assert list(typing.get_args(sdk.BatchStatus)) == constants["BATCH_STATUSES"]
+    assert list(sdk.TRAINING_STATUSES) == constants["TRAINING_STATUSES"]
+    assert list(sdk.TRAINING_TERMINAL_STATUSES) == constants["TRAINING_TERMINAL_STATUSES"]
+    assert list(typing.get_args(sdk.TrainingStatus)) == constants["TRAINING_STATUSES"]
     from decision_service import _constants
 
     assert _constants.BULK_FILE_BYTES == constants["bulkFileBytes"]
     assert _constants.BULK_FILE_RECORDS == constants["bulkFileRecords"]
     assert _constants.BATCH_LIST_PAGE_DEFAULT == constants["batchListPageDefault"]
+    assert _constants.TRAINING_FILE_BYTES == constants["trainingFileBytes"]
+    assert _constants.TRAINING_FILE_EXAMPLES == constants["trainingFileExamples"]
+    assert _constants.TRAINING_LIST_PAGE_DEFAULT == constants["trainingListPageDefault"]
 
 
 def test_there_is_a_contract_to_compare_with_when_the_service_is_there() -> None:

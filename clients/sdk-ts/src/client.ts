@@ -6,9 +6,15 @@
  *     const reply = await client.systemOne({ state: "I was charged twice", questions: { refund: noul("Refund?") } });
  *
  * Each setting comes from the constructor's option, else its environment variable (`SVC_API_KEY`,
- * `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The command-line tool's saved credentials
- * are never read: a program says which key it uses. The service publishes no default address, so a
- * base URL is required. It must be https, or http to a loopback host; redirects are never followed.
+ * `SVC_ACCESS_TOKEN`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The command-line
+ * tool's saved credentials are never read: a program says which credentials it uses. The service
+ * publishes no default address, so a base URL is required. It must be https, or http to a loopback
+ * host; redirects are never followed.
+ *
+ * Two credentials, as the service has two: the account's API key for decisions, models and batches,
+ * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`),
+ * which the service refuses an API key for. A client needs at least one; a call whose credential the
+ * client lacks throws ConfigurationError before anything is sent.
  */
 import { LIMITS, SHARED_ALIAS } from "../../../contract/limits.ts";
 import { stringifyJson } from "../../../contract/json.ts";
@@ -18,11 +24,17 @@ import type { DecisionRequest, DecisionResponse, Questions } from "./decisions.t
 import { ConfigurationError } from "./errors.ts";
 import { Batches } from "./resources/batches.ts";
 import { Models } from "./resources/models.ts";
+import { Trainings } from "./resources/trainings.ts";
 import { Semaphore } from "./semaphore.ts";
 
 export interface ClientOptions {
-  /** The account's API key; `SVC_API_KEY` when absent. */
+  /** The account's API key (decisions, models, batches); `SVC_API_KEY` when absent. */
   apiKey?: string | undefined;
+  /**
+   * The signed-in user's access token of the identity provider, which training takes instead of an
+   * API key (`trainings`, `models.retire`); `SVC_ACCESS_TOKEN` when absent.
+   */
+  accessToken?: string | undefined;
   /** The service's address, without `/v1/...`; `SVC_BASE_URL` when absent. */
   baseURL?: string | undefined;
   /** The model of requests that name none; `SVC_DEFAULT_MODEL`, else `svc-shared`. */
@@ -46,6 +58,7 @@ export class Client {
   readonly maxRetries: number;
   readonly models: Models;
   readonly batches: Batches;
+  readonly trainings: Trainings;
   private readonly transport: Transport;
 
   /**
@@ -53,13 +66,17 @@ export class Client {
    *
    *     const client = new Client();   // SVC_API_KEY and SVC_BASE_URL from the environment
    *     const local = new Client({ apiKey: "svc_...", baseURL: "http://127.0.0.1:8787", timeout: 10_000 });
+   *     const trainer = new Client({ accessToken: session.access_token, baseURL: "https://decisions.example.com" });
    */
   constructor(options: ClientOptions = {}) {
     if (inBrowser()) {
       throw new ConfigurationError("this client does not run in a browser: an API key in a web page is readable by everyone who loads it; call the service from a server");
     }
-    const apiKey = options.apiKey ?? env("SVC_API_KEY");
-    if (!apiKey) throw new ConfigurationError("no API key: pass { apiKey } to new Client() or set SVC_API_KEY");
+    const apiKey = nonEmpty(options.apiKey) ?? env("SVC_API_KEY");
+    const accessToken = nonEmpty(options.accessToken) ?? env("SVC_ACCESS_TOKEN");
+    if (apiKey === undefined && accessToken === undefined) {
+      throw new ConfigurationError("no API key: pass { apiKey } to new Client() or set SVC_API_KEY (a client that only trains takes { accessToken } or SVC_ACCESS_TOKEN instead)");
+    }
     const baseURL = options.baseURL ?? env("SVC_BASE_URL");
     if (!baseURL) {
       throw new ConfigurationError("no base URL: pass { baseURL } to new Client() or set SVC_BASE_URL to the service's address (this service has no default address)");
@@ -74,6 +91,7 @@ export class Client {
     if (typeof fetchFn !== "function") throw new ConfigurationError("no fetch: this client needs Node 20 or later, or a fetch option");
     this.transport = new Transport({
       apiKey,
+      accessToken,
       baseURL: this.baseURL,
       timeout: this.timeout,
       maxRetries: this.maxRetries,
@@ -82,6 +100,7 @@ export class Client {
     });
     this.models = new Models(this.transport);
     this.batches = new Batches(this.transport, () => this.defaultModel);
+    this.trainings = new Trainings(this.transport, () => this.defaultModel);
   }
 
   /**
@@ -112,6 +131,8 @@ function inBrowser(): boolean {
   const scope = globalThis as { window?: unknown; document?: unknown };
   return typeof scope.window !== "undefined" && typeof scope.document !== "undefined";
 }
+
+const nonEmpty = (value: string | undefined) => (value === "" ? undefined : value);
 
 /** An environment variable, undefined when unset or empty. */
 function env(name: string): string | undefined {

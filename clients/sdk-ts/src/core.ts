@@ -10,7 +10,7 @@
  */
 import { REQUEST_ID_HEADER } from "../../../contract/limits.ts";
 import { checkServiceUrl } from "../../../contract/urls.ts";
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "./errors.ts";
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, ConfigurationError } from "./errors.ts";
 import type { Semaphore } from "./semaphore.ts";
 import { VERSION } from "./version.ts";
 
@@ -27,8 +27,22 @@ export interface RequestOptions {
 /** The fetch the client sends with: the global one, or any function of the same shape. */
 export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
+/**
+ * Which credential a call sends: the account's API key (decisions, models, batches), or the signed-in
+ * user's access token (training, which the service refuses an API key for).
+ */
+export type Credential = "api_key" | "access_token";
+
+/** What a call without its credential throws, before anything is sent. */
+const MISSING_CREDENTIAL: Record<Credential, string> = {
+  api_key: "no API key: this call takes the account's API key; pass { apiKey } to new Client() or set SVC_API_KEY",
+  access_token:
+    "no access token: training takes the signed-in user's access token, not an API key; pass { accessToken } to new Client() or set SVC_ACCESS_TOKEN (`svc login` saves one, which @decision-service/sdk/settings resolveSession reads)",
+};
+
 export interface TransportSettings {
-  apiKey: string;
+  apiKey: string | undefined;
+  accessToken: string | undefined;
   /** The service's address without a trailing slash, e.g. `https://decisions.example.com`. */
   baseURL: string;
   timeout: number;
@@ -39,9 +53,11 @@ export interface TransportSettings {
 
 export interface Call {
   method: "GET" | "POST" | "PUT";
-  /** A path under the base URL (`/v1/models`), sent with the API key. */
+  /** A path under the base URL (`/v1/models`), sent with the credential `auth` names. */
   path?: string;
-  /** An absolute URL given by the service (a signed upload): sent without the API key. */
+  /** The credential of a `path` call (the API key when absent). */
+  auth?: Credential;
+  /** An absolute URL given by the service (a signed upload): sent without any credential. */
   url?: string;
   query?: Record<string, string | number | undefined>;
   body?: string | Uint8Array;
@@ -62,11 +78,18 @@ const BACKOFF_MAX_MS = 8_000;
 const RETRIED_STATUSES = new Set([429, 529]);
 
 export class Transport {
-  // A true private field: the API key stays out of util.inspect, console.log and JSON of the client.
+  // A true private field: the credentials stay out of util.inspect, console.log and JSON of the client.
   readonly #settings: TransportSettings;
 
   constructor(settings: TransportSettings) {
     this.#settings = settings;
+  }
+
+  /** Throws ConfigurationError when the client has no `credential`: called before any work that would be wasted without it. */
+  require(credential: Credential): string {
+    const value = credential === "api_key" ? this.#settings.apiKey : this.#settings.accessToken;
+    if (value === undefined) throw new ConfigurationError(MISSING_CREDENTIAL[credential]);
+    return value;
   }
 
   /** Sends `call`, retrying after 429 and 529 only; returns the parsed JSON answer. */
@@ -124,7 +147,7 @@ export class Transport {
     const headers: Record<string, string> = { "user-agent": `decision-service-sdk-ts/${VERSION}`, ...call.headers };
     let url: URL;
     if (call.url !== undefined) {
-      // A signed destination carries its own credential; the API key never goes to storage.
+      // A signed destination carries its own credential; neither the key nor the token goes to storage.
       try {
         url = checkServiceUrl(call.url, "upload");
       } catch (err) {
@@ -132,7 +155,7 @@ export class Transport {
       }
     } else {
       url = new URL(`${this.#settings.baseURL}${call.path ?? ""}`);
-      headers.authorization = `Bearer ${this.#settings.apiKey}`;
+      headers.authorization = `Bearer ${this.require(call.auth ?? "api_key")}`;
       headers.accept = "application/json";
     }
     for (const [name, value] of Object.entries(call.query ?? {})) {

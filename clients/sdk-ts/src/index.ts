@@ -8,11 +8,14 @@
  *       questions: { refund: noul("Refund?"), topic: choice(["billing", "bug"]) },
  *     });
  *
+ * Training (`client.trainings`, `client.models.retire`) takes the signed-in user's access token
+ * instead of the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN.
+ *
  * The key and deployment the `svc` tools use (their saved credentials) are a second entry point,
  * `@decision-service/sdk/settings` (settings.ts), so that this one never reads that file.
  */
 export { Client, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_MS, type ClientOptions } from "./client.ts";
-export { MAX_RETRY_WAIT_MS, type Fetch, type RequestOptions, type WithRequestId } from "./core.ts";
+export { MAX_RETRY_WAIT_MS, type Credential, type Fetch, type RequestOptions, type WithRequestId } from "./core.ts";
 export {
   choice,
   noul,
@@ -65,7 +68,22 @@ export {
 } from "./resources/batches.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
+export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
+export { type TrainingExample, type TrainingInput } from "./training-input.ts";
 export { VERSION } from "./version.ts";
 export { BATCH_STATUSES, TERMINAL_STATUSES, isTerminal, type Batch, type BatchList, type BatchStatus, type Upload } from "../../../contract/batches.ts";
-export type { ModelItem, ModelList } from "../../../contract/models.ts";
+export type { ModelItem, ModelList, RetiredModel } from "../../../contract/models.ts";
+export {
+  isTrainingTerminal,
+  TRAINING_LIMITS,
+  TRAINING_STATUSES,
+  TRAINING_TERMINAL_STATUSES,
+  type EvaluationReport,
+  type QuestionEvaluation,
+  type QuestionFigures,
+  type Training,
+  type TrainingList,
+  type TrainingProgress,
+  type TrainingStatus,
+} from "../../../contract/trainings.ts";
 export { LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";

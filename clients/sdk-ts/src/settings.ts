@@ -10,6 +10,8 @@
  *     const client = new Client({ apiKey, baseURL: baseUrl, defaultModel: settings.defaultModel });
  *
  *     SVC_API_KEY        an API key; when set, the environment alone names the credentials
+ *     SVC_ACCESS_TOKEN   a signed-in user's access token, for training (instead of the session
+ *                        `svc login` saved); when set, it goes only to SVC_BASE_URL
  *     SVC_BASE_URL       the deployment's address, without /v1/... (the service publishes no default
  *                        address, so it comes from here, the saved file or `svc login --base-url`)
  *     SVC_DEFAULT_MODEL  the model when a command names none; default svc-shared
@@ -19,6 +21,13 @@
  * base URL come from the environment (SVC_BASE_URL), so an environment key is never
  * sent to a host that was saved for another key. Otherwise the saved key and URL are used, with
  * SVC_BASE_URL overriding the saved URL.
+ *
+ * Training takes the other credential, the signed-in user's access token, resolved the same way on
+ * its own (resolveSession): SVC_ACCESS_TOKEN with SVC_BASE_URL, else the session `svc login` saved
+ * with the saved URL, SVC_BASE_URL overriding it:
+ *
+ *     const { accessToken, baseUrl } = requireSession(resolveSession(process.env));
+ *     const trainer = new Client({ accessToken, baseURL: baseUrl });
  *
  * The file is JSON, mode 0600 in a 0700 folder, replaced atomically (a temporary file beside it,
  * then a rename), so a failed or interrupted write leaves the previous credentials as they were:
@@ -182,4 +191,63 @@ export function requireCredentials(settings: Settings): { apiKey: string; baseUr
   if (settings.apiKey === undefined) throw new SettingsError(SIGN_IN_HINT);
   if (settings.baseUrl === undefined) throw new SettingsError(BASE_URL_HINT);
   return { apiKey: settings.apiKey, baseUrl: settings.baseUrl };
+}
+
+/** The signed-in user's access token that training takes, and where it goes. */
+export interface SessionSettings {
+  /** The token to send; undefined when nobody is signed in. */
+  accessToken: string | undefined;
+  /** The deployment; undefined when nothing names one. */
+  baseUrl: string | undefined;
+  /** ISO time the saved session's token expires; undefined for SVC_ACCESS_TOKEN (its issuer knows). */
+  expiresAt: string | undefined;
+  configPath: string;
+  /** Where the token came from. */
+  source: "environment" | "saved" | "none";
+}
+
+/**
+ * The access token training commands run with. With SVC_ACCESS_TOKEN set, the environment alone
+ * names it and the address (an environment token is never sent to a saved address); otherwise the
+ * session `svc login` saved, and the saved URL with SVC_BASE_URL overriding it. SVC_API_KEY plays no
+ * part: the two credentials are resolved apart, each with its own deployment.
+ */
+export function resolveSession(env: Env): SessionSettings {
+  const path = configPath(env);
+  const envUrl = set(env.SVC_BASE_URL);
+  const envToken = set(env.SVC_ACCESS_TOKEN);
+  if (envToken !== undefined) {
+    const baseUrl = envUrl === undefined ? undefined : normalizeBaseUrl(envUrl, "SVC_BASE_URL");
+    return { accessToken: envToken, baseUrl, expiresAt: undefined, configPath: path, source: "environment" };
+  }
+  const saved = readSaved(path);
+  let baseUrl: string | undefined;
+  if (envUrl !== undefined) baseUrl = normalizeBaseUrl(envUrl, "SVC_BASE_URL");
+  else if (saved.base_url !== undefined) baseUrl = normalizeBaseUrl(saved.base_url, `the base_url saved in ${path}:`);
+  const session = saved.session;
+  return { accessToken: session?.access_token, baseUrl, expiresAt: session?.expires_at, configPath: path, source: session === undefined ? "none" : "saved" };
+}
+
+/** What to tell someone who is not signed in for training. */
+export const SESSION_HINT =
+  "not signed in: training takes your browser sign-in, not an API key; run `svc login --base-url URL` (or set SVC_ACCESS_TOKEN to a user access token, with SVC_BASE_URL)";
+
+/**
+ * The access token and the deployment, or a SettingsError that says how to sign in: when nobody is,
+ * when the saved session has expired (this module does not refresh it), or when no address is known.
+ */
+export function requireSession(session: SessionSettings, now = Date.now()): { accessToken: string; baseUrl: string } {
+  if (session.accessToken === undefined) throw new SettingsError(SESSION_HINT);
+  const expires = session.expiresAt === undefined ? Number.NaN : Date.parse(session.expiresAt);
+  if (session.source === "saved" && expires <= now) {
+    throw new SettingsError(`the browser sign-in saved in ${session.configPath} expired at ${session.expiresAt}: run \`svc login\` again`);
+  }
+  if (session.baseUrl === undefined) {
+    throw new SettingsError(
+      session.source === "environment"
+        ? "SVC_ACCESS_TOKEN is set but SVC_BASE_URL is not: an environment token goes only to the address the environment names"
+        : BASE_URL_HINT,
+    );
+  }
+  return { accessToken: session.accessToken, baseUrl: session.baseUrl };
 }

@@ -2,7 +2,7 @@
 The clients, sync and async: their settings, and the resources that share their connections.
 
     from decision_service import Client, noul
-    client = Client()   # SVC_API_KEY, SVC_BASE_URL, SVC_DEFAULT_MODEL from the environment
+    client = Client()   # SVC_API_KEY, SVC_ACCESS_TOKEN, SVC_BASE_URL, SVC_DEFAULT_MODEL from the environment
     reply = client.system_one(state="I was charged twice", questions={"refund": noul("Refund?")})
 """
 
@@ -17,6 +17,7 @@ from ._settings import Settings, check_max_retries, check_timeout, resolve
 from ._transport import AsyncTransport, Call, SyncTransport, encode_json, read
 from .resources.batches import AsyncBatches, Batches
 from .resources.models import AsyncModels, Models
+from .resources.trainings import AsyncTrainings, Trainings
 
 
 def _decision_call(
@@ -61,7 +62,7 @@ class _Settings:
         return self._settings.max_retries
 
     def __repr__(self) -> str:
-        # The API key stays out of the printed form.
+        # The API key and the access token stay out of the printed form.
         return f"{type(self).__name__}(base_url={self.base_url!r}, default_model={self.default_model!r})"
 
 
@@ -72,24 +73,32 @@ class Client(_Settings):
 
         client = Client()   # SVC_API_KEY and SVC_BASE_URL from the environment
         local = Client(api_key="svc_...", base_url="http://127.0.0.1:8787", timeout=10)
+
+    `api_key` (SVC_API_KEY) is what models, decisions and batches take; `access_token`
+    (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings and retiring a trained
+    model take. A client needs at least one; a method whose credential it lacks raises
+    ConfigurationError before sending anything.
     """
 
     models: Models
     batches: Batches
+    trainings: Trainings
 
     def __init__(
         self,
         *,
         api_key: str | None = None,
+        access_token: str | None = None,
         base_url: str | None = None,
         default_model: str | None = None,
         timeout: float | None = None,
         max_retries: int | None = None,
     ) -> None:
-        self._settings = resolve(api_key, base_url, default_model, timeout, max_retries)
+        self._settings = resolve(api_key, access_token, base_url, default_model, timeout, max_retries)
         self._transport = SyncTransport(self._settings)
         self.models = Models(self._transport)
         self.batches = Batches(self._transport, lambda: self._settings.default_model)
+        self.trainings = Trainings(self._transport, lambda: self._settings.default_model)
 
     def system_one(
         self,
@@ -138,20 +147,23 @@ class AsyncClient(_Settings):
 
     models: AsyncModels
     batches: AsyncBatches
+    trainings: AsyncTrainings
 
     def __init__(
         self,
         *,
         api_key: str | None = None,
+        access_token: str | None = None,
         base_url: str | None = None,
         default_model: str | None = None,
         timeout: float | None = None,
         max_retries: int | None = None,
     ) -> None:
-        self._settings = resolve(api_key, base_url, default_model, timeout, max_retries)
+        self._settings = resolve(api_key, access_token, base_url, default_model, timeout, max_retries)
         self._transport = AsyncTransport(self._settings)
         self.models = AsyncModels(self._transport)
         self.batches = AsyncBatches(self._transport, lambda: self._settings.default_model)
+        self.trainings = AsyncTrainings(self._transport, lambda: self._settings.default_model)
 
     async def system_one(
         self,

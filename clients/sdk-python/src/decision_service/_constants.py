@@ -1,6 +1,7 @@
 """
 The service's numbers this client depends on. They are written once in the wire contract
-(contract/limits.ts, contract/batches.ts); tests/test_contract.py checks these copies against it.
+(contract/limits.ts, contract/batches.ts, contract/trainings.ts); tests/test_contract.py checks these
+copies against it.
 """
 
 from typing import Final
@@ -27,6 +28,14 @@ BATCH_LIST_PAGE_DEFAULT: Final = 20
 
 BATCH_STATUSES: Final = ("uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired")
 TERMINAL_STATUSES: Final = ("completed", "failed", "cancelled", "expired")
+
+TRAINING_FILE_BYTES: Final = 25 * 1024 * 1024
+TRAINING_FILE_EXAMPLES: Final = 10_000
+TRAINING_LIST_PAGE_DEFAULT: Final = 20
+
+TRAINING_STATUSES: Final = ("uploading", "queued", "validating", "running", "accepted", "ready", "rejected", "failed", "cancelled", "expired")
+TRAINING_TERMINAL_STATUSES: Final = ("ready", "rejected", "failed", "cancelled", "expired")
+"""States a training never leaves. `accepted` is not one: the model is registered but not served yet."""
 
 MAX_RETRY_WAIT: Final = 60.0
 """Seconds: a Retry-After longer than this is not waited out; the caller gets the 429 or 529."""

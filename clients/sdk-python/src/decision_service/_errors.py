@@ -34,7 +34,11 @@ class DecisionServiceError(Exception):
 
 
 class ConfigurationError(DecisionServiceError):
-    """A client setting that cannot work: no API key, no base URL, plaintext HTTP to a remote host."""
+    """
+    A client setting that cannot work (no credential, no base URL, plaintext HTTP to a remote host),
+    or a method called on a client that lacks the kind of credential it takes (an access token for
+    trainings, an API key for decisions), raised before anything is sent.
+    """
 
 
 class InputError(DecisionServiceError):
@@ -86,15 +90,19 @@ class APIError(DecisionServiceError):
 
 
 class AuthenticationError(APIError):
-    """401: a missing, invalid or revoked API key, or a disabled account."""
+    """
+    401: a missing, invalid or revoked API key, an invalid or expired access token, a disabled
+    account, or the wrong kind of credential (`wrong_credential_kind`: an API key where trainings
+    take an access token, or the reverse).
+    """
 
 
 class NotFoundError(APIError):
-    """404: an unknown model (or one this account may not use), or an unknown batch (or another account's)."""
+    """404: an unknown model (or one this account may not use), or an unknown batch or training (or another account's)."""
 
 
 class ConflictError(APIError):
-    """409: the batch is not in a state that allows this (submit before upload, results before the end)."""
+    """409: the batch or training is not in a state that allows this (submit before upload, results or a report before the end)."""
 
 
 class GoneError(APIError):

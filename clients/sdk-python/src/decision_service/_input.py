@@ -1,35 +1,36 @@
 """
-A batch's input file as bytes: JSONL written from records, a JSONL file read from a path, or bytes
-given as they are. Records get the client's default model where they name none, as real-time
-requests do; a file or bytes are sent unchanged. The bounds the service publishes on every batch
-(25 MiB, 10,000 records) are checked here, so a file that cannot be accepted is refused before
-anything is uploaded; everything else is the service's to check.
+A batch's input file, or a training file, as bytes: JSONL written from records, a JSONL file read
+from a path, or bytes given as they are. Records get the client's default model where they name
+none, as real-time requests do, and training examples the training's `model`, else the client's
+default model; a file or bytes are sent unchanged. The bounds the service publishes on every file
+(25 MiB, 10,000 records or examples) are checked here, so a file that cannot be accepted is refused
+before anything is uploaded; everything else (a training file's labels and outcome counts included)
+is the service's to check, and it names the first bad line.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeAlias
 
-from ._constants import BULK_FILE_BYTES, BULK_FILE_RECORDS
+from ._constants import BULK_FILE_BYTES, BULK_FILE_RECORDS, SHARED_ALIAS, TRAINING_FILE_BYTES, TRAINING_FILE_EXAMPLES
 from ._errors import InputError
-from ._questions import InputRecord
+from ._questions import InputRecord, TrainingExample
 from ._transport import encode_json
 
 BatchInput: TypeAlias = "Iterable[InputRecord] | str | os.PathLike[str] | bytes"
 """Records, the path of a JSONL file, or the file's bytes."""
 
+TrainingInput: TypeAlias = "Iterable[TrainingExample] | str | os.PathLike[str] | bytes"
+"""Labelled examples, the path of a JSONL training file, or the file's bytes."""
+
 
 def encode_input(source: BatchInput, default_model: str) -> bytes:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-    elif isinstance(source, (str, os.PathLike)):
-        try:
-            data = Path(source).read_bytes()
-        except OSError as err:
-            raise InputError(f"cannot read the batch file {os.fspath(source)}: {err.strerror or err}") from None
+    if isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
+        data = _read(source, "batch file")
     else:
         data = _encode_records(source, default_model)
     if not data:
@@ -37,6 +38,42 @@ def encode_input(source: BatchInput, default_model: str) -> bytes:
     if len(data) > BULK_FILE_BYTES:
         raise InputError(f"the batch file is {len(data)} bytes; a batch holds at most {BULK_FILE_BYTES} bytes")
     return data
+
+
+def encode_training_input(source: TrainingInput, default_model: str) -> tuple[bytes, str | None]:
+    """
+    The training file's bytes (examples without a `body.model` get `default_model`), and the base
+    model its first line names (the shared alias when it names none); None when that line cannot be
+    read, which the service will say, naming it.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
+        data = _read(source, "training file")
+    else:
+        data = _encode_examples(source, default_model)
+    if not data:
+        raise InputError("the training file is empty")
+    if len(data) > TRAINING_FILE_BYTES:
+        raise InputError(f"the training file is {len(data)} bytes; a training file holds at most {TRAINING_FILE_BYTES} bytes")
+    return data, _first_base(data)
+
+
+def _first_base(data: bytes) -> str | None:
+    try:
+        first = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    body = first.get("body") if isinstance(first, dict) else None
+    model = body.get("model", SHARED_ALIAS) if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def _read(source: str | os.PathLike[str] | bytes | bytearray | memoryview, what: str) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    try:
+        return Path(source).read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read the {what} {os.fspath(source)}: {err.strerror or err}") from None
 
 
 def _encode_records(records: Iterable[InputRecord], default_model: str) -> bytes:
@@ -51,4 +88,19 @@ def _encode_records(records: Iterable[InputRecord], default_model: str) -> bytes
         lines.append(encode_json({**record, "body": body}))
     if not lines:
         raise InputError("the batch has no records")
+    return b"\n".join(lines) + b"\n"
+
+
+def _encode_examples(examples: Iterable[TrainingExample], default_model: str) -> bytes:
+    lines: list[bytes] = []
+    for example in examples:
+        if not isinstance(example, Mapping) or not {"custom_id", "body", "labels"} <= example.keys():
+            raise InputError("each training example is a mapping with custom_id, body and labels")
+        if len(lines) >= TRAINING_FILE_EXAMPLES:
+            raise InputError(f"more than {TRAINING_FILE_EXAMPLES} examples; a training file holds at most {TRAINING_FILE_EXAMPLES}")
+        body = dict(example["body"])
+        body.setdefault("model", default_model)
+        lines.append(encode_json({**example, "body": body}))
+    if not lines:
+        raise InputError("the training file has no examples")
     return b"\n".join(lines) + b"\n"

@@ -1,6 +1,6 @@
 """
 What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
-the contract's (contract/decision.ts, models.ts, batches.ts); tests/test_contract.py compares every
+the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
@@ -27,6 +27,7 @@ JsonValue: TypeAlias = pydantic.JsonValue
 """Any JSON value, as an answer's legend carries it."""
 
 BatchStatus: TypeAlias = Literal["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"]
+TrainingStatus: TypeAlias = Literal["uploading", "queued", "validating", "running", "accepted", "ready", "rejected", "failed", "cancelled", "expired"]
 
 
 # Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
@@ -130,6 +131,8 @@ class ModelItem(_Model, frozen=True):
     release_date: str
     calibration: str | None = None
     """Path of the release's calibration report; None for an uncalibrated release."""
+    evaluation: str | None = None
+    """Path of a trained model's evaluation report (`client.models.evaluation(name)` reads it); None for any other model."""
 
 
 class ModelList(_Response, frozen=True):
@@ -208,6 +211,14 @@ class BatchList(_Response, frozen=True):
     """Pass as `after` for the next (older) page; None on the last page."""
 
 
+class RetiredModel(_Response, frozen=True):
+    """`client.models.retire`: the owner's trained model, no longer served."""
+
+    id: str
+    object: Literal["model"]
+    retired: Literal[True]
+
+
 class RecordError(_Model, frozen=True):
     status: int
     code: str
@@ -241,6 +252,173 @@ class UploadResult(_Model, frozen=True):
     key: str
     size: int
     etag: str
+
+
+class TrainingAcceptance(_Model, frozen=True):
+    """The published acceptance rule: on held-out examples, every question's primary figure at least
+    `margin` above the base's zero-shot figure, and its expected calibration error at most `max_ece`."""
+
+    margin: float
+    max_ece: float
+    ece_bins: int
+
+
+class TrainingLimits(_Model, frozen=True):
+    file_bytes: int
+    examples: int
+    examples_per_outcome: int
+    """Examples a file needs of every outcome of every question (each true and false, option, level)."""
+    held_out_percent: int
+    held_out_per_outcome: int
+    custom_id_characters: int
+    lifetime_seconds: int
+    upload_validity_seconds: int
+    data_retention_seconds: int
+    acceptance: TrainingAcceptance
+
+
+class TrainingExamples(_Model, frozen=True):
+    total: int
+    held_out: int
+    """Examples held out for acceptance (chosen by a hash of custom_id)."""
+
+
+class TrainingProgress(_Model, frozen=True):
+    step: str
+    """What the job is doing now, in words a person can act on."""
+    examples_total: int
+    examples_read: int
+    examples_per_minute: float
+    estimated_completion_at: str | None
+
+
+class TrainingQuestionFigures(_Model, frozen=True):
+    """One question's held-out figures in a training's summary."""
+
+    question: str
+    metric: Literal["auroc", "top1"]
+    candidate: float
+    """The trained model's primary figure (AUROC for a yes/no question, top-1 accuracy otherwise)."""
+    zero_shot: float
+    """The base model's zero-shot primary figure on the same examples."""
+    ece: float
+    passed: bool
+
+
+class TrainingEvaluation(_Model, frozen=True):
+    decision: Literal["accepted", "rejected"]
+    report: str
+    """Path of the full report (`client.trainings.report(id)` reads it)."""
+    questions: list[TrainingQuestionFigures]
+
+
+class Training(_Response, frozen=True):
+    id: str
+    object: Literal["training"]
+    status: TrainingStatus
+    idempotency_key: str
+    base_model: str
+    """The base model as asked."""
+    base_release: str | None
+    """The release the base resolved to at submit; None before."""
+    model: str | None
+    """The trained model's id once accepted (it answers decisions once `ready`); None otherwise."""
+    created_at: str
+    input_bytes: int | None
+    submitted_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    expires_at: str
+    """The job deadline: a training not finished by then expires."""
+    data_expires_at: str | None
+    """When the training file and examples are deleted; None until terminal."""
+    examples: TrainingExamples
+    error: BatchError | None
+    """Why the file was refused (code, message and the first bad line), for a failed training."""
+    progress: TrainingProgress | None
+    evaluation: TrainingEvaluation | None
+    """Held-out figures once evaluated, with the path of the full report."""
+    limits: TrainingLimits
+    upload: Upload | None = None
+    """Present on create while no file has arrived: a fresh signed destination each time."""
+
+    @property
+    def is_terminal(self) -> bool:
+        """Ready, rejected, failed, cancelled or expired: a state the training never leaves."""
+        return self.status in ("ready", "rejected", "failed", "cancelled", "expired")
+
+
+class TrainingList(_Response, frozen=True):
+    object: Literal["list"]
+    data: list[Training]
+    has_more: bool
+    next_cursor: str | None
+    """Pass as `after` for the next (older) page; None on the last page."""
+
+
+class QuestionFigures(_Model, frozen=True):
+    """Held-out figures of one question, for the trained candidate or the base's zero-shot answers."""
+
+    items: int
+    primary: float
+    """AUROC of p(yes) for a yes/no question, top-1 accuracy otherwise: what acceptance compares."""
+    primary_metric: Literal["auroc", "top1"]
+    accuracy: float
+    log_loss: float
+    ece: float
+    brier: float
+
+
+class ReliabilityBin(_Model, frozen=True):
+    lower: float
+    upper: float
+    count: int
+    mean_confidence: float | None
+    accuracy: float | None
+
+
+class QuestionEvaluation(_Model, frozen=True):
+    question: str
+    type: Literal["noul", "choice", "score"]
+    outcomes: list[bool | str | int | float]
+    """The question's outcomes in order: true and false, the option names, or the levels."""
+    held_out_counts: list[int]
+    """Held-out examples per outcome, in the order of `outcomes`."""
+    candidate: QuestionFigures
+    zero_shot: QuestionFigures
+    reliability_candidate: list[ReliabilityBin]
+    reliability_zero_shot: list[ReliabilityBin]
+    passed: bool
+    reason: str | None
+    """Why the question did not meet the acceptance rule; None when it did."""
+
+
+class EvaluationExamples(_Model, frozen=True):
+    training: int
+    held_out: int
+
+
+class TrainingMethod(_Model, frozen=True):
+    kind: Literal["hidden_state_head"]
+    features: int
+    regularisation: list[float]
+
+
+class EvaluationReport(_Response, frozen=True):
+    """A trained candidate's evaluation, accepted or rejected."""
+
+    object: Literal["training.report"]
+    training: str
+    model: str | None
+    """The trained model's id when accepted; None when rejected."""
+    base_release: str
+    decision: Literal["accepted", "rejected"]
+    acceptance: TrainingAcceptance
+    examples: EvaluationExamples
+    method: TrainingMethod
+    questions: list[QuestionEvaluation]
+    evaluated_at: str
+    training_ms: float
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)

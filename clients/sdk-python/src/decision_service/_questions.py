@@ -70,6 +70,23 @@ class InputRecord(TypedDict):
     body: DecisionRequest
 
 
+Label: TypeAlias = "bool | str | int"
+"""A question's right answer in a training example: true or false (noul), an option name (choice), a zero-based level (score)."""
+
+
+class TrainingExample(TypedDict):
+    """
+    One line of a training file: a decision request and its right answers, one label per question.
+    Every example asks the same questions (ids, types, instructions, criteria, in order) of the same base.
+
+        {"custom_id": "t-1", "body": {"state": "A goat on the hill.", "questions": {"animal": noul("An animal?")}}, "labels": {"animal": True}}
+    """
+
+    custom_id: str
+    body: DecisionRequest
+    labels: Mapping[str, Label]
+
+
 def noul(instructions: Instructions = None, criteria: NoulCriteria | None = None) -> NoulQuestion:
     """
     A yes/no question; its answer is the probability of true.

@@ -1,17 +1,26 @@
 """
 Where a client's settings come from: the constructor's argument, else its environment variable
-(`SVC_API_KEY`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The command-line tool's
-saved credentials (~/.svc/config.json) are never read: a program says which key it uses. The service
-publishes no default address, so a base URL is required; it must be https, or http to a loopback
-host.
+(`SVC_API_KEY`, `SVC_ACCESS_TOKEN`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The
+command-line tool's saved credentials (~/.svc/config.json) are never read by a client: a program
+says which credentials it uses, and one that wants the access token `svc login` saved asks for it
+with `saved_access_token()`. The service publishes no default address, so a base URL is required; it
+must be https, or http to a loopback host.
+
+Two credentials, as the service has two kinds: an API key (models, decisions, batches) and a
+signed-in user's access token (trainings, retiring a trained model). A client needs at least one; a
+method whose kind of credential the client lacks raises ConfigurationError before any request.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from ._constants import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, SHARED_ALIAS
@@ -22,25 +31,50 @@ _LOOPBACK_V4 = re.compile(r"^127\.\d+\.\d+\.\d+$")
 _V1 = re.compile(r"/v1(/.*)?$")
 
 
+Credential: TypeAlias = Literal["api_key", "access_token"]
+"""The kind of credential a route takes."""
+
+MISSING_CREDENTIAL = {
+    "api_key": "this client has no API key, which models, decisions and batches take: pass api_key= to Client() or set SVC_API_KEY",
+    "access_token": (
+        "this client has no access token: trainings and retiring a model take a signed-in user's access token, never an API key; "
+        "pass access_token= to Client() or set SVC_ACCESS_TOKEN (after `svc login`, access_token=saved_access_token() reads the one it saved)"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Settings:
-    api_key: str
+    api_key: str | None
+    access_token: str | None
     base_url: str
     default_model: str
     timeout: float
     max_retries: int
 
+    def credential(self, kind: Credential) -> str:
+        """The credential of `kind`; ConfigurationError saying how to give it when the client has none."""
+        value = self.api_key if kind == "api_key" else self.access_token
+        if value is None:
+            raise ConfigurationError(MISSING_CREDENTIAL[kind])
+        return value
+
 
 def resolve(
     api_key: str | None,
+    access_token: str | None,
     base_url: str | None,
     default_model: str | None,
     timeout: float | None,
     max_retries: int | None,
 ) -> Settings:
-    key = api_key if api_key is not None else _env("SVC_API_KEY")
-    if not key:
-        raise ConfigurationError("no API key: pass api_key= to Client() or set SVC_API_KEY")
+    key = (api_key if api_key is not None else _env("SVC_API_KEY")) or None
+    token = (access_token if access_token is not None else _env("SVC_ACCESS_TOKEN")) or None
+    if key is None and token is None:
+        raise ConfigurationError(
+            "no API key: pass api_key= to Client() or set SVC_API_KEY "
+            "(a client only for trainings may have an access token instead: access_token= or SVC_ACCESS_TOKEN)"
+        )
     url = base_url if base_url is not None else _env("SVC_BASE_URL")
     if not url:
         raise ConfigurationError(
@@ -51,7 +85,14 @@ def resolve(
     check_timeout(seconds)
     retries = DEFAULT_MAX_RETRIES if max_retries is None else max_retries
     check_max_retries(retries)
-    return Settings(api_key=key, base_url=normalize_base_url(url), default_model=model, timeout=float(seconds), max_retries=retries)
+    return Settings(
+        api_key=key,
+        access_token=token,
+        base_url=normalize_base_url(url),
+        default_model=model,
+        timeout=float(seconds),
+        max_retries=retries,
+    )
 
 
 def check_timeout(seconds: object) -> None:
@@ -99,6 +140,39 @@ def normalize_base_url(raw: str) -> str:
     if _V1.search(path):
         raise ConfigurationError(f"base URL is the service's address without /v1/...: use {origin}{_V1.sub('', path)}")
     return f"{origin}{path}"
+
+
+def saved_access_token(path: str | os.PathLike[str] | None = None) -> str:
+    """
+    The access token `svc login` saved, for a program that chooses to act as the signed-in user:
+
+        client = Client(access_token=saved_access_token())
+
+    The file is `path`, else SVC_CONFIG_PATH, else ~/.svc/config.json. ConfigurationError when it
+    holds no session or the session has expired (`svc login` again: this client does not refresh
+    it). The token is for the deployment that file names; messages never repeat it.
+    """
+    where = Path(path if path is not None else (_env("SVC_CONFIG_PATH") or Path.home() / ".svc" / "config.json"))
+    try:
+        saved = json.loads(where.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigurationError(f"no saved settings at {where}: sign in with `svc login`") from None
+    except OSError as err:
+        raise ConfigurationError(f"cannot read the saved settings {where}: {err.strerror or 'read failed'}") from None
+    except ValueError:
+        raise ConfigurationError(f"the saved settings {where} are not valid JSON; fix or remove the file (svc logout removes it)") from None
+    session = saved.get("session") if isinstance(saved, dict) else None
+    token = session.get("access_token") if isinstance(session, dict) else None
+    if not isinstance(token, str) or not token:
+        raise ConfigurationError(f"the saved settings {where} hold no signed-in session: sign in with `svc login`")
+    expires = session.get("expires_at") if isinstance(session, dict) else None
+    try:
+        expired = isinstance(expires, str) and datetime.fromisoformat(expires).astimezone(timezone.utc) <= datetime.now(timezone.utc)
+    except ValueError:
+        expired = False  # An unreadable time: the service will say whether the token still works.
+    if expired:
+        raise ConfigurationError(f"the session saved in {where} expired at {expires}: sign in again with `svc login`")
+    return token
 
 
 def _env(name: str) -> str | None:

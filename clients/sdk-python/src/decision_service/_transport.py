@@ -28,7 +28,7 @@ import pydantic
 from ._constants import KEEPALIVE_EXPIRY, MAX_CONNECTIONS, MAX_RETRY_WAIT, REQUEST_ID_HEADER
 from ._errors import APIConnectionError, APIConnectionTimeoutError, APIError, error_from_response
 from ._models import parse
-from ._settings import Settings, check_service_url
+from ._settings import Credential, Settings, check_service_url
 from ._version import VERSION
 
 _RETRIED = frozenset({429, 529})
@@ -42,13 +42,15 @@ Method = Literal["GET", "POST", "PUT"]
 class Call:
     method: Method
     path: str | None = None
-    """A path under the base URL (`/v1/models`), sent with the API key."""
+    """A path under the base URL (`/v1/models`), sent with the client's credential of kind `credential`."""
     url: str | None = None
-    """An absolute URL given by the service (a signed upload): sent without the API key."""
+    """An absolute URL given by the service (a signed upload): sent without any credential."""
     query: Mapping[str, str | int | None] = field(default_factory=dict)
     body: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     json_body: bool = True
+    credential: Credential = "api_key"
+    """The kind of credential the route takes: the API key, or the signed-in user's access token."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,10 @@ class _Base:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
+    def require(self, credential: Credential) -> None:
+        """ConfigurationError, saying how to give it, when the client has no credential of this kind."""
+        self._settings.credential(credential)
+
     def _limits(self) -> httpx.Limits:
         # Idle connections are dropped before the edge's own 5 s idle close, which would otherwise race a reuse.
         return httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS, keepalive_expiry=KEEPALIVE_EXPIRY)
@@ -114,14 +120,15 @@ class _Base:
     def _prepare(self, call: Call) -> tuple[str, dict[str, str], dict[str, str | int] | None]:
         headers = {"user-agent": f"decision-service-sdk-python/{VERSION}", **call.headers}
         if call.url is not None:
-            # A signed destination carries its own credential; the API key never goes to storage.
+            # A signed destination carries its own credential; neither the API key nor the access token goes to storage.
             try:
                 url = check_service_url(call.url, "upload")
             except ValueError as err:
                 raise APIError(f"the service gave an unusable upload address: {err}") from None
         else:
             url = f"{self._settings.base_url}{call.path or ''}"
-            headers["authorization"] = f"Bearer {self._settings.api_key}"
+            # ConfigurationError, before anything is sent, when the client lacks this kind of credential.
+            headers["authorization"] = f"Bearer {self._settings.credential(call.credential)}"
             headers["accept"] = "application/json"
         if call.body is not None and call.json_body:
             headers.setdefault("content-type", "application/json")

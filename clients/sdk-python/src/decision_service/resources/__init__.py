@@ -1,1 +1,1 @@
-"""One module per resource of the service: `client.models`, `client.batches`."""
+"""One module per resource of the service: `client.models`, `client.batches`, `client.trainings`."""

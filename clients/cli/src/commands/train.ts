@@ -1,0 +1,242 @@
+/**
+ * `svc train ...` (runs in a user's terminal): a model of the account's own, trained from labelled
+ * examples of one decision. Training takes the signed-in user's access token (the browser sign-in
+ * `svc login` saved, or SVC_ACCESS_TOKEN), never an API key; the trained model then answers
+ * `svc decide --model ID` with the API key.
+ *
+ *     svc train create --file triage.jsonl --wait    check, upload, submit, follow; prints the model id
+ *     svc train status ID | list | cancel ID         follow, list and stop trainings
+ *     svc train retire MODEL                         stop serving a trained model
+ *
+ * With --wait, a progress bar (examples read through the base model, and the step in words) is
+ * drawn when standard error is a terminal; otherwise each change of status is one line there.
+ */
+import { randomUUID } from "node:crypto";
+import type { Command, Group } from "../command.ts";
+import type { Context } from "../context.ts";
+import { Failure, Interrupted, UsageError } from "../errors.ts";
+import { formatBytes, formatDuration, Progress } from "../progress.ts";
+import { APIUserAbortError, isTrainingTerminal, TRAINING_LIMITS, type Client, type Training } from "../sdk.ts";
+import { readTrainingFile } from "../training-file.ts";
+import { uploadProgressFetch } from "../upload-progress.ts";
+import { TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
+
+const POLL_SECONDS = 2;
+
+const JSON_OPTION = { json: { type: "boolean", help: "print the training object as JSON" } } as const;
+
+/** Each question's held-out figure beside the base's zero-shot one, one line each. */
+function figures(training: Training): string[] {
+  return (training.evaluation?.questions ?? []).map(
+    (q) => `${q.question}  ${q.metric} ${q.candidate.toFixed(3)} (zero-shot ${q.zero_shot.toFixed(3)})  ECE ${q.ece.toFixed(3)}  ${q.passed ? "passed" : "did not pass"}`,
+  );
+}
+
+function errorText(training: Training): string {
+  const { error } = training;
+  return error ? `${error.code}${error.line ? ` (line ${error.line})` : ""}: ${error.message}` : "no reason given";
+}
+
+function waitText(training: Training): { fraction: number | null; text: string } {
+  const progress = training.progress;
+  if (!progress) return { fraction: null, text: `training ${training.status}${isTrainingTerminal(training.status) ? "" : "..."}` };
+  const eta = progress.estimated_completion_at ? ` · about ${formatDuration(Date.parse(progress.estimated_completion_at) - Date.now())} left` : "";
+  const reading = training.status === "running" && progress.examples_total > 0;
+  return { fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null, text: `${progress.step}${eta}` };
+}
+
+/** Polls until the training is terminal, drawing its progress; Ctrl-C stops waiting (exit 130), not the training. */
+async function follow(ctx: Context, client: Client, submitted: Training, pollSeconds: number, progress: Progress): Promise<Training> {
+  let last = submitted.status;
+  try {
+    return await client.trainings.wait(submitted.id, {
+      signal: ctx.signal,
+      pollInterval: pollSeconds * 1000,
+      onProgress: (current) => {
+        const { fraction, text } = waitText(current);
+        progress.update(fraction, text, current.status !== last);
+        if (!progress.enabled && current.status !== last) ctx.status(`Training ${current.status}${current.progress ? `: ${current.progress.step}` : ""}.`);
+        last = current.status;
+      },
+    });
+  } catch (err) {
+    if (err instanceof APIUserAbortError || ctx.signal.aborted) {
+      progress.done();
+      ctx.status(`Stopped waiting. Training ${submitted.id} goes on: \`svc train status ${submitted.id}\`, or \`svc train cancel ${submitted.id}\`.`);
+      throw new Interrupted();
+    }
+    throw err;
+  }
+}
+
+/** Prints how a finished training ended: the model id and its figures, or why there is none (exit 1). */
+async function conclude(ctx: Context, client: Client, training: Training, json: boolean): Promise<void> {
+  if (json) ctx.stdout.write(`${JSON.stringify(training)}\n`);
+  if (training.status === "ready") {
+    if (!json) ctx.stdout.write(`${training.model}\n`);
+    ctx.status(`Training ${training.id} ready: model ${training.model}, trained on ${training.examples.total - training.examples.held_out} examples, ${training.examples.held_out} held out.`);
+    ctx.status("Held-out figures, the trained model beside the base's zero-shot answers:");
+    for (const line of figures(training)) ctx.status(`  ${line}`);
+    ctx.status(`Use it with \`svc decide --model ${training.model}\`, asking the questions it was trained on.`);
+    return;
+  }
+  if (training.status === "rejected") {
+    for (const line of figures(training)) ctx.status(`  ${line}`);
+    const report = await client.trainings.report(training.id, { signal: ctx.signal });
+    const reasons = report.questions.flatMap((q) => (q.reason ? [`${q.question}: ${q.reason}`] : []));
+    throw new Failure(`training ${training.id} rejected (the candidate is never served): ${reasons.join("; ") || "it did not meet the acceptance rule"}`);
+  }
+  if (training.status === "failed") throw new Failure(`training ${training.id} failed: ${errorText(training)}`);
+  throw new Failure(`training ${training.id} ${training.status} before it finished`);
+}
+
+const create: Command = {
+  name: "create",
+  summary: "Train a model from a file of labelled examples: check, upload, submit (and with --wait, follow it)",
+  usage: "svc train create --file FILE [--model BASE] [--wait] [--idempotency-key KEY] [--poll-interval SECONDS] [--json]",
+  description: [
+    'FILE holds one {"custom_id": "...", "body": <a decision request>, "labels": {"<question id>": <answer>}}',
+    `per line (at most ${TRAINING_LIMITS.file_bytes / (1024 * 1024)} MiB and ${TRAINING_LIMITS.examples.toLocaleString("en-US")} examples), every line asking the same questions of the`,
+    `same base, with at least ${TRAINING_LIMITS.examples_per_outcome} examples of every outcome. It is checked before anything is sent:`,
+    "a file that would fail is refused with exit 2 and its line. Without --wait, prints the training id.",
+    "",
+    "With --wait, follows the training to its end: ready prints the trained model's id on standard",
+    "output and its held-out figures on standard error (exit 0); rejected prints why (the candidate did",
+    "not beat the base's zero-shot answers), failed the error, both exit 1. Ctrl-C stops waiting (exit",
+    "130) and leaves the training going.",
+    "",
+    "Takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN), not an API key.",
+  ].join("\n"),
+  options: {
+    file: { type: "string", short: "f", value: "FILE", help: "the labelled examples (JSONL)" },
+    model: { type: "string", value: "BASE", help: "the base model; the examples' body.model must name it (default: the one they name)" },
+    wait: { type: "boolean", help: "follow the training to its end, with a progress bar" },
+    "idempotency-key": { type: "string", value: "KEY", help: "the same key returns the same training (default: a new training)" },
+    "poll-interval": { type: "string", value: "SECONDS", help: `with --wait, seconds between status checks (default ${POLL_SECONDS})` },
+    ...JSON_OPTION,
+  },
+  async run(ctx, { values }) {
+    const path = values.file as string | undefined;
+    if (path === undefined) throw new UsageError(`--file FILE is required: the labelled examples\nUsage: ${create.usage}`);
+    const pollSeconds = Number(values["poll-interval"] ?? POLL_SECONDS);
+    if (!(pollSeconds > 0) || !Number.isFinite(pollSeconds)) throw new UsageError("--poll-interval is a number of seconds, more than 0");
+    const file = await readTrainingFile(path);
+    const model = values.model as string | undefined;
+    if (model !== undefined && model !== file.base) {
+      throw new UsageError(`${path}: the examples name the base ${JSON.stringify(file.base)} (their body.model), not --model ${JSON.stringify(model)}: a training trains the base its examples name`);
+    }
+    const progress = new Progress(ctx.stderr);
+    const client = ctx.trainingClient({ fetch: uploadProgressFetch((sent, total) => progress.update(total === 0 ? 1 : sent / total, `uploading ${formatBytes(sent)} of ${formatBytes(total)}`)) });
+    const idempotencyKey = (values["idempotency-key"] as string | undefined) ?? `svc-${randomUUID()}`;
+    ctx.status(`Training on ${file.examples} examples from ${path} (base ${file.base}, questions ${file.questions.join(", ")}), idempotency key ${idempotencyKey}.`);
+    const submitted = await client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey }, { signal: ctx.signal });
+    progress.done(`uploaded ${formatBytes(file.bytes.byteLength)}`);
+    ctx.status(`Training ${submitted.id}: ${submitted.status}.`);
+    if (!values.wait) {
+      ctx.stdout.write(values.json ? `${JSON.stringify(submitted)}\n` : `${submitted.id}\n`);
+      ctx.status(`Follow it with \`svc train status ${submitted.id}\`.`);
+      return;
+    }
+    const done = await follow(ctx, client, submitted, pollSeconds, progress);
+    progress.done(`training ${done.status}`);
+    await conclude(ctx, client, done, values.json === true);
+  },
+};
+
+function describeTraining(training: Training): string {
+  const { progress } = training;
+  const eta = progress?.estimated_completion_at ? ` · about ${formatDuration(Date.parse(progress.estimated_completion_at) - Date.now())} left` : "";
+  const rows: Array<[string, string | null | undefined]> = [
+    ["id", training.id],
+    ["status", training.status],
+    ["model", training.model],
+    ["base", `${training.base_model}${training.base_release && training.base_release !== training.base_model ? ` (release ${training.base_release})` : ""}`],
+    ["examples", training.examples.total > 0 ? `${training.examples.total} (${training.examples.held_out} held out)` : null],
+    ["progress", progress ? `${progress.step} (${progress.examples_read} of ${progress.examples_total} read)${eta}` : null],
+    ["idempotency key", training.idempotency_key],
+    ["created", training.created_at],
+    ["submitted", training.submitted_at],
+    ["started", training.started_at],
+    ["finished", training.finished_at],
+    ["deadline", training.finished_at ? null : training.expires_at],
+    ["data until", training.data_expires_at],
+    ["error", training.error ? errorText(training) : null],
+    ["report", training.evaluation ? `${training.evaluation.decision}: ${training.evaluation.report}` : null],
+  ];
+  const lines = rows.filter(([, value]) => value !== null && value !== undefined).map(([name, value]) => `${name.padEnd(16)}${value}`);
+  for (const line of figures(training)) lines.push(`  ${line}`);
+  return lines.join("\n");
+}
+
+const status: Command = {
+  name: "status",
+  summary: "Show a training's status, progress, model and held-out figures",
+  usage: "svc train status ID [--json]",
+  options: JSON_OPTION,
+  positionals: { min: 1, max: 1 },
+  async run(ctx, { values, positionals }) {
+    const training = await ctx.trainingClient().trainings.retrieve(positionals[0]!, { signal: ctx.signal });
+    ctx.stdout.write(values.json ? `${JSON.stringify(training)}\n` : `${describeTraining(training)}\n`);
+  },
+};
+
+const list: Command = {
+  name: "list",
+  summary: "List the account's trainings, newest first",
+  usage: "svc train list [--limit N] [--after ID] [--json]",
+  options: {
+    limit: { type: "string", value: "N", help: `trainings per page, 1 to ${TRAINING_LIST_PAGE.max} (default ${TRAINING_LIST_PAGE.default})` },
+    after: { type: "string", value: "ID", help: "the page after this training (the cursor a previous page printed)" },
+    json: { type: "boolean", help: "print the response JSON" },
+  },
+  async run(ctx, { values }) {
+    const limit = values.limit === undefined ? undefined : Number(values.limit);
+    if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= TRAINING_LIST_PAGE.max)) throw new UsageError(`--limit is an integer from 1 to ${TRAINING_LIST_PAGE.max}`);
+    const page = await ctx.trainingClient().trainings.list({ limit, after: values.after as string | undefined }, { signal: ctx.signal });
+    if (values.json) {
+      ctx.stdout.write(`${JSON.stringify(page)}\n`);
+      return;
+    }
+    if (page.data.length === 0) ctx.stdout.write("No trainings.\n");
+    for (const t of page.data) {
+      const what = t.model ?? `base ${t.base_model}`;
+      ctx.stdout.write(`${t.id}  ${t.status.padEnd(10)}  ${what.padEnd(48)}  ${String(t.examples.total).padStart(5)} examples  ${t.created_at}\n`);
+    }
+    if (page.has_more && page.next_cursor) ctx.status(`More: svc train list --after ${page.next_cursor}`);
+  },
+};
+
+const cancel: Command = {
+  name: "cancel",
+  summary: "Cancel a training that has not finished",
+  usage: "svc train cancel ID [--json]",
+  options: JSON_OPTION,
+  positionals: { min: 1, max: 1 },
+  async run(ctx, { values, positionals }) {
+    const training = await ctx.trainingClient().trainings.cancel(positionals[0]!, { signal: ctx.signal });
+    ctx.stdout.write(values.json ? `${JSON.stringify(training)}\n` : `${training.id} ${training.status}\n`);
+  },
+};
+
+const retire: Command = {
+  name: "retire",
+  summary: "Retire a model the account trained: new requests for it answer 404",
+  usage: "svc train retire MODEL [--json]",
+  description: "MODEL is a trained model's id (`svc train status ID` shows it). Only the account's own trained models can be retired.",
+  options: { json: { type: "boolean", help: "print the response JSON" } },
+  positionals: { min: 1, max: 1 },
+  async run(ctx, { values, positionals }) {
+    const retired = await ctx.trainingClient().models.retire(positionals[0]!, { signal: ctx.signal });
+    ctx.stdout.write(values.json ? `${JSON.stringify(retired)}\n` : `${retired.id} retired\n`);
+  },
+};
+
+export const train: Group = {
+  name: "train",
+  summary: "Train a model of your own from labelled examples (with the `svc login` browser sign-in)",
+  description: [
+    "Training takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN with SVC_BASE_URL),",
+    "not an API key. A trained model answers `svc decide --model ID` with the account's API key.",
+  ].join("\n"),
+  commands: [create, status, list, cancel, retire],
+};

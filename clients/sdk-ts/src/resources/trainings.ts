@@ -1,0 +1,158 @@
+/**
+ * `client.trainings`: a model of the account's own, trained from labelled examples of one decision
+ * (the training file, contract/training-file.ts). Every call here takes the signed-in user's access
+ * token (the client's `accessToken`), never the API key; the trained model then answers decisions
+ * made with the API key, under its own id.
+ *
+ *     const client = new Client({ apiKey, accessToken, baseURL });
+ *     const training = await client.trainings.create({ file: "triage.jsonl" });
+ *     const done = await client.trainings.wait(training.id, { onProgress: (t) => console.log(t.progress?.step) });
+ *     if (done.status === "ready") await client.systemOne({ model: done.model!, state, questions });
+ *
+ * `create` checks the file, creates the training, uploads the file to the signed storage address
+ * the service names (no credential of the client goes there) and submits it. Creating again with the
+ * same idempotency key returns the same training, so an interrupted `create` resumes with the key.
+ */
+import { isTrainingTerminal, TRAINING_LIST_PAGE, type EvaluationReport, type Training, type TrainingList } from "../../../../contract/trainings.ts";
+import { sleep, type RequestOptions, type Transport, type WithRequestId, withRequestId } from "../core.ts";
+import { APIUserAbortError, InputError } from "../errors.ts";
+import { encodeTrainingFile, type TrainingInput } from "../training-input.ts";
+import { DEFAULT_POLL_INTERVAL_MS } from "./batches.ts";
+
+export interface CreateTrainingParams {
+  /** The labelled examples: an array of them, the path of a JSONL file, or its bytes. */
+  file: TrainingInput;
+  /**
+   * The base model the examples name (their `body.model`): checked against the file when given,
+   * taken from it when absent.
+   */
+  model?: string;
+  /** The same key returns the same training (1-255 characters); a random one when absent. */
+  idempotencyKey?: string;
+}
+
+export interface ListTrainingsParams {
+  /** Trainings per page, 1 to TRAINING_LIST_PAGE.max (TRAINING_LIST_PAGE.default when absent). */
+  limit?: number;
+  /** The `next_cursor` of the previous page. */
+  after?: string;
+}
+
+export interface TrainingWaitOptions {
+  /** Called with the training after every poll, the final one included. */
+  onProgress?: (training: Training) => void;
+  /** Milliseconds between polls (default 2000). */
+  pollInterval?: number;
+  /** Stops waiting (the training itself goes on: cancel it with `cancel(id)`). */
+  signal?: AbortSignal;
+}
+
+const auth = "access_token";
+
+export class Trainings {
+  constructor(
+    private readonly transport: Transport,
+    private readonly defaultModel: () => string,
+  ) {}
+
+  /**
+   * Checks the training file, creates a training for the base it names (or returns the one this
+   * idempotency key already made), uploads the file while none has arrived, and submits it; returns
+   * the submitted training (`queued`, or further along on a resumed create). A file the training
+   * worker would refuse throws InputError naming its line, and nothing is sent.
+   *
+   *     const training = await client.trainings.create({ file: "triage.jsonl", idempotencyKey: "triage-v1" });
+   *     training.status; // "queued"
+   */
+  async create(params: CreateTrainingParams, options?: RequestOptions): Promise<WithRequestId<Training>> {
+    this.transport.require(auth);
+    if (params === null || typeof params !== "object" || params.file === undefined) throw new InputError("trainings.create takes { file }: the labelled examples");
+    const file = await encodeTrainingFile(params.file, params.model ?? this.defaultModel());
+    if (params.model !== undefined && params.model !== file.base) {
+      throw new InputError(`the examples name the base ${JSON.stringify(file.base)} (their body.model), not ${JSON.stringify(params.model)}: a training trains the base its examples name`);
+    }
+    const body = JSON.stringify({ idempotency_key: params.idempotencyKey ?? `sdk-${crypto.randomUUID()}`, model: file.base });
+    const created = (await this.transport.request<Training>({ method: "POST", path: "/v1/trainings", auth, body }, options)).data;
+    // No upload destination: this key's training already has its file (a resumed create).
+    if (created.upload) await this.transport.request({ method: "PUT", url: created.upload.url, headers: created.upload.headers, body: file.bytes }, options);
+    return this.submit(created.id, options);
+  }
+
+  /**
+   * Queues a training whose file has been uploaded; repeating it changes nothing. `create` does it.
+   *
+   *     await client.trainings.submit(id);
+   */
+  async submit(id: string, options?: RequestOptions): Promise<WithRequestId<Training>> {
+    return withRequestId(await this.transport.request<Training>({ method: "POST", path: `${trainingPath(id)}/submit`, auth, body: "{}" }, options));
+  }
+
+  /**
+   * The training's status, progress (`progress.examples_read` of `progress.examples_total`, and the
+   * step in words), the trained model's id once accepted, and its held-out figures once evaluated.
+   *
+   *     const { status, progress, model } = await client.trainings.retrieve(id);
+   */
+  async retrieve(id: string, options?: RequestOptions): Promise<WithRequestId<Training>> {
+    return withRequestId(await this.transport.request<Training>({ method: "GET", path: trainingPath(id), auth }, options));
+  }
+
+  /**
+   * Cancels a training that has not finished; a finished one is returned unchanged.
+   *
+   *     await client.trainings.cancel(id);
+   */
+  async cancel(id: string, options?: RequestOptions): Promise<WithRequestId<Training>> {
+    return withRequestId(await this.transport.request<Training>({ method: "POST", path: `${trainingPath(id)}/cancel`, auth, body: "{}" }, options));
+  }
+
+  /**
+   * One page of the account's trainings, newest first.
+   *
+   *     let page = await client.trainings.list({ limit: 50 });
+   *     while (page.has_more) page = await client.trainings.list({ limit: 50, after: page.next_cursor! });
+   */
+  async list(params: ListTrainingsParams = {}, options?: RequestOptions): Promise<WithRequestId<TrainingList>> {
+    const query = { limit: params.limit ?? TRAINING_LIST_PAGE.default, after: params.after };
+    return withRequestId(await this.transport.request<TrainingList>({ method: "GET", path: "/v1/trainings", auth, query }, options));
+  }
+
+  /**
+   * The evaluation report of an evaluated training, accepted or rejected: per question, the
+   * candidate's held-out figures beside the base's zero-shot ones, and why a question did not pass.
+   * A ConflictError (`report_not_ready`) before the candidate is evaluated.
+   *
+   *     const report = await client.trainings.report(id);
+   *     for (const q of report.questions) console.log(q.question, q.candidate.primary, q.zero_shot.primary, q.reason);
+   */
+  async report(id: string, options?: RequestOptions): Promise<WithRequestId<EvaluationReport>> {
+    return withRequestId(await this.transport.request<EvaluationReport>({ method: "GET", path: `${trainingPath(id)}/report`, auth }, options));
+  }
+
+  /**
+   * Polls a training until it is terminal (ready, rejected, failed, cancelled or expired) and
+   * returns it. `accepted` is not terminal: the model is registered but not served yet.
+   *
+   *     const done = await client.trainings.wait(id, { onProgress: (t) => console.log(t.progress?.examples_read) });
+   */
+  async wait(id: string, options: TrainingWaitOptions = {}): Promise<Training> {
+    this.transport.require(auth);
+    const interval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+    try {
+      for (;;) {
+        const training = await this.retrieve(id, { signal: options.signal });
+        options.onProgress?.(training);
+        if (isTrainingTerminal(training.status)) return training;
+        await sleep(interval, options.signal);
+      }
+    } catch (err) {
+      if (!(err instanceof APIUserAbortError)) throw err;
+      throw new APIUserAbortError(`stopped waiting for training ${id}; it goes on until it finishes or is cancelled`, { cause: err });
+    }
+  }
+}
+
+function trainingPath(id: string): string {
+  if (typeof id !== "string" || id === "") throw new InputError("a training id is a non-empty string");
+  return `/v1/trainings/${encodeURIComponent(id)}`;
+}

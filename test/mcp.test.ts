@@ -22,6 +22,7 @@ import { VERSION } from "../clients/sdk-ts/src/index.ts";
 import { buildClients, SVC_MCP } from "./support/cli.ts";
 import { newAccount, query, stack } from "./support/api.ts";
 import { fakeServiceAnswering, type Fake } from "./support/fake-service.ts";
+import { animalSentences, noulFile, pollTraining, submitTraining } from "./support/training.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
 
@@ -173,6 +174,24 @@ describe("svc-mcp tools", () => {
     expect([...response.answers.keys()]).toEqual(["refund", "topic", "severity"]);
     expect(response.answers.get("topic")).toMatchObject({ type: "choice" });
     expect(response.answers.get("severity")).toMatchObject({ type: "score" });
+  });
+
+  it("lists the account's trained model and decides with it; another question set is a tool error naming what differs", { timeout: 180_000 }, async () => {
+    const question = { type: "noul", instructions: "Does this sentence belong to group A?" };
+    const training = await submitTraining(account, await noulFile(question, animalSentences()));
+    const trained = await pollTraining(account, training.id);
+    expect(trained.status).toBe("ready");
+    const { client } = await connect(keyEnv());
+    const models = ModelList.parse((await client.callTool({ name: "list_models", arguments: {} })).structuredContent);
+    expect(models.models.find((m) => m.name === trained.model)).toMatchObject({ evaluation: expect.stringContaining("/evaluation") });
+    const decided = (await client.callTool({ name: "decide", arguments: { model: trained.model, state: "A goat on the hill.", questions: { q: question } } })) as CallToolResult;
+    expect(decided.isError, textOf(decided)).toBeFalsy();
+    const response = DecisionResponse.parse(decided.structuredContent);
+    expect(response.model).toBe(trained.model);
+    expect(response.answers.get("q")).toMatchObject({ type: "noul" });
+    const other = (await client.callTool({ name: "decide", arguments: { model: trained.model, state: "A goat.", questions: { q: { type: "noul" } } } })) as CallToolResult;
+    expect(other.isError).toBe(true);
+    expect(textOf(other)).toContain("task_mismatch");
   });
 
   it("reads the key saved by `svc login` when the environment has none, and SVC_DEFAULT_MODEL for decide", async () => {

@@ -315,13 +315,19 @@ CREATE TYPE bulk_claim_row AS (
   line integer, custom_id text, body text, attempts integer, release_id text, release_revision bigint
 );
 
+-- Whether a release was retired: a bulk record frozen on it is answered with an error record by
+-- any worker (bulk_claim), so a batch that froze a release retired since still completes.
+CREATE FUNCTION release_retired(p_release text) RETURNS boolean
+  LANGUAGE sql STABLE
+  RETURN EXISTS (SELECT 1 FROM model_releases WHERE id = p_release AND retired_at IS NOT NULL);
+
 -- The bulk worker's claim (sidecar/bulk/worker.ts), in one round trip: leases to p_token, for
 -- p_lease_ms, the batch that waited longest for a turn (never one of a disabled account or past its
 -- deadline, never one leased to another worker) and has work this worker can do: a queued batch to
--- validate, or a running batch with a pending record whose release is served here (p_served) or that
--- has none (an error record), and that is not waiting after a transient failure. For a running batch
--- it returns that record, with the revision of its release's row when that release is served at
--- p_self (null otherwise). No row: nothing to do.
+-- validate, or a running batch with a pending record whose release is served here (p_served), or
+-- that has none or a retired one (an error record), and that is not waiting after a transient
+-- failure. For a running batch it returns that record, with the revision of its release's row when
+-- that release is served at p_self (null otherwise). No row: nothing to do.
 CREATE FUNCTION bulk_claim(p_token uuid, p_lease_ms double precision, p_served text[], p_self text)
 RETURNS SETOF bulk_claim_row AS $$
   WITH claimed AS (
@@ -337,7 +343,7 @@ RETURNS SETOF bulk_claim_row AS $$
           AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
           AND (c.status <> 'running' OR EXISTS (
                 SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND NOT r.done
-                   AND (r.release_id IS NULL OR r.release_id = ANY (p_served))
+                   AND (r.release_id IS NULL OR r.release_id = ANY (p_served) OR release_retired(r.release_id))
                    AND (r.not_before IS NULL OR r.not_before <= now())))
         ORDER BY c.last_claimed_at NULLS FIRST, c.submitted_at
         LIMIT 1
@@ -349,7 +355,7 @@ RETURNS SETOF bulk_claim_row AS $$
     LEFT JOIN LATERAL (
       SELECT line, custom_id, body, attempts, release_id FROM batch_records r
        WHERE r.batch_id = claimed.id AND NOT r.done
-         AND (r.release_id IS NULL OR r.release_id = ANY (p_served))
+         AND (r.release_id IS NULL OR r.release_id = ANY (p_served) OR release_retired(r.release_id))
          AND (r.not_before IS NULL OR r.not_before <= now())
        ORDER BY line LIMIT 1) r ON claimed.status = 'running'
 $$ LANGUAGE sql;

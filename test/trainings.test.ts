@@ -10,7 +10,7 @@ import { ModelList } from "../contract/models.ts";
 import { validateTrainingFile } from "../contract/training-file.ts";
 import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
 import { call, newAccount, query } from "./support/api.ts";
-import { lines, poll, results, submitted } from "./support/bulk.ts";
+import { heldSubmitted, lines, poll, results, submitted } from "./support/bulk.ts";
 import { animalSentences, noulFile, pollTraining, splitIds, submitTraining, withModel, type Account } from "./support/training.ts";
 
 /** A question the shared model cannot answer from its words: what "group A" is, only the examples say. */
@@ -126,7 +126,10 @@ describe("a training accepted, activated and served", () => {
     }
   });
 
-  it("can be retired by its owner: new requests answer 404", async () => {
+  it("can be retired by its owner: new requests answer 404; a batch that froze it completes with error records", async () => {
+    // Submitted (its models frozen) before the retirement, held so that no worker runs it first.
+    const example = { body: { model: done.model, state: "A goat on the hill.", questions: { q: GROUP_A } } };
+    const frozen = await heldSubmitted(owner, lines([{ custom_id: "r1", ...example }, { custom_id: "r2", ...example }]));
     const retired = await call(`/v1/models/${done.model}/retire`, { token: owner.userToken, body: {} });
     expect(retired.status).toBe(200);
     expect(retired.body).toEqual({ id: done.model, object: "model", retired: true });
@@ -134,6 +137,13 @@ describe("a training accepted, activated and served", () => {
     const listing = ModelList.parse((await call("/v1/models", { token: owner.key.secret })).body);
     expect(listing.models.map((m) => m.name)).not.toContain(done.model);
     expect((await call(`/v1/models/${done.model}/retire`, { token: owner.userToken, body: {} })).status).toBe(404);
+
+    await frozen.release();
+    const batch = await poll(owner, frozen.id);
+    expect(batch).toMatchObject({ status: "completed", request_counts: { total: 2, completed: 0, failed: 2 } });
+    for (const record of await results(owner, frozen.id)) {
+      expect(record).toMatchObject({ error: { status: 404, code: "model_not_found", message: expect.stringContaining("was retired after this batch was submitted") } });
+    }
   });
 });
 

@@ -95,8 +95,9 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
   const violation = decisionViolation(request);
   if (violation) return errorRecord(record, violation.code, violation.message);
   const frozen = frozenRelease(ctx.models, request.model);
-  // Not frozen for this job, or retired since.
-  if (!frozen || !entry || entry.id !== frozen.id) return errorRecord(record, "model_not_found", "no model of that name is available to this account");
+  if (!frozen || (entry && entry.id !== frozen.id)) return errorRecord(record, "model_not_found", "no model of that name is available to this account");
+  // Frozen at submit, but retired since (the claim takes such a record only then).
+  if (!entry) return errorRecord(record, "model_not_found", `the model ${JSON.stringify(frozen.id)} was retired after this batch was submitted; no answer was produced`);
 
   // Quota admission with the real-time script: a refusal waits for the next window, never fails.
   for (;;) {

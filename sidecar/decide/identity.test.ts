@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { calibratedFingerprint, type RegistryEntry } from "../../server-shared/registry.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
+import { trainedFingerprint } from "../../server-shared/trained.ts";
 import { IdentityMismatchError, verifiedClient, verifiedRelease } from "./identity.ts";
 
 const BASE = "a".repeat(64);
@@ -54,6 +55,24 @@ describe("verifiedRelease: the one release check of real-time and bulk", () => {
     expect(refused).toBeInstanceOf(IdentityMismatchError);
     expect((refused as IdentityMismatchError).status).toBe(503);
     expect((refused as IdentityMismatchError).code).toBe("identity_mismatch");
+  });
+
+  it("builds a trained release that runs on its base's runtime with its task and heads, and refuses one edited by hand", async () => {
+    const task = { questions: '{"q":{"type":"noul"}}' };
+    const heads = { kind: "hidden_state_head" as const, features: 2, questions: [{ classes: 2, lambda: 0.1, mean: [0, 0], scale: [1, 1], weights: [[1, -1, 0]], calibration: { slope: 1, bias: 0 } }] };
+    const fingerprint = await trainedFingerprint(BASE, task, heads);
+    const row = entry({ id: "ft:1", fingerprint, task, head: heads, training_id: crypto.randomUUID() });
+    expect(await verifiedRelease(row, { id: "ft:1", fingerprint })).toEqual({ id: "ft:1", fingerprint, runtime: { id: "base-1", fingerprint: BASE }, trained: { task, heads } });
+
+    const edits = [
+      { head: { ...heads, questions: [{ ...heads.questions[0]!, weights: [[1, -1, 0.5]] }] } },
+      { task: { questions: '{"q":{"type":"noul","instructions":"other"}}' } },
+      { head: null },
+      { calibration: PARAMETERS },
+    ];
+    for (const edit of edits) {
+      await expect(verifiedRelease(entry({ ...row, ...edit }), { id: "ft:1", fingerprint }), JSON.stringify(edit)).rejects.toBeInstanceOf(IdentityMismatchError);
+    }
   });
 
   it("refuses a row that is not the release the caller resolved or froze (another fingerprint or id)", async () => {

@@ -32,6 +32,7 @@ import { BatchStore, type BatchClaim, type ClaimRequest } from "../../server-sha
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
+import { HeldSteps } from "../jobs/held-step.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { runCleanup, type Retention } from "./cleanup.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
@@ -80,9 +81,8 @@ const TRANSIENT_BACKOFF_MS = 2000;
 export class BulkWorker {
   private readonly timing: WorkerTiming;
   private readonly log: (line: string) => void;
-  private stopping = false;
+  private readonly steps = new HeldSteps();
   private loop: Promise<void> | null = null;
-  private current: AbortController | null = null;
   private lastCleanup = 0;
   private lastHousekeeping = 0;
   private served: { at: number; ids: string[] } = { at: 0, ids: [] };
@@ -104,18 +104,14 @@ export class BulkWorker {
    * (nothing of it commits); with it, the step may finish and commit until `drain` aborts, within the
    * lease it holds (at least `leaseMs - renewMs` is left of it). Either way its batch is released.
    */
-  async stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
-    this.stopping = true;
-    const abandon = () => this.current?.abort(new Error("the worker is stopping"));
-    if (!opts.drain || opts.drain.aborted) abandon();
-    else opts.drain.addEventListener("abort", abandon, { once: true });
-    await this.loop;
+  stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
+    return this.steps.stop(this.loop, opts.drain);
   }
 
   private async run(): Promise<void> {
     // A record's commit also makes the next claim (one round trip): it is taken up on the next turn.
     let next: BatchClaim | null = null;
-    while (!this.stopping) {
+    while (!this.steps.stopping) {
       try {
         await this.housekeeping();
         const claim = next ?? (await this.claim());
@@ -125,14 +121,14 @@ export class BulkWorker {
           continue;
         }
         // A claim made while the worker was told to stop is handed back untouched.
-        if (this.stopping) {
+        if (this.steps.stopping) {
           await this.release(claim);
           break;
         }
         next = await this.step(claim);
       } catch (err) {
         // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
-        if (!this.stopping) this.log(`sidecar: bulk worker: ${err instanceof Error ? err.message : String(err)}`);
+        if (!this.steps.stopping) this.log(`sidecar: bulk worker: ${err instanceof Error ? err.message : String(err)}`);
         await this.idle();
       }
     }
@@ -140,7 +136,7 @@ export class BulkWorker {
   }
 
   private async idle(): Promise<void> {
-    if (!this.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
+    if (!this.steps.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
   }
 
   /**
@@ -193,28 +189,18 @@ export class BulkWorker {
    * the next claim when the step's commit made it.
    */
   private async step(claim: BatchClaim): Promise<BatchClaim | null> {
-    const abort = new AbortController();
-    this.current = abort;
-    const renewal = setInterval(() => {
-      // A stopping worker keeps the lease it has and renews nothing it might not keep.
-      if (this.stopping) return;
-      this.store
-        .renew(claim, this.timing.leaseMs)
-        .then((held) => {
-          // Lost (expired and taken, cancelled, account disabled): stop; nothing of this step commits anyway.
-          if (!held) abort.abort(new Error("the claim was lost"));
-        })
-        .catch(() => undefined);
-    }, this.timing.renewMs);
-    let committed: { next: BatchClaim | null } | null = null;
+    let committed: { next: BatchClaim | null } | null | undefined;
     try {
-      if (claim.status === "validating") await this.validate(claim, abort.signal);
-      else committed = await this.runOne(claim, abort.signal);
-    } catch (err) {
-      if (!abort.signal.aborted) throw err;
+      committed = await this.steps.run(
+        () => this.store.renew(claim, this.timing.leaseMs),
+        this.timing.renewMs,
+        async (signal) => {
+          if (claim.status !== "validating") return this.runOne(claim, signal);
+          await this.validate(claim, signal);
+          return null;
+        },
+      );
     } finally {
-      clearInterval(renewal);
-      this.current = null;
       if (!committed) await this.release(claim);
     }
     return committed?.next ?? null;
@@ -272,6 +258,6 @@ export class BulkWorker {
     signal.throwIfAborted();
     const commit = { record, text: result.text, usage: result.usage };
     // A stopping worker makes no next claim.
-    return { next: await this.store.commit(claim, commit, this.stopping ? undefined : await this.claimRequest()) };
+    return { next: await this.store.commit(claim, commit, this.steps.stopping ? undefined : await this.claimRequest()) };
   }
 }

@@ -40,6 +40,7 @@ import { isHeldOut, trainedFingerprint, trainedModelId, type SavedTask, type Tra
 import { runtimeClientFor, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, deleteObject, type EdgeLink } from "../bulk/grants.ts";
+import { HeldSteps } from "../jobs/held-step.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { exampleFeatures, executeDecision } from "../decide/execute.ts";
 import { verifiedRelease, type Release } from "../decide/identity.ts";
@@ -89,9 +90,8 @@ export class TrainingWorker {
   private readonly timing: TrainingTiming;
   private readonly log: (line: string) => void;
   private readonly store: TrainingStore;
-  private stopping = false;
+  private readonly steps = new HeldSteps();
   private loop: Promise<void> | null = null;
-  private current: AbortController | null = null;
   private lastHousekeeping = 0;
   private lastCleanup = 0;
 
@@ -106,16 +106,12 @@ export class TrainingWorker {
   }
 
   /** Stops claiming; without `drain` the step in flight is abandoned at once, with it once `drain` aborts. */
-  async stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
-    this.stopping = true;
-    const abandon = () => this.current?.abort(new Error("the worker is stopping"));
-    if (!opts.drain || opts.drain.aborted) abandon();
-    else opts.drain.addEventListener("abort", abandon, { once: true });
-    await this.loop;
+  stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
+    return this.steps.stop(this.loop, opts.drain);
   }
 
   private async run(): Promise<void> {
-    while (!this.stopping) {
+    while (!this.steps.stopping) {
       try {
         await this.housekeeping();
         const claim = await this.store.claim(this.timing.leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
@@ -125,14 +121,14 @@ export class TrainingWorker {
         }
         await this.step(claim);
       } catch (err) {
-        if (!this.stopping) this.log(`sidecar: training worker: ${err instanceof Error ? err.message : String(err)}`);
+        if (!this.steps.stopping) this.log(`sidecar: training worker: ${err instanceof Error ? err.message : String(err)}`);
         await this.idle();
       }
     }
   }
 
   private async idle(): Promise<void> {
-    if (!this.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
+    if (!this.steps.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
   }
 
   /** Expiry of trainings past their deadline; deletion of training data past its retention. */
@@ -154,27 +150,18 @@ export class TrainingWorker {
 
   /** One step under the claim, renewing the lease meanwhile; the job is released afterwards. */
   private async step(claim: TrainingClaim): Promise<void> {
-    const abort = new AbortController();
-    this.current = abort;
-    const renewal = setInterval(() => {
-      if (this.stopping) return;
-      this.store
-        .renew(claim, this.timing.leaseMs)
-        .then((held) => {
-          if (!held) abort.abort(new Error("the claim was lost"));
-        })
-        .catch(() => undefined);
-    }, this.timing.renewMs);
     try {
-      const { status } = claim.row;
-      if (status === "validating") await this.validate(claim, abort.signal);
-      else if (status === "running") await this.advance(claim, abort.signal);
-      else if (status === "accepted") await this.activate(claim, abort.signal);
-    } catch (err) {
-      if (!abort.signal.aborted) throw err;
+      await this.steps.run(
+        () => this.store.renew(claim, this.timing.leaseMs),
+        this.timing.renewMs,
+        async (signal) => {
+          const { status } = claim.row;
+          if (status === "validating") await this.validate(claim, signal);
+          else if (status === "running") await this.advance(claim, signal);
+          else if (status === "accepted") await this.activate(claim, signal);
+        },
+      );
     } finally {
-      clearInterval(renewal);
-      this.current = null;
       await this.store.release(claim).catch(() => undefined);
     }
   }

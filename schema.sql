@@ -194,6 +194,8 @@ CREATE TABLE trainings (
   held_out_examples  integer NOT NULL DEFAULT 0 CHECK (held_out_examples >= 0),
   examples_read      integer NOT NULL DEFAULT 0 CHECK (examples_read >= 0),
   report             jsonb,
+  -- Held-out figures while examples are read (contract/trainings.ts InterimEvaluation).
+  interim            jsonb,
   model_id           text,
   error              jsonb,
   lease_token        uuid,

@@ -149,6 +149,23 @@ export const EvaluationReport = z.object({
 });
 export type EvaluationReport = z.infer<typeof EvaluationReport>;
 
+/** One question's current held-out figures: the candidate's primary figure and ECE beside the base's zero-shot one. */
+const CurrentFigures = z.object({ question: z.string(), metric: z.enum(["auroc", "top1"]), candidate: Unit, zero_shot: Unit, ece: Unit });
+
+/**
+ * The held-out figures while examples are still being read: a candidate fitted on the training
+ * examples read so far, on the held-out examples read so far, beside the base's zero-shot answers to
+ * them. Measured as each quarter of the examples is read; the final figures are the report's.
+ */
+export const InterimEvaluation = z.object({
+  examples_read: z.number().int(),
+  training: z.number().int(),
+  held_out: z.number().int(),
+  questions: z.array(CurrentFigures),
+  measured_at: z.string(),
+});
+export type InterimEvaluation = z.infer<typeof InterimEvaluation>;
+
 export const TrainingProgress = z.object({
   /** What the job is doing now, in words a person can act on. */
   step: z.string(),
@@ -158,6 +175,8 @@ export const TrainingProgress = z.object({
   /** Examples read per minute over the last minutes, and when the reading may be done at that rate. */
   examples_per_minute: z.number(),
   estimated_completion_at: z.string().nullable(),
+  /** The current held-out figures (InterimEvaluation); null until a quarter of the examples is read. */
+  held_out: InterimEvaluation.nullable(),
 });
 export type TrainingProgress = z.infer<typeof TrainingProgress>;
 

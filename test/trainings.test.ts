@@ -23,13 +23,27 @@ describe("a training accepted, activated and served", () => {
   let owner: Account;
   let other: Account;
   let done: Training;
+  /** The current held-out figures the status showed while examples were read. */
+  const interim: NonNullable<NonNullable<Training["progress"]>["held_out"]>[] = [];
 
   beforeAll(async () => {
     [owner, other] = await Promise.all([newAccount(), newAccount()]);
     const training = await submitTraining(owner, await noulFile(GROUP_A, animalSentences()));
     expect(training.status).toBe("queued");
-    done = await pollTraining(owner, training.id);
+    done = await pollTraining(owner, training.id, (t) => {
+      if (t.progress?.held_out) interim.push(t.progress.held_out);
+      return t.finished_at !== null;
+    });
   }, 180_000);
+
+  it("showed current held-out figures while it read its examples, measured at each quarter", () => {
+    expect(interim.length).toBeGreaterThan(0);
+    for (const figures of interim) {
+      expect([12, 24, 36]).toContain(figures.examples_read);
+      expect(figures.training + figures.held_out).toBe(figures.examples_read);
+      expect(figures.questions).toEqual([{ question: "q", metric: "auroc", candidate: expect.any(Number), zero_shot: expect.any(Number), ece: expect.any(Number) }]);
+    }
+  });
 
   it("ends ready, with the trained model's id, its held-out figures beside the zero-shot ones, and its report", async () => {
     expect(done.status, JSON.stringify(done)).toBe("ready");

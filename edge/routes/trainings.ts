@@ -215,5 +215,6 @@ function progressOf(row: TrainingStatusRow): NonNullable<Training["progress"]> {
     examples_read: row.examples_read,
     examples_per_minute: Math.round(perMinute * 10) / 10,
     estimated_completion_at: row.status === "running" && remaining > 0 && perMinute > 0 ? new Date(now + (remaining / perMinute) * 60_000).toISOString() : null,
+    held_out: row.status === "running" ? row.interim : null,
   };
 }

@@ -14,7 +14,7 @@
 import { z } from "zod";
 import { BatchError } from "../../contract/batches.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { EvaluationReport, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
+import { EvaluationReport, InterimEvaluation, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
 import { Column, type Db } from "../db.ts";
 import { SavedTask, type TrainedHeads } from "../trained.ts";
 import { LeasedJobs, type Lease } from "./lease.ts";
@@ -28,7 +28,7 @@ export const TRAINING_PROGRESS_WINDOW_MINUTES = 5;
 
 const COLUMNS =
   "id, account_id, status, idempotency_key, base_model, base_release, object_key, input_bytes, task, total_examples, held_out_examples, examples_read, " +
-  "report, model_id, error, created_at, submitted_at, started_at, finished_at, expires_at, purged_at";
+  "report, interim, model_id, error, created_at, submitted_at, started_at, finished_at, expires_at, purged_at";
 
 /** A training as the edge and the worker read it. */
 export const TrainingRow = z.object({
@@ -45,6 +45,7 @@ export const TrainingRow = z.object({
   held_out_examples: Int,
   examples_read: Int,
   report: EvaluationReport.nullable(),
+  interim: InterimEvaluation.nullable(),
   model_id: z.string().nullable(),
   error: BatchError.nullable(),
   created_at: Time,
@@ -277,11 +278,15 @@ export class TrainingStore {
     return Int.parse(row?.started) > 0;
   }
 
-  /** The training's first example whose step has not run; null when every one has. */
+  /**
+   * The next example whose step has not run; null when every one has. Examples are read in an order
+   * fixed by a hash of their custom_id, not in file order: a file sorted by label still gives
+   * current held-out figures early, from every outcome.
+   */
   async nextExample(trainingId: string): Promise<StoredExample | null> {
     const [row] = await this.db.query(
       `SELECT line, custom_id, state, outcomes, held_out, NULL AS features, NULL AS zero_shot FROM training_examples
-        WHERE training_id = $1 AND features IS NULL ORDER BY line LIMIT 1`,
+        WHERE training_id = $1 AND features IS NULL ORDER BY md5('read:' || custom_id), line LIMIT 1`,
       [trainingId],
     );
     if (!row) return null;
@@ -289,8 +294,11 @@ export class TrainingStore {
     return { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out };
   }
 
-  /** Commits one example's features (and zero-shot answers) under the fence, once; false when nothing was written. */
-  async commitExample(claim: Lease, line: number, features: number[], zeroShot: number[][] | null): Promise<boolean> {
+  /**
+   * Commits one example's features (and zero-shot answers) under the fence, once. Returns the
+   * examples read since, or null when nothing was written.
+   */
+  async commitExample(claim: Lease, line: number, features: number[], zeroShot: number[][] | null): Promise<number | null> {
     const [row] = await this.db.query(
       `WITH read AS (
          UPDATE training_examples SET features = $4::real[], zero_shot = $5::jsonb, read_at = now()
@@ -298,10 +306,15 @@ export class TrainingStore {
             AND EXISTS (SELECT 1 FROM trainings WHERE ${TRAINING_JOBS.fence()} AND status = 'running')
           RETURNING line)
        UPDATE trainings SET examples_read = examples_read + (SELECT count(*) FROM read)
-        WHERE id = $1 RETURNING (SELECT count(*) FROM read) AS read`,
+        WHERE id = $1 RETURNING (SELECT count(*) FROM read) AS read, examples_read`,
       [claim.id, claim.token, line, features, zeroShot === null ? null : JSON.stringify(zeroShot)],
     );
-    return Int.parse(row?.read ?? 0) > 0;
+    return row && Int.parse(row.read) > 0 ? Int.parse(row.examples_read) : null;
+  }
+
+  /** Records the held-out figures of a candidate fitted on the examples read so far, under the fence. */
+  async setInterim(claim: Lease, interim: InterimEvaluation): Promise<void> {
+    await this.db.query(`UPDATE trainings SET interim = $3 WHERE ${TRAINING_JOBS.fence()} AND status = 'running'`, [claim.id, claim.token, JSON.stringify(interim)]);
   }
 
   /** Every example with what its step read, in line order (the fit runs once all have). */

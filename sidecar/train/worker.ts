@@ -30,7 +30,7 @@ import type { BatchError } from "../../contract/batches.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { outcomesOf, validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
-import { ACCEPTANCE, type EvaluationReport } from "../../contract/trainings.ts";
+import { ACCEPTANCE, type EvaluationReport, type QuestionEvaluation } from "../../contract/trainings.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { TrainingStore, type ReadExample, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
@@ -215,7 +215,21 @@ export class TrainingWorker {
     });
     if (!read) return;
     signal.throwIfAborted();
-    await this.store.commitExample(claim, example.line, read.features, read.zeroShot);
+    const examplesRead = await this.store.commitExample(claim, example.line, read.features, read.zeroShot);
+    // At each quarter of the examples read (the last excepted: the report follows), the current held-out figures.
+    const total = claim.row.total_examples;
+    if (examplesRead !== null && examplesRead < total && Math.floor((examplesRead * 4) / total) > Math.floor(((examplesRead - 1) * 4) / total)) {
+      const interim = candidateOf(task, await this.store.readExamples(claim.id));
+      if (interim) {
+        await this.store.setInterim(claim, {
+          examples_read: examplesRead,
+          training: interim.training,
+          held_out: interim.heldOut,
+          questions: interim.evaluations.map((e) => ({ question: e.question, metric: e.candidate.primary_metric, candidate: e.candidate.primary, zero_shot: e.zero_shot.primary, ece: e.candidate.ece })),
+          measured_at: new Date().toISOString(),
+        });
+      }
+    }
   }
 
   /** `run` in the bulk lane, waiting while the lane is full; null once the job's deadline has passed. */
@@ -235,28 +249,13 @@ export class TrainingWorker {
   /** Fits a head per question on the training part, evaluates it on the held-out part, and rejects or registers the candidate. */
   private async finish(claim: TrainingClaim, base: { entry: RegistryEntry }, task: Questions): Promise<void> {
     const started = performance.now();
-    const examples = await this.store.readExamples(claim.id);
-    const training = examples.filter((e) => !e.heldOut);
-    const heldOut = examples.filter((e) => e.heldOut);
-    const questions = [...task];
-    const width = examples[0]!.features.length / questions.length;
-    const slice = (e: ReadExample, q: number) => e.features.slice(q * width, (q + 1) * width);
-    const heads: TrainedHeads = {
-      kind: "hidden_state_head",
-      features: width,
-      questions: questions.map(([, question], q) =>
-        trainHead(training.map((e) => slice(e, q)), training.map((e) => e.outcomes[q]!), outcomesOf(question).length).params,
-      ),
-    };
-    const evaluations = questions.map(([id, question], q) =>
-      evaluateQuestion(
-        id,
-        question,
-        heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q))),
-        heldOut.map((e) => e.zeroShot![q]!),
-        heldOut.map((e) => e.outcomes[q]!),
-      ),
-    );
+    const candidate = candidateOf(task, await this.store.readExamples(claim.id));
+    if (!candidate) {
+      // The file's checks make every outcome present in both parts; this is a bug, not the customer's.
+      throw new Error(`training ${claim.id}: an outcome is missing from a part of the split after every example was read`);
+    }
+    const { heads, evaluations, training, heldOut } = candidate;
+    const width = heads.features;
     const accepted = evaluations.every((e) => e.passed);
     const savedTask: SavedTask = claim.row.task!;
     const model = accepted ? trainedModelId(claim.row.base_model, claim.id) : null;
@@ -267,7 +266,7 @@ export class TrainingWorker {
       base_release: base.entry.id,
       decision: accepted ? "accepted" : "rejected",
       acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins },
-      examples: { training: training.length, held_out: heldOut.length },
+      examples: { training, held_out: heldOut },
       method: { kind: "hidden_state_head", features: width, regularisation: heads.questions.map((h) => h.lambda) },
       questions: evaluations,
       evaluated_at: new Date().toISOString(),
@@ -279,7 +278,7 @@ export class TrainingWorker {
     }
     const runtime = { id: base.entry.runtime_release, fingerprint: base.entry.runtime_fingerprint };
     const fingerprint = await trainedFingerprint(runtime.fingerprint, savedTask, heads);
-    const description = `Trained on ${training.length} examples of ${claim.row.base_model} (training ${claim.id})`;
+    const description = `Trained on ${training} examples of ${claim.row.base_model} (training ${claim.id})`;
     await this.store.accept(claim, { id: model, fingerprint, baseRelease: runtime.id, description, task: savedTask, heads }, report);
   }
 
@@ -310,6 +309,37 @@ export class TrainingWorker {
     signal.throwIfAborted();
     await this.store.activate(claim, this.deps.selfUrl);
   }
+}
+
+/**
+ * A candidate fitted on the training part of `examples` (those read), evaluated on their held-out
+ * part beside the zero-shot answers; null while a part lacks an outcome of some question.
+ */
+function candidateOf(task: Questions, examples: ReadExample[]): { heads: TrainedHeads; evaluations: QuestionEvaluation[]; training: number; heldOut: number } | null {
+  const training = examples.filter((e) => !e.heldOut);
+  const heldOut = examples.filter((e) => e.heldOut);
+  const questions = [...task];
+  const complete = (part: ReadExample[], q: number, outcomes: number) => Array.from({ length: outcomes }, (_, k) => part.some((e) => e.outcomes[q] === k)).every(Boolean);
+  if (!questions.every(([, question], q) => complete(training, q, outcomesOf(question).length) && complete(heldOut, q, outcomesOf(question).length))) return null;
+  const width = examples[0]!.features.length / questions.length;
+  const slice = (e: ReadExample, q: number) => e.features.slice(q * width, (q + 1) * width);
+  const heads: TrainedHeads = {
+    kind: "hidden_state_head",
+    features: width,
+    questions: questions.map(([, question], q) =>
+      trainHead(training.map((e) => slice(e, q)), training.map((e) => e.outcomes[q]!), outcomesOf(question).length).params,
+    ),
+  };
+  const evaluations = questions.map(([id, question], q) =>
+    evaluateQuestion(
+      id,
+      question,
+      heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q))),
+      heldOut.map((e) => e.zeroShot![q]!),
+      heldOut.map((e) => e.outcomes[q]!),
+    ),
+  );
+  return { heads, evaluations, training: training.length, heldOut: heldOut.length };
 }
 
 /** The task's questions, parsed from the saved text (key order kept). */

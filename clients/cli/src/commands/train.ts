@@ -42,7 +42,8 @@ function waitText(training: Training): { fraction: number | null; text: string }
   if (!progress) return { fraction: null, text: `training ${training.status}${isTrainingTerminal(training.status) ? "" : "..."}` };
   const eta = progress.estimated_completion_at ? ` · about ${formatDuration(Date.parse(progress.estimated_completion_at) - Date.now())} left` : "";
   const reading = training.status === "running" && progress.examples_total > 0;
-  return { fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null, text: `${progress.step}${eta}` };
+  const current = progress.held_out?.questions.map((q) => `${q.question} ${q.metric} ${q.candidate.toFixed(2)} (zero-shot ${q.zero_shot.toFixed(2)})`).join(", ");
+  return { fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null, text: `${progress.step}${current ? ` · held out so far: ${current}` : ""}${eta}` };
 }
 
 /** Polls until the training is terminal, drawing its progress; Ctrl-C stops waiting (exit 130), not the training. */

@@ -283,6 +283,26 @@ class TrainingExamples(_Model, frozen=True):
     """Examples held out for acceptance (chosen by a hash of custom_id)."""
 
 
+class CurrentFigures(_Model, frozen=True):
+    """One question's current held-out figures while a training reads its examples."""
+
+    question: str
+    metric: Literal["auroc", "top1"]
+    candidate: float
+    zero_shot: float
+    ece: float
+
+
+class InterimEvaluation(_Model, frozen=True):
+    """A candidate fitted on the examples read so far, on the held-out examples read so far (measured at each quarter)."""
+
+    examples_read: int
+    training: int
+    held_out: int
+    questions: list[CurrentFigures]
+    measured_at: str
+
+
 class TrainingProgress(_Model, frozen=True):
     step: str
     """What the job is doing now, in words a person can act on."""
@@ -290,6 +310,8 @@ class TrainingProgress(_Model, frozen=True):
     examples_read: int
     examples_per_minute: float
     estimated_completion_at: str | None
+    held_out: InterimEvaluation | None
+    """The current held-out figures; None until a quarter of the examples is read."""
 
 
 class TrainingQuestionFigures(_Model, frozen=True):

@@ -317,6 +317,12 @@ export class TrainingStore {
     await this.db.query(`UPDATE trainings SET interim = $3 WHERE ${TRAINING_JOBS.fence()} AND status = 'running'`, [claim.id, claim.token, JSON.stringify(interim)]);
   }
 
+  /** One held-out example of the training (the state a new model's first decision is asked about); null when none is left. */
+  async anyExample(trainingId: string): Promise<{ state: string } | null> {
+    const [row] = await this.db.query("SELECT state FROM training_examples WHERE training_id = $1 ORDER BY held_out DESC, line LIMIT 1", [trainingId]);
+    return row ? { state: z.string().parse(row.state) } : null;
+  }
+
   /** Every example with what its step read, in line order (the fit runs once all have). */
   async readExamples(trainingId: string): Promise<ReadExample[]> {
     const rows = await this.db.query(

@@ -296,7 +296,7 @@ export class TrainingWorker {
     try {
       const release = await verifiedRelease(entry, { id: entry.id, fingerprint: entry.fingerprint });
       const task = savedQuestions(claim.row.task!);
-      const [probe] = await this.store.readExamples(claim.id);
+      const probe = await this.store.anyExample(claim.id);
       const request = { state: probe ? parseJson(probe.state, { maxDepth: LIMITS.jsonDepth }) : "", questions: task } as DecisionRequest;
       const answered = await this.inBulkLane(claim, signal, () => executeDecision(base.client, release, request, signal));
       if (!answered) return;

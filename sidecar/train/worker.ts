@@ -8,9 +8,11 @@
  *   the file, one pass per question, every outcome in both parts of the hash split); a bad file
  *   fails the job naming the first bad line, a good one becomes its examples and the job runs.
  * - running, examples left: reads one example through the base model in the bulk lane (real-time
- *   goes first): its features (execute.ts exampleFeatures, exactly as the trained release will read
- *   a request) and, for a held-out example, the base release's served zero-shot answer; committed
- *   under the fence, once per example, so a killed sidecar loses at most the example in flight.
+ *   goes first), in an order fixed by a hash of custom_id: its features (execute.ts exampleFeatures,
+ *   exactly as the trained release will read a request) and, for a held-out example, the base
+ *   release's served zero-shot answer, as two lane executions; committed under the fence, once per
+ *   example, so a killed sidecar loses at most the example in flight. At each quarter of the
+ *   examples, the current held-out figures.
  * - running, every example read: fits a head per question on the training part (head.ts), evaluates
  *   it on the held-out part beside the zero-shot answers (evaluate.ts) and either rejects the job
  *   with its report or registers the candidate as an immutable release of the account (accepted).
@@ -208,14 +210,14 @@ export class TrainingWorker {
       return;
     }
     const request = { state: parseJson(example.state, { maxDepth: LIMITS.jsonDepth }), questions: task } as DecisionRequest;
-    const read = await this.inBulkLane(claim, signal, async () => {
-      const { features } = await exampleFeatures(base.client, base.release, request, signal);
-      const zeroShot = example.heldOut ? distributions(task, (await executeDecision(base.client, base.release, request, signal)).answers) : null;
-      return { features, zeroShot };
-    });
-    if (!read) return;
+    // Two executions, each no longer than a bulk record's, so that real-time never waits longer
+    // behind training than behind bulk: the example's hidden-state passes, then (held out) the
+    // base's served zero-shot decision.
+    const features = await this.inBulkLane(claim, signal, () => exampleFeatures(base.client, base.release, request, signal));
+    const zeroShot = features && example.heldOut ? await this.inBulkLane(claim, signal, () => executeDecision(base.client, base.release, request, signal)) : null;
+    if (!features || (example.heldOut && !zeroShot)) return;
     signal.throwIfAborted();
-    const examplesRead = await this.store.commitExample(claim, example.line, read.features, read.zeroShot);
+    const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers));
     // At each quarter of the examples read (the last excepted: the report follows), the current held-out figures.
     const total = claim.row.total_examples;
     if (examplesRead !== null && examplesRead < total && Math.floor((examplesRead * 4) / total) > Math.floor(((examplesRead - 1) * 4) / total)) {

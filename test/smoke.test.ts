@@ -3,7 +3,7 @@
  * shared stack, with a real user token. Afterwards the key it made is looked up with the same token,
  * and its output is searched for the token and for anything shaped like an API key.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { API_KEY_PATTERN, KeyList } from "../contract/keys.ts";
@@ -23,15 +23,21 @@ const SMOKE = join(ROOT, "ops/smoke.ts");
 const withEnv = (env: Record<string, string>) => ({ ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("SVC_"))), ...env });
 
 /** Runs `bun ops/smoke.ts ...args` to its end. */
-function smoke(args: string[], env: Record<string, string> = {}, input?: string): Outcome {
-  const result = spawnSync(BUN, [SMOKE, ...args], {
-    cwd: ROOT,
-    env: withEnv(env),
-    input,
-    encoding: "utf8",
-    timeout: 110_000,
+/**
+ * Runs the smoke command to its end. Asynchronously: a test that blocked its event loop for the run
+ * would reuse a pooled connection to the edge that the edge closed meanwhile ("other side closed").
+ */
+function smoke(args: string[], env: Record<string, string> = {}, input?: string): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(BUN, [SMOKE, ...args], { cwd: ROOT, env: withEnv(env), timeout: 110_000 });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+    child.stdin.end(input);
   });
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 const explain = (outcome: Outcome) => `exit ${outcome.status}\nstdout: ${outcome.stdout}\nstderr: ${outcome.stderr}`;
@@ -42,7 +48,7 @@ const steps = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^(ok|F
 describe("npm run smoke", () => {
   it("passes every step on a healthy stack, prints no secret, and leaves its key revoked", async () => {
     const { token } = await signIn();
-    const outcome = smoke(["--base-url", `${stack().baseUrl}/`], { SVC_USER_TOKEN: token });
+    const outcome = await smoke(["--base-url", `${stack().baseUrl}/`], { SVC_USER_TOKEN: token });
     expect(outcome.status, explain(outcome)).toBe(0);
     expect(steps(outcome.stdout)).toEqual({ health: "ok", key: "ok", decision: "ok", batch: "ok", revoke: "ok" });
     expect(outcome.stdout).toMatch(/^ok +health .*edge->postgres.*edge->redis/m);
@@ -63,7 +69,7 @@ describe("npm run smoke", () => {
 
   it("still revokes its key when a step after the key fails, and says so", async () => {
     const { token } = await signIn();
-    const outcome = smoke(["--base-url", stack().baseUrl, "--model", "no-such-model"], { SVC_USER_TOKEN: token });
+    const outcome = await smoke(["--base-url", stack().baseUrl, "--model", "no-such-model"], { SVC_USER_TOKEN: token });
     expect(outcome.status, explain(outcome)).toBe(1);
     expect(steps(outcome.stdout)).toEqual({ health: "ok", key: "ok", decision: "FAIL", revoke: "ok" });
     expect(outcome.stdout).toMatch(/^FAIL decision .*404 model_not_found/m);
@@ -76,7 +82,7 @@ describe("npm run smoke", () => {
   it("fails the batch step at its deadline, and still revokes its key", async () => {
     const { token } = await signIn();
     // A millisecond: over before the three records can have been answered.
-    const outcome = smoke(["--base-url", stack().baseUrl, "--timeout", "0.001"], { SVC_USER_TOKEN: token });
+    const outcome = await smoke(["--base-url", stack().baseUrl, "--timeout", "0.001"], { SVC_USER_TOKEN: token });
     expect(outcome.status, explain(outcome)).toBe(1);
     expect(steps(outcome.stdout)).toEqual({ health: "ok", key: "ok", decision: "ok", batch: "FAIL", revoke: "ok" });
     expect(outcome.stdout).toMatch(/^FAIL batch .*not finished within 0\.001 s/m);
@@ -109,7 +115,7 @@ describe("npm run smoke", () => {
 
   it("reads the token from stdin, and stops at the key step when the service refuses the token", async () => {
     const badToken = `not-a-token-${crypto.randomUUID()}`;
-    const outcome = smoke(["--base-url", stack().baseUrl, "--user-token-file", "-"], {}, `${badToken}\n`);
+    const outcome = await smoke(["--base-url", stack().baseUrl, "--user-token-file", "-"], {}, `${badToken}\n`);
     expect(outcome.status, explain(outcome)).toBe(1);
     expect(steps(outcome.stdout)).toEqual({ health: "ok", key: "FAIL" });
     expect(outcome.stdout).toMatch(/^FAIL key .*answered 401/m);
@@ -117,7 +123,7 @@ describe("npm run smoke", () => {
     expect(outcome.stdout + outcome.stderr).not.toContain(badToken);
   }, 120_000);
 
-  it("exits 2 on bad usage", () => {
+  it("exits 2 on bad usage", async () => {
     const token = { SVC_USER_TOKEN: "some-token" };
     const cases: Array<[string[], Record<string, string>, RegExp]> = [
       [[], token, /--base-url is required/],
@@ -128,19 +134,19 @@ describe("npm run smoke", () => {
       [["--base-url", stack().baseUrl, "--user-token-file", join(ROOT, "no-such-file")], {}, /cannot read --user-token-file: ENOENT/],
     ];
     for (const [args, env, message] of cases) {
-      const outcome = smoke(args, env);
+      const outcome = await smoke(args, env);
       expect(outcome.status, explain(outcome)).toBe(2);
       expect(outcome.stderr).toMatch(message);
       expect(outcome.stdout).toBe("");
     }
   });
 
-  it("refuses a token given as an argument without repeating it, and prints its usage on --help", () => {
-    const refused = smoke(["--base-url", stack().baseUrl, "--user-token=typed-secret"]);
+  it("refuses a token given as an argument without repeating it, and prints its usage on --help", async () => {
+    const refused = await smoke(["--base-url", stack().baseUrl, "--user-token=typed-secret"]);
     expect(refused.status, explain(refused)).toBe(2);
     expect(refused.stderr).toMatch(/cannot read option --user-token/);
     expect(refused.stderr).not.toContain("typed-secret");
-    const help = smoke(["--help"]);
+    const help = await smoke(["--help"]);
     expect(help.status).toBe(0);
     expect(help.stdout).toMatch(/^Usage: npm run smoke -- --base-url URL/);
   });

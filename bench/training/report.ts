@@ -1,0 +1,240 @@
+/**
+ * The training benchmark's figures and printout (pure apart from printing): per task, the zero-shot
+ * readout step by step and the heads trained on the nested training sets, all on the same held-out
+ * items through sidecar/train/evaluate.ts `figuresOf` (ECE over 10 bins); the training and serving
+ * costs; the issue's targets at 300 examples; and the answers a user would see to three first tries.
+ * Rows built from fewer items than asked for say so, and the run says it is incomplete.
+ *
+ *     const heads = fitHeads(task, [100, 300, 1000], features);
+ *     printTask(results, heads);
+ */
+import type { QuestionFigures } from "../../contract/trainings.ts";
+import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
+import { figuresOf } from "../../sidecar/train/evaluate.ts";
+import { applyHead, trainHead, type TrainedHead } from "../../sidecar/train/head.ts";
+import type { Features, Served, ZeroShot } from "./cache.ts";
+import type { Task, TaskItem } from "./data.ts";
+import type { StepPrefix } from "./read.ts";
+
+/** What the cache holds for one task. */
+export interface TaskResults {
+  task: Task;
+  prefixes: StepPrefix[];
+  features: (id: string) => Features | undefined;
+  zeroShot: (prefix: string, id: string) => ZeroShot | undefined;
+  /** Training-part sizes whose served zero-shot answers fit a release calibration. */
+  calibrationSizes: number[];
+  serving: { zeroShot: Served[]; trained: Served[]; applyHeadMs: number } | null;
+}
+
+export interface FittedHead {
+  size: number;
+  /** Training examples with features (fewer than `size` when the run stopped early). */
+  used: number;
+  head: TrainedHead | null;
+  fitMs: number;
+  /** Mean wall time of reading one of these examples (execute.ts exampleFeatures: one hidden-state pass). */
+  readMs: number | null;
+}
+
+interface Row {
+  name: string;
+  examples: string;
+  figures: QuestionFigures | null;
+  note: string;
+}
+
+const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
+const truths = (items: TaskItem[]) => items.map((x) => x.truth);
+
+/** A head per training size, each on the first `size` training examples with features (trainHead chooses its lambda inside them). */
+export function fitHeads(task: Task, sizes: number[], features: (id: string) => Features | undefined): FittedHead[] {
+  return sizes.map((size) => {
+    const training = task.training.slice(0, size).filter((x) => features(x.id));
+    const readMs = mean(training.map((x) => features(x.id)!.ms));
+    if (training.length < 20 || new Set(truths(training)).size < task.outcomes.length) return { size, used: training.length, head: null, fitMs: 0, readMs };
+    const started = performance.now();
+    const head = trainHead(training.map((x) => features(x.id)!.features), truths(training), task.outcomes.length);
+    return { size, used: training.length, head, fitMs: performance.now() - started, readMs };
+  });
+}
+
+function rowsOf(r: TaskResults, heads: FittedHead[]): Row[] {
+  const { task } = r;
+  const measured = (ps: number[][], items: TaskItem[]) => (items.length === 0 ? null : figuresOf(task.type, ps, truths(items)).figures);
+  const partial = (n: number, of: number) => (n < of ? ` (${n} of ${of} held-out items read)` : "");
+  const rows: Row[] = [];
+  const zeroShotRow = (prefix: StepPrefix, name: string) => {
+    const held = task.heldOut.filter((x) => r.zeroShot(prefix.key, x.id));
+    const answers = held.map((x) => r.zeroShot(prefix.key, x.id)!);
+    const passes = mean(answers.map((a) => a.passes));
+    rows.push({ name, examples: "0", figures: measured(answers.map((a) => a.p), held), note: `${passes === null ? "-" : passes.toFixed(1)} passes/decision${partial(held.length, task.heldOut.length)}` });
+  };
+  const served = r.prefixes.at(-1)!;
+  zeroShotRow(served, "zero-shot: served readout");
+  for (const prefix of r.prefixes) zeroShotRow(prefix, `zero-shot: ${prefix.name}`);
+  for (const size of r.calibrationSizes) {
+    const fit = task.training.slice(0, size).filter((x) => r.zeroShot(served.key, x.id));
+    const held = task.heldOut.filter((x) => r.zeroShot(served.key, x.id));
+    const name = `zero-shot: + release calibration`;
+    if (fit.length < 20 || held.length === 0 || new Set(truths(fit)).size < 2) {
+      rows.push({ name, examples: `${fit.length}/${size}`, figures: null, note: "too few training-part answers read" });
+      continue;
+    }
+    const { apply, params } = releaseCalibration(task, size, (id) => r.zeroShot(served.key, id))!;
+    rows.push({
+      name,
+      examples: fit.length < size ? `${fit.length}/${size}` : String(size),
+      figures: measured(held.map((x) => apply(r.zeroShot(served.key, x.id)!.p)), held),
+      note: `fitted on the training part's served answers: ${params}${partial(held.length, task.heldOut.length)}`,
+    });
+  }
+  for (const h of heads) {
+    const name = "trained head (hidden state)";
+    const examples = h.used < h.size ? `${h.used}/${h.size}` : String(h.size);
+    if (!h.head) {
+      rows.push({ name, examples, figures: null, note: "too few training examples read" });
+      continue;
+    }
+    const held = task.heldOut.filter((x) => r.features(x.id));
+    const { params } = h.head;
+    const calibration = "slope" in params.calibration ? `Platt ${params.calibration.slope.toFixed(2)}/${params.calibration.bias.toFixed(2)}` : `T ${params.calibration.temperature.toFixed(2)}`;
+    rows.push({
+      name,
+      examples,
+      figures: measured(held.map((x) => applyHead(params, r.features(x.id)!.features)), held),
+      note: `1 pass/decision; lambda ${params.lambda}, ${calibration}${partial(held.length, task.heldOut.length)}`,
+    });
+  }
+  return rows;
+}
+
+const f3 = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "-" : x.toFixed(3));
+
+export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
+  const { task } = r;
+  const metric = task.type === "noul" ? "AUROC" : "top-1";
+  const rows = rowsOf(r, heads);
+  console.log(`\n### ${task.name}: ${task.type === "noul" ? "yes/no" : `choice of ${task.outcomes.length}`} (${task.outcomes.join(" | ")})`);
+  console.log(`question: ${JSON.stringify(task.question)}`);
+  console.log(`held-out: ${task.heldOut.length} items (${task.outcomes.map((_, k) => task.heldOut.filter((x) => x.truth === k).length).join("/")}); training part: ${task.usable.training} usable, the first ${task.training.length} used\n`);
+  console.log(`| readout | training examples | items | ${metric} | accuracy | ECE | log loss | Brier | note |`);
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+  for (const row of rows) {
+    const g = row.figures;
+    console.log(`| ${row.name} | ${row.examples} | ${g?.items ?? 0} | ${f3(g?.primary)} | ${f3(g?.accuracy)} | ${f3(g?.ece)} | ${f3(g?.log_loss)} | ${f3(g?.brier)} | ${row.note} |`);
+  }
+
+  printStepGains(task, rows);
+
+  console.log("\ntraining wall time (one hidden-state pass per example read, then trainHead: 3-fold CV over 5 lambdas, calibration, refit):\n");
+  console.log("| examples | read ms/example | reading all of them | trainHead | lambda |");
+  console.log("|---:|---:|---:|---:|---:|");
+  for (const h of heads) {
+    const reading = h.readMs === null ? "-" : `${((h.readMs * h.used) / 60_000).toFixed(1)} min`;
+    console.log(`| ${h.used < h.size ? `${h.used}/${h.size}` : h.size} | ${h.readMs === null ? "-" : h.readMs.toFixed(0)} | ${reading} | ${h.head ? `${(h.fitMs / 1000).toFixed(2)} s` : "-"} | ${h.head?.params.lambda ?? "-"} |`);
+  }
+
+  console.log("\nserving cost per decision, timed through the runtime, the two kinds interleaved on the same held-out items:\n");
+  if (!r.serving) console.log("not measured in this run (see above)");
+  else {
+    const line = (name: string, served: Served[]) => {
+      const ms = served.map((s) => s.ms).sort((a, b) => a - b);
+      const at = (q: number) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))]!;
+      console.log(`| ${name} | ${served.length} | ${mean(served.map((s) => s.passes))!.toFixed(1)} | ${at(0.5).toFixed(0)} | ${mean(ms)!.toFixed(0)} | ${at(0.9).toFixed(0)} |`);
+    };
+    console.log("| served by | decisions | passes/decision | ms median | ms mean | ms p90 |");
+    console.log("|---|---:|---:|---:|---:|---:|");
+    line("zero-shot, served readout", r.serving.zeroShot);
+    line("trained release (300 examples)", r.serving.trained);
+    console.log(`\napplyHead alone: ${(r.serving.applyHeadMs * 1000).toFixed(1)} µs per decision (in process); measured ${r.serving.trained[0]?.at.slice(0, 16) ?? "-"}`);
+  }
+  return rows;
+}
+
+/**
+ * Each zero-shot step against the step before it (point 10): it helps where it raises the primary
+ * figure without raising the log loss, or lowers the log loss without lowering the primary figure.
+ */
+function printStepGains(task: Task, rows: Row[]): void {
+  const zeroShot = rows.filter((x) => x.name.startsWith("zero-shot: ") && x.name !== "zero-shot: served readout" && x.figures);
+  const prefixes = zeroShot.filter((x) => x.examples === "0");
+  if (prefixes.length < 2) return;
+  const metric = task.type === "noul" ? "AUROC" : "top-1";
+  const signed = (x: number) => `${x >= 0 ? "+" : ""}${x.toFixed(3)}`;
+  console.log("\neach zero-shot step against the one before it (a release calibration against the served readout it calibrates):\n");
+  const served = prefixes.at(-1)!;
+  const pairs = [...prefixes.slice(1).map((x, i) => [prefixes[i]!, x] as const), ...zeroShot.filter((x) => x.examples !== "0").map((x) => [served, x] as const)];
+  for (const [before, after] of pairs) {
+    const [a, b] = [before.figures!, after.figures!];
+    const primary = b.primary - a.primary;
+    const logLoss = b.log_loss - a.log_loss;
+    const verdict = primary >= 0 && logLoss <= 0 ? "helps" : primary <= 0 && logLoss >= 0 ? "hurts" : "mixed";
+    const name = `${after.name.slice("zero-shot: ".length)}${after.examples === "0" ? "" : ` (fitted on ${after.examples})`}`;
+    console.log(`  ${name.padEnd(44)} ${metric} ${signed(primary)}, ECE ${signed(b.ece - a.ece)}, log loss ${signed(logLoss)}, Brier ${signed(b.brier - a.brier)}: ${verdict}`);
+  }
+}
+
+/** The issue's targets at 300 examples, against the served zero-shot readout on the same items. */
+export function printTargets(task: Task, rows: Row[]): void {
+  const zero = rows.find((x) => x.name === "zero-shot: served readout")?.figures;
+  const trained = rows.find((x) => x.name.startsWith("trained head") && (x.examples === "300" || x.examples.endsWith("/300")))?.figures;
+  const zeroShots = rows.filter((x) => x.name.startsWith("zero-shot") && x.figures);
+  const best = zeroShots.reduce<Row | null>((b, x) => (!b || x.figures!.primary > b.figures!.primary ? x : b), null);
+  if (!zero || !trained) {
+    console.log(`  ${task.name}: not enough read to check (see the table)`);
+    return;
+  }
+  const incomplete = trained.items < task.heldOut.length || zero.items < task.heldOut.length || rows.some((x) => x.name.startsWith("trained head") && x.examples.endsWith("/300"));
+  if (incomplete) console.log(`  ${task.name}: INCOMPLETE reads: the line below is on ${trained.items} and ${zero.items} held-out items, not ${task.heldOut.length}, or on fewer than 300 examples`);
+  if (task.type === "noul") {
+    const applies = zero.primary < 0.85;
+    const met = trained.primary >= 0.95 && trained.ece <= 0.05;
+    console.log(
+      `  ${task.name} (yes/no), 300 examples: AUROC ${f3(trained.primary)} (>= 0.95), ECE ${f3(trained.ece)} (<= 0.05); zero-shot AUROC ${f3(zero.primary)} ` +
+        `(${applies ? "below 0.85: the target applies" : "not below 0.85: the target does not apply"}): ${applies ? (met ? "PASS" : "MISS") : "n/a"}`,
+    );
+  } else {
+    const met = trained.primary >= 1.5 * zero.primary;
+    console.log(`  ${task.name} (choice), 300 examples: top-1 ${f3(trained.primary)} vs 1.5 x zero-shot ${f3(zero.primary)} = ${f3(1.5 * zero.primary)}: ${met ? "PASS" : "MISS"}`);
+  }
+  if (best && best.figures!.primary > zero.primary) {
+    console.log(`    (the best zero-shot row is "${best.name}" at ${f3(best.figures!.primary)}; against it the trained head's ratio is ${(trained.primary / best.figures!.primary).toFixed(2)})`);
+  }
+}
+
+/** The three first tries, answered by every zero-shot step (and by the release calibrations fitted on the tasks). */
+export function printUserQuestions(
+  questions: { id: string; name: string; type: "noul" | "choice"; options: string[] }[],
+  prefixes: (type: "noul" | "choice") => StepPrefix[],
+  zeroShot: (prefix: string, id: string) => ZeroShot | undefined,
+  calibrations: { noul: ((p: number[]) => number[]) | null; choice: ((p: number[]) => number[]) | null; fittedOn: number },
+): void {
+  console.log(`\n### tried as a user would (zero-shot, each step prefix; the last line applies the release calibration fitted on ${calibrations.fittedOn} training answers of the task of the same type)\n`);
+  const shown = (type: "noul" | "choice", options: string[], p: number[]) =>
+    type === "noul" ? `p(yes) ${p[0]!.toFixed(2)}` : options.map((o, i) => `${o} ${p[i]!.toFixed(2)}`).join(", ");
+  for (const q of questions) {
+    console.log(`${q.name}`);
+    const steps = prefixes(q.type);
+    for (const prefix of steps) {
+      const z = zeroShot(prefix.key, q.id);
+      console.log(`  ${prefix.name.padEnd(36)} ${z ? `${shown(q.type, q.options, z.p)}  (${z.passes} passes)` : "not read"}`);
+    }
+    const served = zeroShot(steps.at(-1)!.key, q.id);
+    const calibrate = calibrations[q.type];
+    console.log(`  ${"+ release calibration".padEnd(36)} ${served && calibrate ? shown(q.type, q.options, calibrate(served.p)) : "-"}`);
+  }
+}
+
+/** The release calibration fitted on the first `size` training answers of a task (Platt for yes/no, a temperature for a choice), as calibratedAnswer applies it. */
+export function releaseCalibration(task: Task, size: number, answer: (id: string) => ZeroShot | undefined): { apply: (p: number[]) => number[]; params: string } | null {
+  const fit = task.training.slice(0, size).filter((x) => answer(x.id));
+  if (fit.length < 20 || new Set(truths(fit)).size < 2) return null;
+  const ps = fit.map((x) => answer(x.id)!.p);
+  if (task.type === "noul") {
+    const platt = fitPlatt(ps.map((p) => p[0]!), fit.map((x) => x.truth === 0));
+    return { apply: (p) => [applyPlatt(p[0]!, platt), 1 - applyPlatt(p[0]!, platt)], params: `Platt slope ${platt.slope.toFixed(2)}, bias ${platt.bias.toFixed(2)}` };
+  }
+  const temperature = fitTemperature(ps, truths(fit));
+  return { apply: (p) => applyTemperature(p, temperature), params: `temperature ${temperature.toFixed(2)}` };
+}

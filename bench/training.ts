@@ -20,11 +20,11 @@
  *
  * What is measured, all on the same held-out items (figuresOf: AUROC or top-1, ECE over 10 bins, log
  * loss, Brier):
- * - zero-shot (point 10): `executeDecision` through each prefix of SERVED_STEPS (rendering only,
- *   + contextual calibration, + both option orders for the choice: the served readout of the
- *   runtime's own release, which carries no calibration), then + a release calibration (Platt or a
- *   temperature, calibration.ts) fitted on the served answers of the first 100 training items
- *   (--calibration N: of the first N, with a row for each training size up to N);
+ * - zero-shot (point 10): `executeDecision` through each step prefix (rendering only, + contextual
+ *   calibration, and for the choice + both option orders), one of which is the served readout
+ *   (SERVED_STEPS) of the runtime's own release, which carries no calibration; then + a release
+ *   calibration (Platt or a temperature, calibration.ts) fitted on the served answers of the first
+ *   100 training items (--calibration N: of the first N, with a row for each training size up to N);
  * - trained (point 8): each example read by `exampleFeatures` (one hidden-state pass, the served
  *   rendering's first content pass), `trainHead` on the first 100, 300 or 1,000 (its lambda chosen
  *   by CV inside them), `applyHead` on the held-out items' features;
@@ -50,18 +50,20 @@
  *
  *     sotu-era (choice of 4)                 top-1   ECE    log loss
  *     zero-shot: rendering only              0.277   0.045  1.362
- *       + contextual calibration             0.333   0.053  1.353
- *       + both option orders (served)        0.230   0.035  1.379
- *       + release calibration (100 answers)  0.230   0.071  1.373
+ *       + contextual calibration (served)    0.333   0.053  1.353
+ *       (+ both option orders, not served)   0.230   0.035  1.379
+ *       + release calibration (100 answers)  0.333   0.080  1.316
  *     trained head: 100 examples             0.637   0.053  0.773
  *                   300                      0.700   0.060  0.634
  *                   1,000                    0.753   0.052  0.546
  *
- * Targets at 300 examples: spam AUROC 0.999 and ECE 0.032 where zero-shot is 0.657: PASS; sotu-era
- * top-1 0.700 against 1.5 x 0.230 = 0.345: PASS. Reading one example (one hidden-state pass) took
- * 0.9-1.8 s here, trainHead 0.1-5.4 s. Served: spam zero-shot 2 passes, 498 ms median, trained 1
- * hidden-state pass, 823 ms (a hidden-state pass costs about twice an ordinary one, runtime/engine.ts);
- * sotu-era zero-shot 4 passes, 1,005 ms, trained 658 ms.
+ * Both option orders took sotu-era top-1 below chance, so it is no longer served (execute.ts
+ * SERVED_STEPS; until then the served choice readout was that row). Targets at 300 examples: spam
+ * AUROC 0.999 and ECE 0.032 where zero-shot is 0.657: PASS; sotu-era top-1 0.700 against 1.5 x 0.333
+ * = 0.500: PASS. Reading one example (one hidden-state pass) took 0.9-1.8 s here, trainHead 0.1-5.5 s.
+ * Served (24 decisions each, interleaved): spam zero-shot 2 passes, 561 ms median, trained 1
+ * hidden-state pass, 848 ms (a hidden-state pass costs about twice an ordinary one, runtime/engine.ts);
+ * sotu-era zero-shot 2 passes, 527 ms, trained 667 ms.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -77,7 +79,7 @@ import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 import type { Release } from "../sidecar/decide/identity.ts";
 import { ResultCache, type Features, type Served, type ZeroShot } from "./training/cache.ts";
 import { ensureDataPackages, trainingTasks, USER_QUESTIONS, type Task, type TaskItem } from "./training/data.ts";
-import { readFeatures, readZeroShot, serve, stepPrefixes, trainedRelease } from "./training/read.ts";
+import { readFeatures, readZeroShot, serve, servedPrefix, stepPrefixes, trainedRelease } from "./training/read.ts";
 import { fitHeads, printTargets, printTask, printUserQuestions, releaseCalibration, type FittedHead } from "./training/report.ts";
 
 const { values: args } = parseArgs({
@@ -137,14 +139,15 @@ function interleaved<T>(lists: T[][]): T[] {
  * larger training sets, and last the served answers of the rest of the calibration items.
  */
 function pending(): Read[] {
+  // `keys` names step prefixes by their keys; "served" is the served readout's, whichever that is.
   const zeroShot = (stage: string, id: string, request: Decision, type: "noul" | "choice", keys: string[]) =>
     stepPrefixes(type)
-      .filter((p) => keys.includes(p.key) && !zeroShotOf(p.key, id))
+      .filter((p) => (keys.includes(p.key) || (p.served && keys.includes("served"))) && !zeroShotOf(p.key, id))
       .map((p): Read => ({ stage, run: async () => caches.zeroShot.put(`${p.key}:${id}`, await readZeroShot(client, release, request, p.steps)) }));
   const features = (stage: string, item: TaskItem): Read[] =>
     caches.features.get(item.id) ? [] : [{ stage, run: async () => caches.features.put(item.id, await readFeatures(client, release, item.item)) }];
   const perTask = (read: (t: Task) => Read[]) => interleaved(tasks.map(read));
-  const allSteps = ["rendering", "contextual", "served"];
+  const allSteps = ["rendering", "contextual", "both-orders"];
   const [smallest] = sizes;
   const calibrationFirst = Math.min(smallest!, calibrationItems);
   return [
@@ -152,7 +155,7 @@ function pending(): Read[] {
     ...perTask((t) => t.heldOut.flatMap((x) => [...zeroShot("held-out: served answers and features", x.id, x.item, t.type, ["served"]), ...features("held-out: served answers and features", x)])),
     ...perTask((t) => t.training.slice(0, smallest).flatMap((x) => features(`training features 0-${smallest}`, x))),
     ...perTask((t) => t.training.slice(0, calibrationFirst).flatMap((x) => zeroShot(`training served answers 0-${calibrationFirst}`, x.id, x.item, t.type, ["served"]))),
-    ...perTask((t) => t.heldOut.flatMap((x) => zeroShot("held-out: the other zero-shot steps", x.id, x.item, t.type, ["rendering", "contextual"]))),
+    ...perTask((t) => t.heldOut.flatMap((x) => zeroShot("held-out: the other zero-shot steps", x.id, x.item, t.type, allSteps))),
     ...sizes.slice(1).flatMap((size, i) => perTask((t) => t.training.slice(sizes[i], size).flatMap((x) => features(`training features ${sizes[i]}-${size}`, x)))),
     ...perTask((t) => t.training.slice(calibrationFirst, calibrationItems).flatMap((x) => zeroShot(`training served answers ${calibrationFirst}-${calibrationItems}`, x.id, x.item, t.type, ["served"]))),
   ];
@@ -188,7 +191,8 @@ async function measureServing(task: Task, head: FittedHead): Promise<{ zeroShot:
   if (!head.head) return null;
   const items = task.heldOut.slice(0, servingCount);
   const trained = await trainedRelease(release, items[0]!.item, head.head.params);
-  const key = (kind: string, id: string) => (kind === "trained" ? `trained:${trained.fingerprint.slice(0, 16)}:${id}` : `served:${id}`);
+  const zeroKey = `zero:${servedPrefix(task.type).key}`;
+  const key = (kind: string, id: string) => (kind === "trained" ? `trained:${trained.fingerprint.slice(0, 16)}:${id}` : `${zeroKey}:${id}`);
   for (const [i, item] of items.entries()) {
     // Not bound by --minutes: a few dozen decisions, and the serving figures need all of them.
     if (!args["remeasure-serving"] && caches.served.get(key("zero", item.id)) && caches.served.get(key("trained", item.id))) continue;
@@ -242,7 +246,7 @@ console.log("\n### targets with 300 training examples (never tuned on the held-o
 tasks.forEach((task, i) => printTargets(task, rowsByTask[i]!));
 const calibrationFor = (type: "noul" | "choice") => {
   const task = tasks.find((t) => t.type === type)!;
-  return releaseCalibration(task, calibrationItems, (id) => zeroShotOf("served", id))?.apply ?? null;
+  return releaseCalibration(task, calibrationItems, (id) => zeroShotOf(servedPrefix(type).key, id))?.apply ?? null;
 };
 printUserQuestions(
   USER_QUESTIONS.map((q) => {

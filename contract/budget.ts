@@ -15,8 +15,7 @@
  *
  * Passes: a noul or a score question is one pass, a choice of at most LIMITS.choiceOptionsPerPass
  * options too, and each of these may be read a second time about a content-free state of at most
- * CONTENT_FREE_STATE_MAX_BYTES (contextual calibration); a choice of at most BOTH_ORDERS_MAX options
- * may be read so twice more, in reverse order; a choice of more than
+ * CONTENT_FREE_STATE_MAX_BYTES (contextual calibration); a choice of more than
  * LIMITS.choiceOptionsPerPass options is read in ceil(n / per pass) chunk passes, each option in
  * exactly one of them, plus one final pass over at most LIMITS.choiceOptionsPerPass leaders.
  */
@@ -30,8 +29,6 @@ export const PASS_ALLOWANCE_BYTES = 512;
 export const ITEM_ALLOWANCE_BYTES = 32;
 /** The state of a content-free pass, which a single-pass question may add to calibrate against. */
 export const CONTENT_FREE_STATE_MAX_BYTES = 16;
-/** A choice of at most this many options may be read twice, in key order and in reverse (position debiasing). */
-export const BOTH_ORDERS_MAX = 8;
 
 const encoder = new TextEncoder();
 
@@ -59,8 +56,7 @@ export function questionTokenBound(stateBytes: number, q: Question): number {
   const items = itemBytes(q);
   const perPass = LIMITS.choiceOptionsPerPass;
   if (q.type !== "choice" || items.length <= perPass) {
-    const reading = passBound(stateBytes, instructions, items) + passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, items);
-    return q.type === "choice" && items.length <= BOTH_ORDERS_MAX ? 2 * reading : reading;
+    return passBound(stateBytes, instructions, items) + passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, items);
   }
   const chunks = Math.ceil(items.length / perPass);
   // Every option sits in exactly one chunk; the final pass offers at most `perPass` of the largest.

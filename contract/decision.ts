@@ -120,12 +120,24 @@ export type ChoiceAnswer = z.infer<typeof ChoiceAnswer>;
 export type ScoreAnswer = z.infer<typeof ScoreAnswer>;
 
 export const Usage = looseFields({
-  /** Every token the runtime processed, all passes together. */
-  input_tokens: z.number().int().nonnegative(),
-  /** Answer positions read: one per pass. */
-  output_tokens: z.number().int().nonnegative(),
-  /** Logical input for billing; present only where the runtime supplies it (absent is not zero). */
-  billable_input_tokens: z.number().int().nonnegative().optional(),
+  input_tokens: z
+    .number()
+    .int()
+    .nonnegative()
+    .describe(
+      "Tokens the runtime actually evaluated for this request, all passes together: the rendered state once (every pass of a request shares it), " +
+        "each pass's own tokens, and the content-free passes that were not already kept. What resource limits count.",
+    ),
+  output_tokens: z.number().int().nonnegative().describe("Answer positions read: one per pass evaluated."),
+  billable_input_tokens: z
+    .number()
+    .int()
+    .nonnegative()
+    .optional()
+    .describe(
+      "The logical input, for billing: the rendered state once and each question's own tokens once, whatever passes the readout needed. " +
+        "Absent where the runtime does not supply it; absent is not zero.",
+    ),
 });
 export type Usage = z.infer<typeof Usage>;
 

@@ -76,8 +76,11 @@ export interface Stack {
   /** Kills the runtime (SIGKILL); `restoreRuntime` starts it again at the same address (crash tests). */
   crashRuntime(): Promise<void>;
   restoreRuntime(): Promise<void>;
-  /** Ends the sidecar with `signal` (SIGKILL: a crash) and starts it again at the same address (crash tests). */
-  restartSidecar(signal: "SIGKILL" | "SIGTERM"): Promise<void>;
+  /**
+   * Ends the sidecar with `signal` (SIGKILL: a crash) and starts it again at the same address (crash
+   * tests); `env` adds settings to the new process (a benchmark's baseline), on top of `sidecarEnv`.
+   */
+  restartSidecar(signal: "SIGKILL" | "SIGTERM", env?: Record<string, string>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -241,10 +244,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         children.splice(children.indexOf(runtime.child), 1, restarted.child);
         runtime = restarted;
       },
-      restartSidecar: async (signal) => {
+      restartSidecar: async (signal, env) => {
         if (signal === "SIGKILL") await sidecar.kill();
         else await sidecar.stop();
-        const restarted = await startSidecar(sidecarOptions);
+        const restarted = await startSidecar({ ...sidecarOptions, extraEnv: { ...opts.sidecarEnv, ...env } });
         children.splice(children.indexOf(sidecar), 1, restarted);
         sidecar = restarted;
       },

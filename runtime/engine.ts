@@ -15,6 +15,16 @@
  * Both contexts split a pass into decodes alike, so a pass gives the same logprobs on either one
  * (measured on the CPU build at every length tried; the GPU build is unmeasured).
  *
+ * A pass with a prefix (the rendered state several passes share) is evaluated as the prefix's tokens,
+ * then the rest; each context keeps the last prefix it evaluated in its KV cache, so the next pass
+ * with the same prefix evaluates only its own rest (after erasing the rest before it). The split is
+ * part of the pass: a hit and a miss give identical numbers (a test holds it). They are not the
+ * numbers of the same tokens evaluated with no prefix: llama.cpp's CPU kernels are not
+ * batch-invariant, and evaluating a pass as one decode or as its prefix and then its rest moved label
+ * logprobs by 0.23 to 0.49 (Gemma 3 270M Q4_K_M, prompts of 60 to 1,500 tokens), so RENDERING_VERSION
+ * changed with this rule. The KV cache is full-size for sliding-window layers too (`swaFullCache`),
+ * so that erasing a rest never costs re-evaluating the prefix.
+ *
  *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, gpu: false });
  *     const { promptTokens, logprobs } = await engine.score(prompt, [yesToken, noToken]);
  *     const { hiddenState } = await engine.score(prompt, [yesToken, noToken], { hiddenState: true });
@@ -46,6 +56,10 @@ export interface EngineOptions {
 
 export interface ScoreResult {
   promptTokens: number;
+  /** Tokens of the pass's prefix (0 without one). */
+  prefixTokens: number;
+  /** Tokens this pass evaluated: all of them, or the rest only when the prefix was kept. */
+  evaluatedTokens: number;
   logprobs: number[];
   /** The final hidden state at the answer position (`n_embd` numbers); only when asked for. */
   hiddenState?: number[];
@@ -54,14 +68,16 @@ export interface ScoreResult {
 export interface ScoreOptions {
   /** Also return the final hidden state at the answer position, read from the same pass. */
   hiddenState?: boolean;
+  /** Leading segments that are the pass's prefix (runtime-protocol.ts `prefix_segments`); default 0. */
+  prefixSegments?: number;
 }
 
 /** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
 export interface ScoringEngine {
   tokenize(text: string, special: boolean): Tokenized;
   score(segments: readonly Segment[], labelTokens: readonly number[], options?: ScoreOptions): Promise<ScoreResult>;
-  /** Passes evaluated since start, and the milliseconds the engine spent evaluating them. */
-  stats(): { passes: number; busyMs: number };
+  /** Passes evaluated since start, the tokens they evaluated, and the milliseconds the engine spent evaluating them. */
+  stats(): { passes: number; evaluatedTokens: number; busyMs: number };
 }
 
 export class Engine implements ScoringEngine {
@@ -70,13 +86,14 @@ export class Engine implements ScoringEngine {
   private passes = 0;
   private busyMs = 0;
   /** The hidden-state context and its one sequence, made by the first pass that asks for a hidden state. */
-  private hidden: { context: LlamaContext; sequence: LlamaContextSequence } | null = null;
+  private hidden: { context: LlamaContext; sequence: PrefixSequence } | null = null;
+  private evaluatedTokens = 0;
 
   private constructor(
     private readonly llama: Llama,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
-    private readonly sequence: LlamaContextSequence,
+    private readonly sequence: PrefixSequence,
     /** What both contexts are made with: size, threads, adapter. */
     private readonly contextOptions: ContextOptions,
     readonly maxTokensPerPass: number,
@@ -95,6 +112,7 @@ export class Engine implements ScoringEngine {
       contextSize: options.maxTokensPerPass,
       sequences: 1,
       threads: options.threads,
+      swaFullCache: true,
       ...(options.adapterPath ? { lora: { adapters: [{ filePath: options.adapterPath }] } } : {}),
     };
     const context = await model.createContext(contextOptions);
@@ -102,10 +120,11 @@ export class Engine implements ScoringEngine {
     // One pass over the beginning-of-sequence token warms the engine up and tells the vocabulary
     // size, which node-llama-cpp does not expose otherwise.
     const warmup = await evaluateForProbabilities(sequence, [model.tokens.bos ?? (0 as Token)]);
+    await sequence.clearHistory();
     // Which build runs, and on what: "(cpu build)" or e.g. "(cuda build: NVIDIA H100 80GB HBM3)".
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
     const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"} build${devices.length > 0 ? `: ${devices.join(", ")}` : ""})`;
-    return new Engine(llama, model, context, sequence, contextOptions, options.maxTokensPerPass, warmup.size, description);
+    return new Engine(llama, model, context, new PrefixSequence(sequence), contextOptions, options.maxTokensPerPass, warmup.size, description);
   }
 
   /** The model's own tokens for `text` (special-token markers parsed only when `special`), no beginning-of-sequence token added. */
@@ -123,8 +142,14 @@ export class Engine implements ScoringEngine {
    */
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     const bos = this.model.tokens.bos;
-    const tokens = [...(bos === null ? [] : [bos]), ...segments.flatMap((s) => this.model.tokenize(s.text, s.special))];
+    const prefixSegments = options.prefixSegments ?? 0;
+    const tokenize = (list: readonly Segment[]) => list.flatMap((s) => this.model.tokenize(s.text, s.special));
+    const prefix = prefixSegments > 0 ? [...(bos === null ? [] : [bos]), ...tokenize(segments.slice(0, prefixSegments))] : [];
+    const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...tokenize(segments.slice(prefixSegments))];
+    const tokens = [...prefix, ...rest];
+    const prefixTokens = prefix.length;
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
+    if (rest.length === 0) throw new ServiceError("invalid_request", "prefix_segments: no token follows the prefix");
     if (tokens.length > this.maxTokensPerPass) {
       throw new ServiceError("pass_too_long", `pass has ${tokens.length} tokens; this runtime evaluates at most ${this.maxTokensPerPass}`);
     }
@@ -138,14 +163,15 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const { probabilities, hiddenState } = await this.exclusive(async () => {
+    const { probabilities, hiddenState, evaluated } = await this.exclusive(async () => {
       // Made (once) before the pass's clock starts: making it is no evaluation.
       const hidden = options.hiddenState ? await this.hiddenContext() : null;
       const started = performance.now();
       try {
-        const probabilities = await evaluateForProbabilities(hidden?.sequence ?? this.sequence, tokens);
+        const { probabilities, evaluated } = await (hidden?.sequence ?? this.sequence).evaluate(tokens.slice(0, prefixTokens), tokens.slice(prefixTokens));
+        this.evaluatedTokens += evaluated;
         // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
-        return { probabilities, hiddenState: hidden ? lastHiddenState(hidden.context, tokens.length) : undefined };
+        return { probabilities, evaluated, hiddenState: hidden ? lastHiddenState(hidden.context, tokens.length - prefixTokens) : undefined };
       } finally {
         this.busyMs += performance.now() - started;
         this.passes += 1;
@@ -157,11 +183,11 @@ export class Engine implements ScoringEngine {
     });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
     if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
-    return { promptTokens: tokens.length, logprobs, ...(hiddenState ? { hiddenState } : {}) };
+    return { promptTokens: tokens.length, prefixTokens, evaluatedTokens: evaluated, logprobs, ...(hiddenState ? { hiddenState } : {}) };
   }
 
-  stats(): { passes: number; busyMs: number } {
-    return { passes: this.passes, busyMs: this.busyMs };
+  stats(): { passes: number; evaluatedTokens: number; busyMs: number } {
+    return { passes: this.passes, evaluatedTokens: this.evaluatedTokens, busyMs: this.busyMs };
   }
 
   async dispose(): Promise<void> {
@@ -175,7 +201,7 @@ export class Engine implements ScoringEngine {
   }
 
   /** The hidden-state context, made on first use; call only inside `exclusive`. */
-  private async hiddenContext(): Promise<{ context: LlamaContext; sequence: LlamaContextSequence }> {
+  private async hiddenContext(): Promise<{ context: LlamaContext; sequence: PrefixSequence }> {
     if (!this.hidden) {
       // `_embeddings` is node-llama-cpp's internal option (what createEmbeddingContext sets; absent
       // from its public types): llama.cpp then keeps each position's final hidden state beside its
@@ -201,7 +227,7 @@ export class Engine implements ScoringEngine {
         batchSize: this.context.batchSize,
         _embeddings: true,
       } as Parameters<LlamaModel["createContext"]>[0]);
-      this.hidden = { context, sequence: context.getSequence() };
+      this.hidden = { context, sequence: new PrefixSequence(context.getSequence()) };
     }
     return this.hidden;
   }
@@ -227,12 +253,60 @@ function lastHiddenState(context: LlamaContext, tokenCount: number): number[] {
 }
 
 /**
+ * One llama.cpp sequence and the prefix it holds evaluated. `evaluate(prefix, rest)` evaluates the
+ * prefix (unless it is the one held) and then the rest, as two separate evaluations, so that the
+ * numbers are the same whether the prefix was held or not; with no prefix, the pass is evaluated
+ * from an empty sequence as one evaluation, and nothing is held.
+ */
+class PrefixSequence {
+  /** The prefix whose evaluation the KV cache holds (its positions 0..length-1), or null. */
+  private held: readonly Token[] | null = null;
+
+  constructor(readonly sequence: LlamaContextSequence) {}
+
+  async evaluate(prefix: readonly Token[], rest: readonly Token[]): Promise<{ probabilities: Map<Token, number>; evaluated: number }> {
+    if (prefix.length === 0) {
+      this.held = null;
+      return { probabilities: await evaluateForProbabilities(this.sequence, rest), evaluated: rest.length };
+    }
+    let evaluated = rest.length;
+    if (this.holds(prefix)) {
+      await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
+    }
+    if (!this.holds(prefix) || this.sequence.nextTokenIndex !== prefix.length) {
+      // A miss (or a cache that could not keep the prefix): start from an empty sequence.
+      this.held = null;
+      await this.sequence.clearHistory();
+      await this.sequence.controlledEvaluate([...prefix]);
+      this.held = [...prefix];
+      evaluated += prefix.length;
+    }
+    try {
+      return { probabilities: await evaluateNext(this.sequence, rest), evaluated };
+    } catch (err) {
+      this.held = null;
+      throw err;
+    }
+  }
+
+  private holds(prefix: readonly Token[]): boolean {
+    const held = this.held;
+    return held !== null && held.length === prefix.length && held.every((token, i) => token === prefix[i]);
+  }
+}
+
+/**
  * Evaluates `tokens` from an empty sequence and returns the full-vocabulary next-token distribution
  * after the last one (llama.cpp's softmax over every logit at temperature 1, with no sampling filter).
  * Clearing first makes every pass independent of the one before, so equal passes give equal numbers.
  */
 async function evaluateForProbabilities(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   await sequence.clearHistory();
+  return evaluateNext(sequence, tokens);
+}
+
+/** Evaluates `tokens` after what `sequence` holds and returns the next-token distribution after the last one. */
+async function evaluateNext(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   const last = tokens.length - 1;
   const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { probabilities: true } }] : token));
   const output = await sequence.controlledEvaluate(input);

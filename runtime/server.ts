@@ -19,8 +19,8 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
   app.get(RUNTIME_PATHS.identity, (c) => c.json(identity));
 
   app.get(RUNTIME_PATHS.stats, (c) => {
-    const { passes, busyMs } = engine.stats();
-    return c.json({ passes, busy_ms: busyMs } satisfies Stats);
+    const { passes, evaluatedTokens, busyMs } = engine.stats();
+    return c.json({ passes, evaluated_tokens: evaluatedTokens, busy_ms: busyMs } satisfies Stats);
   });
 
   app.post(RUNTIME_PATHS.tokenize, async (c) => {
@@ -36,7 +36,7 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
 
   app.post(RUNTIME_PATHS.score, async (c) => {
     const body = await readJson(c, ScoreRequest, RUNTIME_BODY);
-    const result = await engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state }).catch((err: unknown) => {
+    const result = await engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments }).catch((err: unknown) => {
       if (err instanceof ServiceError) throw err;
       // An engine failure's message names no prompt content; operators need it.
       throw new ServiceError("internal_error", "the engine failed to evaluate the request", `engine failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -45,6 +45,8 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
       release_id: identity.release_id,
       fingerprint: identity.fingerprint,
       prompt_tokens: result.promptTokens,
+      prefix_tokens: result.prefixTokens,
+      evaluated_tokens: result.evaluatedTokens,
       logprobs: result.logprobs,
       ...(body.hidden_state ? { hidden_state: result.hiddenState } : {}),
     };

@@ -38,11 +38,23 @@
  *        returns as that position's embedding with pooling none), `n_embd` finite numbers, read from
  *        the same pass with no second evaluation; trained heads on the frozen base model read it.
  *        It is absent when not asked for.
+ *        `prefix_segments` (default 0) names the leading segments that are the pass's prefix, the
+ *        part several passes share (the sidecar puts the rendered state there). The runtime then
+ *        evaluates the prefix's tokens (the beginning-of-sequence token included) first and the rest
+ *        after them, and keeps the prefix evaluated: a next pass with the same prefix tokens
+ *        evaluates only its rest. A pass's numbers depend on its prefix and its rest only, never on
+ *        what ran before it, hit or miss; they are not those of the same tokens with no prefix
+ *        (llama.cpp's kernels are not batch-invariant, so where a pass is split moves its numbers:
+ *        runtime/engine.ts). At least one segment must follow the prefix, and its tokens must not be
+ *        none (422 `invalid_request`). `prefix_tokens` is the prefix's token count (0 without one),
+ *        `evaluated_tokens` what this pass actually evaluated: `prompt_tokens`, less `prefix_tokens`
+ *        when the prefix was kept from the pass before.
  *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
  *
  *   GET  /v1/stats      -> Stats
- *        Passes evaluated since the runtime started and the milliseconds spent evaluating them (for
- *        operators and benchmarks: the share of time the accelerator is busy).
+ *        Passes evaluated since the runtime started, the tokens they evaluated (kept prefixes not
+ *        counted again) and the milliseconds spent evaluating them (for operators and benchmarks: the
+ *        share of time the accelerator is busy, the work it did).
  *
  * Errors use the gateway's envelope (`contract/errors.ts`): 401 `unauthorized` for a missing or wrong
  * secret, 422 `invalid_request` for a malformed body or an out-of-vocabulary token id, 422
@@ -52,7 +64,7 @@ import { z } from "zod";
 import { looseFields } from "../contract/fields.ts";
 
 /** Version of the sidecar's prompt rendering; part of every fingerprint. Bump it when rendering changes. */
-export const RENDERING_VERSION = "render-v2";
+export const RENDERING_VERSION = "render-v3";
 
 export const Modality = z.enum(["text", "image"]);
 
@@ -102,12 +114,16 @@ export const ScoreRequest = looseFields({
   segments: z.array(Segment).min(1).refine((segments) => segments.some((s) => s.text.length > 0), "the prompt is empty"),
   label_tokens: z.array(z.number().int().nonnegative()).min(1).max(1024),
   hidden_state: z.boolean().default(false),
-});
-/** What a caller sends: `hidden_state` may be left out, and then reads as false. */
-export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state"> & { hidden_state?: boolean };
+  prefix_segments: z.number().int().nonnegative().default(0),
+}).refine((r) => r.prefix_segments < r.segments.length, { message: "prefix_segments must leave at least one segment after the prefix", path: ["prefix_segments"] });
+/** What a caller sends: `hidden_state` and `prefix_segments` may be left out (false, 0). */
+export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state" | "prefix_segments"> & { hidden_state?: boolean; prefix_segments?: number };
 
 export const ScoreResponse = Stamp.extend({
   prompt_tokens: z.number().int().positive(),
+  /** Absent from runtimes before prefixes (then read as 0 and `prompt_tokens`). */
+  prefix_tokens: z.number().int().nonnegative().optional(),
+  evaluated_tokens: z.number().int().positive().optional(),
   logprobs: z.array(z.number().max(0)),
   hidden_state: z.array(z.number()).optional(),
 });
@@ -116,7 +132,12 @@ export type ScoreResponse = z.infer<typeof ScoreResponse>;
 /** Bounds of a runtime call's body: a pass holds at most one decision body's state, plus the template. */
 export const RUNTIME_BODY = { maxBytes: 4 * 1024 * 1024, maxDepth: 8 } as const;
 
-export const Stats = z.object({ passes: z.number().int().nonnegative(), busy_ms: z.number().nonnegative() });
+export const Stats = z.object({
+  passes: z.number().int().nonnegative(),
+  /** Tokens evaluated, all passes together: a kept prefix is not counted again. */
+  evaluated_tokens: z.number().int().nonnegative(),
+  busy_ms: z.number().nonnegative(),
+});
 export type Stats = z.infer<typeof Stats>;
 
 export const RUNTIME_PATHS = {

@@ -13,7 +13,7 @@ import { checkLink } from "../server-shared/health.ts";
 import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
 import type { RegistryEntry } from "../server-shared/registry.ts";
 import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
-import { admitDecision, runDecision } from "./decide/execute.ts";
+import { admitDecision, runDecision, type Steps } from "./decide/execute.ts";
 import { runtimeOf, verifiedClient, verifiedRelease, type Release } from "./decide/identity.ts";
 import type { Lanes } from "./lanes.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
@@ -30,6 +30,8 @@ export interface SidecarDeps {
   lanes: Lanes;
   /** Where successful usage goes, after the answer (sidecar/usage.ts). */
   usage: UsageWriter;
+  /** The readout's steps: SERVED_STEPS unless a benchmark's baseline asks otherwise (SIDECAR_SHARED_WORK). */
+  steps?: Steps;
 }
 
 /**
@@ -78,11 +80,11 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
     // Admitted (identity, labels, per-pass limits) before it takes a lane: a refusal never waits for the GPU.
-    const admission = await admitDecision(client, release, call.request, signal);
+    const admission = await admitDecision(client, release, call.request, signal, deps.steps);
     const queued = performance.now();
     const execute = () => {
       timings.add("queue", performance.now() - queued);
-      return runDecision(client, release, admission, signal);
+      return runDecision(client, release, admission, signal, deps.steps);
     };
     const result = await deps.lanes.run("realtime", execute, signal);
     // Recorded after the answer, off the customer's wait; a clean shutdown flushes it.

@@ -15,6 +15,7 @@ import { UsageWriter } from "./usage.ts";
 import { BulkWorker, WORKER_TIMING } from "./bulk/worker.ts";
 import { TRAINING_TIMING, TrainingWorker } from "./train/worker.ts";
 import { SidecarSettings } from "./settings.ts";
+import { SERVED_STEPS, type Steps } from "./decide/execute.ts";
 
 let settings: SidecarSettings;
 const secrets = new SecretSource(process.env);
@@ -34,7 +35,8 @@ pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", 
 
 const usage = new UsageWriter(pool);
 const lanes = new Lanes();
-const app = createSidecarApp({ pool, secrets, selfUrl: settings.SIDECAR_URL, lanes, usage });
+const steps: Steps = { ...SERVED_STEPS, shared: settings.SIDECAR_SHARED_WORK === "on" };
+const app = createSidecarApp({ pool, secrets, selfUrl: settings.SIDECAR_URL, lanes, usage, steps });
 const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
@@ -47,6 +49,7 @@ const worker =
         selfUrl: settings.SIDECAR_URL,
         secrets,
         edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
+        steps,
         timing: {
           leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? WORKER_TIMING.leaseMs,
           renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? WORKER_TIMING.renewMs,

@@ -13,6 +13,8 @@
  *   EDGE_URL            the edge's base URL: the bulk worker asks it for storage grants
  *   UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN   quota admission of bulk records (as the edge's)
  *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
+ *   SIDECAR_SHARED_WORK "on" (default) or "off": "off" evaluates every pass in full and keeps no
+ *                       content-free reading (execute.ts Steps.shared): a benchmark's baseline only
  *   SIDECAR_DRAIN_MS    on SIGTERM, how long the lane and the bulk step in flight may take to finish
  *                       (default 25 000; keep it under the service manager's stop timeout)
  *
@@ -41,6 +43,7 @@ export const SidecarSettings = z.object({
   UPSTASH_REDIS_REST_TOKEN: required(),
   SIDECAR_DRAIN_MS: integer(0, 10 * 60_000, 25_000),
   BULK_WORKER: z.preprocess((v) => (v === undefined || v === "" ? "on" : v), z.enum(["on", "off"])),
+  SIDECAR_SHARED_WORK: z.preprocess((v) => (v === undefined || v === "" ? "on" : v), z.enum(["on", "off"])),
   SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
   SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),
   SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),

@@ -423,7 +423,7 @@ describe("svc decide", () => {
     expect(lines.filter((line) => /^ {2}(refund|10|bug) /.test(line)).map((line) => line.trim().split(" ")[0])).toEqual(["refund", "10", "bug"]);
     expect(outcome.stdout).toMatch(/^level {2}score {2}\d\.\d{2} of 0-2 \(confidence 0\.\d{3}\)$/m);
     expect(outcome.stdout).toMatch(/^ {2}2 high +0\.\d{3} {2}[█░]{20}$/m);
-    expect(outcome.stderr).toMatch(new RegExp(`^model ${stack().releaseId} · \\d+ input tokens, \\d+ output · request req_`, "m"));
+    expect(outcome.stderr).toMatch(new RegExp(`^model ${stack().releaseId} · \\d+ input tokens, \\d+ billable, \\d+ output · request req_`, "m"));
   });
 
   it("takes the state and the questions from files (@), and prints the response JSON with --json", async () => {

@@ -23,6 +23,7 @@ import type { Child } from "../local/process.ts";
 import { executeDecision, PASSES_IN_FLIGHT, SERVED_STEPS, type Steps } from "../sidecar/decide/execute.ts";
 import { IdentityMismatchError, type Release } from "../sidecar/decide/identity.ts";
 import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
+import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
 import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
 import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { startRuntime } from "../local/tiers.ts";
@@ -51,6 +52,7 @@ afterAll(async () => {
 beforeEach(() => {
   labelCache.clear();
   wordCache.clear();
+  contentFreeReadings.clear();
 });
 
 /** One text on the real runtime. */
@@ -161,7 +163,7 @@ describe("labels", () => {
     expect(counting.tokenized[0]!.texts.map((t) => t.text)).toEqual([...FIXED_FORMS, " Europe", " Asia"]);
     const second = await run(counting, release, request);
     expect(counting.tokenized.map((call) => call.texts.length)).toEqual([FIXED_FORMS.length + 2, 0]);
-    expect(second).toEqual(first);
+    expect(second.answers).toEqual(first.answers);
   });
 
   it("refuse a model whose label is several tokens (LabelError, no pass run)", async () => {
@@ -198,17 +200,31 @@ describe("a decision", () => {
     expect(severity.score).toBeGreaterThanOrEqual(0);
     expect(severity.score).toBeLessThanOrEqual(4);
 
-    // In request order, each reading about the state then about the content-free state: Yes/No in four
-    // forms each; the options' own words, in key order and then reversed; five digits (a level is
-    // structured JSON, so levels cannot be read by their words).
-    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 8, 3, 3, 3, 3, 5, 5]);
+    // Every question's pass about the state, in request order, then every question's pass about the
+    // content-free state (none kept yet): Yes/No in four forms each; the options' own words, in key
+    // order; five digits (a level is structured JSON, so levels cannot be read by their words).
+    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 3, 5, 8, 3, 5]);
     const texts = counting.scored.map((s) => s.request.segments.map((g) => g.text).join(""));
-    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([false, true, false, true, false, true, false, true]);
-    expect(texts[2]).toContain("- billing: money, invoices, charges\n- bug: a defect in the product\n- other\n");
-    expect(texts[4]).toContain("- other\n- bug: a defect in the product\n- billing: money, invoices, charges\n");
-    expect(result.passes).toBe(8);
-    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 8 });
-    expect("billable_input_tokens" in result.usage).toBe(false);
+    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([false, false, false, true, true, true]);
+    // The state is each pass's prefix, its own segment.
+    for (const { request } of counting.scored) expect(request.prefix_segments).toBe(1);
+    expect(texts[1]).toContain("- billing: money, invoices, charges\n- bug: a defect in the product\n- other\n");
+    expect(result.passes).toBe(6);
+    // What the runtime evaluated (each prefix once), and the logical input: the state once and each question's own tokens.
+    const [content, free] = [counting.scored.slice(0, 3), counting.scored.slice(3)];
+    const prefix = content[0]!.response.prefix_tokens!;
+    expect(prefix).toBeGreaterThan(0);
+    expect(result.usage).toEqual({
+      input_tokens: sum(counting.scored.map((s) => s.response.evaluated_tokens!)),
+      output_tokens: 6,
+      billable_input_tokens: prefix + sum(content.map((s) => s.response.prompt_tokens - prefix)),
+    });
+    // Within each group one pass at most evaluates the shared prefix (none, when the runtime still
+    // held it from the pass before); the others evaluate their own tokens only.
+    for (const group of [content, free]) {
+      for (const { response } of group) expect([response.prompt_tokens, response.prompt_tokens - response.prefix_tokens!]).toContain(response.evaluated_tokens);
+      expect(group.filter((s) => s.response.evaluated_tokens === s.response.prompt_tokens).length).toBeLessThanOrEqual(1);
+    }
   });
 
   it("divides out the question's prior: about the content-free state itself, every answer is even", async () => {
@@ -230,19 +246,19 @@ describe("a decision", () => {
     const distinct = { type: "choice", instructions: "Which continent is it in?", criteria: { Europe: null, Asia: null, Africa: null } };
     const shared = { type: "choice", instructions: "Which country is it?", criteria: { "North Korea": null, "North Macedonia": null, Chad: null } };
     const result = await run(counting, release, { state: "Paris", questions: { distinct, shared } });
-    // The first question's two orders, each with its content-free pass, then the second's.
-    const [words, , reversed, , letters] = counting.scored.map((s) => s.request);
-    expect(reversed!.segments[0]!.text).toContain("Options:\n- Africa\n- Asia\n- Europe\nAnswer:");
+    // Both questions' passes about the state, then their content-free passes.
+    const [words, letters] = counting.scored.map((s) => s.request);
     expect(words!.label_tokens).toEqual(await Promise.all([" Europe", " Asia", " Africa"].map(async (w) => (await tokenizeOne(w)).tokens[0])));
-    expect(words!.segments[0]!.text).toContain("Options:\n- Europe\n- Asia\n- Africa\nAnswer:");
+    expect(words!.segments[1]!.text).toContain("Options:\n- Europe\n- Asia\n- Africa\nAnswer:");
     // Letters, each in two forms (" A" and "A").
     expect(letters!.label_tokens).toHaveLength(6);
-    expect(letters!.segments[0]!.text).toContain("A: North Korea\nB: North Macedonia\nC: Chad\nAnswer:");
+    expect(letters!.segments[1]!.text).toContain("A: North Korea\nB: North Macedonia\nC: Chad\nAnswer:");
     expect([...(result.answers.get("shared") as ChoiceAnswer).probabilities.keys()]).toEqual(["North Korea", "North Macedonia", "Chad"]);
   });
 
-  it("answers a two-option choice the same whichever order its options are given in", async () => {
-    const ask = (criteria: Record<string, null>) => run(real, release, { state: "wonderful", questions: { q: { type: "choice", criteria } } });
+  it("with the both-orders step (measured by the benchmarks, not served), answers a two-option choice the same whichever order its options are given in", async () => {
+    const steps = { ...SERVED_STEPS, bothOrders: true };
+    const ask = (criteria: Record<string, null>) => run(real, release, { state: "wonderful", questions: { q: { type: "choice", criteria } } }, undefined, steps);
     const forward = (await ask({ positive: null, negative: null })).answers.get("q") as ChoiceAnswer;
     const backward = (await ask({ negative: null, positive: null })).answers.get("q") as ChoiceAnswer;
     expect([...backward.probabilities.keys()]).toEqual(["negative", "positive"]);
@@ -253,7 +269,72 @@ describe("a decision", () => {
   it("gives identical numbers for the same request", async () => {
     const first = await run(real, release, mixed());
     const second = await run(real, release, mixed());
-    expect(second).toEqual(first);
+    expect(second.answers).toEqual(first.answers);
+    // The second finds the content-free readings kept.
+    expect(second.passes).toBe(first.passes - 3);
+  });
+
+  it("evaluates the state once: a request's passes after the first evaluate only their own tokens, and answer as each pass alone would", async () => {
+    // Every question type, a choice read by words and one by letters, and a chunked choice.
+    const request = {
+      state: { ticket: "The card was charged twice for the March invoice; please refund the second charge. ".repeat(3), customer: { plan: "pro" } },
+      questions: {
+        ...MIXED.questions,
+        letters: { type: "choice", criteria: { "North Korea": null, "North Macedonia": null, Chad: null } },
+        many: { type: "choice", instructions: "Which queue?", criteria: manyOptions(28) },
+      },
+    };
+    const counting = new CountingRuntime(real);
+    const shared = await run(counting, release, request);
+    const content = counting.scored.filter((s) => !s.request.segments[0]!.text.startsWith("State:\nN/A\n"));
+    const prefix = content[0]!.response.prefix_tokens!;
+    // The state is evaluated by one pass (the first to reach the runtime: two are in flight at once, so
+    // it need not be the first sent); every other content pass evaluates its own tokens only.
+    expect(content.filter((s) => s.response.evaluated_tokens === s.response.prompt_tokens)).toHaveLength(1);
+    for (const { response } of content) {
+      expect(response.prefix_tokens).toBe(prefix);
+      expect([response.prompt_tokens, response.prompt_tokens - prefix]).toContain(response.evaluated_tokens);
+    }
+    // Each pass with its prefix evaluated anew (another prefix runs before it): the same numbers.
+    contentFreeReadings.clear();
+    const evicting = new CountingRuntime(new EvictingPrefixRuntime(real));
+    const alone = await run(evicting, release, request);
+    for (const { response } of evicting.scored) expect(response.evaluated_tokens).toBe(response.prompt_tokens);
+    expect(alone.passes).toBe(shared.passes);
+    expect(sum(evicting.scored.map((s) => s.response.evaluated_tokens!))).toBeGreaterThan(shared.usage.input_tokens);
+    expect(alone.answers).toEqual(shared.answers);
+  }, 180_000);
+
+  it("keeps content-free readings per runtime: a question asked again runs its content pass only, with the same numbers", async () => {
+    const first = new CountingRuntime(real);
+    const computed = await run(first, release, mixed());
+    expect(first.scored).toHaveLength(6);
+    const again = new CountingRuntime(real);
+    const kept = await run(again, release, mixed());
+    // Three content passes; the content-free readings come from the store.
+    expect(again.scored).toHaveLength(3);
+    expect(again.scored.every((s) => !s.request.segments[0]!.text.startsWith("State:\nN/A\n"))).toBe(true);
+    expect(kept.answers).toEqual(computed.answers);
+    expect(kept.passes).toBe(3);
+    expect(kept.usage.output_tokens).toBe(3);
+    expect(kept.usage.input_tokens).toBe(sum(again.scored.map((s) => s.response.evaluated_tokens!)));
+    // The same questions about another state: still one pass per question.
+    const other = new CountingRuntime(real);
+    await run(other, release, { ...mixed(), state: "The app crashes when I open the settings page." });
+    expect(other.scored).toHaveLength(3);
+    expect(contentFreeReadings.count).toBe(3);
+  });
+
+  it("evaluates every pass in full without sharing (the benchmarks' baseline), keeping nothing", async () => {
+    const counting = new CountingRuntime(real);
+    const result = await run(counting, release, mixed(), undefined, { ...SERVED_STEPS, shared: false });
+    expect(counting.scored).toHaveLength(6);
+    for (const { request, response } of counting.scored) {
+      expect(request.prefix_segments).toBeUndefined();
+      expect(response.evaluated_tokens).toBe(response.prompt_tokens);
+    }
+    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 6 });
+    expect(contentFreeReadings.count).toBe(0);
   });
 
   it("keeps the next pass at the runtime while one is evaluated, and never more than that", async () => {
@@ -291,7 +372,13 @@ describe("a 255-option choice", () => {
     expect(chunks.map((s) => s.request.label_tokens.length)).toEqual([52, 52, 52, 52, 52, 52, 52, 52, 52, 42]);
     expect(counting.scored.length).toBeLessThanOrEqual(11);
     expect(result.passes).toBe(counting.scored.length);
-    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: result.passes });
+    // The state is evaluated once; the chunks are the question's own input, the final pass is not.
+    const prefix = chunks[0]!.response.prefix_tokens!;
+    expect(result.usage).toEqual({
+      input_tokens: sum(counting.scored.map((s) => s.response.evaluated_tokens!)),
+      output_tokens: result.passes,
+      billable_input_tokens: prefix + sum(chunks.map((s) => s.response.prompt_tokens - prefix)),
+    });
 
     const answer = Answer.parse(result.answers.get("topic")) as ChoiceAnswer;
     expect([...answer.probabilities.keys()]).toEqual(names);
@@ -356,10 +443,11 @@ describe("admission", () => {
     const questions = { q1: latin, q2: latin, q3: { type: "noul" as const, instructions: "Is it English?" } };
     await refusal(run(counting, release, { state, questions }));
     expect(counting.tokenized).toHaveLength(2);
-    // Three long passes (the content-free ones are short), two of them the same.
+    // Three long passes (the content-free ones are short), two of them the same: their one prefix
+    // (the state) and their two distinct rests.
     const texts = counting.tokenized[1]!.texts.map((t) => t.text);
-    expect(texts).toHaveLength(2);
-    expect(texts.every((text) => text.includes(state))).toBe(true);
+    expect(texts).toHaveLength(3);
+    expect(texts.filter((text) => text.includes(state))).toHaveLength(1);
   });
 
   it("admits a pass whose byte bound is over the limit when its exact count is not", async () => {
@@ -421,6 +509,37 @@ describe("runtime identity", () => {
 });
 
 // ---------------------------------------------------------------------------------------------------
+
+/**
+ * The real runtime, made to evaluate every pass's prefix anew: before each pass it runs one with
+ * another prefix, so nothing of the pass is kept (what a request's passes would see if other work
+ * ran between them). Only the pass asked for is returned.
+ */
+class EvictingPrefixRuntime implements RuntimeClient {
+  constructor(private readonly inner: RuntimeClient) {}
+
+  identity(signal?: AbortSignal): Promise<Identity> {
+    return this.inner.identity(signal);
+  }
+
+  tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
+    return this.inner.tokenize(request, signal);
+  }
+
+  /** The pair of passes before this one: each pair runs alone, so no pass follows its own prefix. */
+  private last: Promise<unknown> = Promise.resolve();
+
+  score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
+    const other = [{ text: `State:\nevicted ${randomBytes(4).toString("hex")}\n\n`, special: false }, { text: "Answer:", special: false }];
+    const pair = async () => {
+      await this.inner.score({ segments: other, prefix_segments: 1, label_tokens: request.label_tokens }, signal);
+      return this.inner.score(request, signal);
+    };
+    const result = this.last.then(pair, pair);
+    this.last = result.catch(() => undefined);
+    return result;
+  }
+}
 
 /** Fake: a runtime that answers score passes from pass `from` on as another fingerprint (a swapped GPU host). */
 class WrongFingerprintRuntime implements RuntimeClient {

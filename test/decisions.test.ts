@@ -50,9 +50,11 @@ describe("POST /v1/systemone", () => {
     expect(severity.score).toBeLessThanOrEqual(2);
 
     expect(Number.isInteger(response.usage.input_tokens)).toBe(true);
-    // Each question is read about the state and about the content-free state, the 3-option choice in both orders.
-    expect(response.usage.output_tokens).toBe(8);
-    expect(response.usage).not.toHaveProperty("billable_input_tokens");
+    // Each question is read about the state, and about the content-free state unless the sidecar
+    // already keeps that reading (other tests on this stack ask the same questions).
+    expect([3, 6]).toContain(response.usage.output_tokens);
+    // The logical input: the state once and each question once, whatever the runtime had kept.
+    expect(response.usage.billable_input_tokens).toBeGreaterThan(0);
     const usage = await usageRows(reply.requestId!);
     expect(usage).toHaveLength(1);
     expect(usage[0]).toMatchObject({
@@ -61,8 +63,8 @@ describe("POST /v1/systemone", () => {
       release_id: stack().releaseId,
       source: "realtime",
       input_tokens: response.usage.input_tokens,
-      output_tokens: 8,
-      billable_input_tokens: null,
+      output_tokens: response.usage.output_tokens,
+      billable_input_tokens: response.usage.billable_input_tokens,
     });
   });
 

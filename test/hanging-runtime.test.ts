@@ -101,7 +101,8 @@ afterAll(async () => {
 function decide(signal?: AbortSignal): Promise<Response> {
   const call = {
     release: { id: "hanging", fingerprint: FINGERPRINT, revision: 1 },
-    request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" } } },
+    // Two questions: their content passes go first, both in flight at once.
+    request: { state: "s", questions: { q: { type: "noul", instructions: "ok?" }, r: { type: "noul", instructions: "fine?" } } },
     account_id: crypto.randomUUID(),
     key_id: "k",
     request_id: "r",

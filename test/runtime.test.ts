@@ -323,6 +323,84 @@ describe("score", () => {
     expect(refused.body.error).toMatchObject({ code: "pass_too_long", status: 422 });
   });
 
+  describe("prefixes (prefix_segments): the state several passes share, evaluated once", () => {
+    const state = `State:\n${Array.from({ length: 30 }, (_, i) => `Ticket ${i + 1}: the card was charged ${i % 3 === 0 ? "twice" : "once"} for order ${1000 + i}.`).join(" ")}\n\n`;
+    const rests = ["Question: Is this about money?\nAnswer:", "Question: Is the customer angry?\nAnswer:", "Question: Does it mention a refund?\nAnswer:"];
+    const pass = <T extends object>(prefix: string, rest: string, extra: T) => ({
+      segments: [
+        { text: prefix, special: false },
+        { text: rest, special: false },
+      ],
+      prefix_segments: 1,
+      ...extra,
+    });
+    const scored = async (body: unknown) => ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, body));
+    /** The pass with its prefix evaluated anew: another prefix runs first, so nothing of this one is kept. */
+    const anew = async (body: { label_tokens: number[] }) => {
+      await scored(pass("State:\nsomething else entirely\n\n", rests[0]!, { label_tokens: body.label_tokens }));
+      return scored(body);
+    };
+
+    it("evaluates only the rest when the prefix is kept, with exactly the numbers of the prefix evaluated anew", async () => {
+      const labels = await labelTokens(" Yes", " No", "Yes", "No");
+      const prefixTokens = 1 + (await tokenize(state, false)).tokens.length;
+      const before = Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats));
+      const kept = [await scored(pass(state, rests[0]!, { label_tokens: labels }))];
+      for (const rest of rests.slice(1)) kept.push(await scored(pass(state, rest, { label_tokens: labels })));
+      const stats = Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats));
+      for (const [i, rest] of rests.entries()) {
+        const restTokens = (await tokenize(rest, false)).tokens.length;
+        expect(kept[i]!.prompt_tokens).toBe(prefixTokens + restTokens);
+        expect(kept[i]!.prefix_tokens).toBe(prefixTokens);
+        // The first pass evaluates the prefix; the others find it kept.
+        expect(kept[i]!.evaluated_tokens).toBe(i === 0 ? prefixTokens + restTokens : restTokens);
+        const fresh = await anew(pass(state, rest, { label_tokens: labels }));
+        expect(fresh.evaluated_tokens).toBe(prefixTokens + restTokens);
+        expect(fresh.logprobs).toEqual(kept[i]!.logprobs);
+      }
+      // The runtime's own counter: what was evaluated, the kept prefix not counted again.
+      expect(stats.evaluated_tokens - before.evaluated_tokens).toBe(sum(kept.map((k) => k.evaluated_tokens!)));
+      expect(stats.evaluated_tokens - before.evaluated_tokens).toBeLessThan(sum(kept.map((k) => k.prompt_tokens)));
+    });
+
+    it("gives a hidden-state pass with a prefix the logprobs of the ordinary pass, kept or not", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      const ordinary = await anew(pass(state, rests[1]!, { label_tokens: labels }));
+      const hiddenFirst = await scored(pass(state, rests[1]!, { label_tokens: labels, hidden_state: true }));
+      const hiddenKept = await scored(pass(state, rests[1]!, { label_tokens: labels, hidden_state: true }));
+      expect(hiddenKept.evaluated_tokens).toBeLessThan(hiddenKept.prompt_tokens);
+      expect(hiddenFirst.logprobs).toEqual(ordinary.logprobs);
+      expect(hiddenKept.logprobs).toEqual(ordinary.logprobs);
+      expect(hiddenKept.hidden_state).toEqual(hiddenFirst.hidden_state);
+    });
+
+    it("keeps nothing for a pass without a prefix, which evaluates every token", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      const body = { segments: [{ text: state + rests[0]!, special: false }], label_tokens: labels };
+      const one = await scored(body);
+      const two = await scored(body);
+      expect(one).toEqual(two);
+      expect(two.prefix_tokens).toBe(0);
+      expect(two.evaluated_tokens).toBe(two.prompt_tokens);
+    });
+
+    it("refuses a prefix with no token after it (422 invalid_request naming prefix_segments)", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      for (const body of [
+        { segments: [{ text: state, special: false }], prefix_segments: 1, label_tokens: labels },
+        pass(state, "", { label_tokens: labels }),
+        pass(state, rests[0]!, { label_tokens: labels, prefix_segments: -1 }),
+        pass(state, rests[0]!, { label_tokens: labels, prefix_segments: 0.5 }),
+        pass(state, rests[0]!, { label_tokens: labels, prefix_segments: "1" }),
+      ]) {
+        const refused = await callRaw(main, RUNTIME_PATHS.score, body);
+        expect(refused.status).toBe(422);
+        expect(refused.body.error.code).toBe("invalid_request");
+        expect(refused.body.error.message).toContain("prefix_segments");
+      }
+    });
+  });
+
   describe("malformed bodies are 422 invalid_request naming the field", () => {
     const cases: [string, string, string][] = [
       ["not JSON", "{", "body is not valid JSON"],
@@ -430,7 +508,7 @@ describe("runtime app without a model (app.request)", () => {
   const failingEngine: ScoringEngine = {
     tokenize: () => ({ tokens: [], pieces: [] }),
     score: () => Promise.reject(new Error("GGML_ASSERT failed")),
-    stats: () => ({ passes: 0, busyMs: 0 }),
+    stats: () => ({ passes: 0, evaluatedTokens: 0, busyMs: 0 }),
   };
 
   it("answers an engine failure with 500 internal_error, logging the failure but not the prompt", async () => {

@@ -18,29 +18,36 @@ import type { Release } from "../../sidecar/decide/identity.ts";
 import type { HeadParams } from "../../server-shared/trained.ts";
 import type { Features, Served, ZeroShot } from "./cache.ts";
 
-/** A prefix of the served readout's steps, measured on its own. */
+/** A prefix of the zero-shot readout's steps, measured on its own. */
 export interface StepPrefix {
+  /** Its cache key, named after the steps it runs, so that a change to SERVED_STEPS never reuses another readout's answers. */
   key: string;
   name: string;
   steps: Steps;
+  /** The steps SERVED_STEPS runs (before the release's calibration, which the benchmark fits itself). */
+  served: boolean;
 }
 
 /**
- * The zero-shot steps a question type runs, cumulatively; the last is SERVED_STEPS itself. Both
- * option orders apply to a small choice only, so for a yes/no question the served readout is the
- * contextual step. The benchmark's release (the runtime's own) carries no calibration, so
- * SERVED_STEPS' calibration step changes nothing here; the release calibration is fitted by the
- * benchmark and applied to the served answers (report.ts), as calibratedAnswer applies a release's.
+ * The zero-shot steps a question type can run, cumulatively: rendering alone, contextual
+ * calibration, and for a choice both option orders. Exactly one of them is the served readout
+ * (SERVED_STEPS). The benchmark's release (the runtime's own) carries no calibration, so the
+ * calibration step changes nothing here; the release calibration is fitted by the benchmark and
+ * applied to the served answers (report.ts), as calibratedAnswer applies a release's.
  */
 export function stepPrefixes(type: "noul" | "choice"): StepPrefix[] {
-  const rendering: StepPrefix = { key: "rendering", name: "rendering only", steps: { ...SERVED_STEPS, contextual: false, bothOrders: false, calibration: false } };
-  if (type === "noul") return [rendering, { key: "served", name: "+ contextual calibration (served)", steps: SERVED_STEPS }];
-  return [
-    rendering,
-    { key: "contextual", name: "+ contextual calibration", steps: { ...SERVED_STEPS, bothOrders: false, calibration: false } },
-    { key: "served", name: "+ both option orders (served)", steps: SERVED_STEPS },
-  ];
+  const prefix = (key: string, name: string, steps: Pick<Steps, "contextual" | "bothOrders">): StepPrefix => {
+    const served = steps.contextual === SERVED_STEPS.contextual && steps.bothOrders === SERVED_STEPS.bothOrders;
+    return { key, name: served ? `${name} (served)` : name, steps: { ...SERVED_STEPS, ...steps, calibration: false }, served };
+  };
+  const prefixes = [prefix("rendering", "rendering only", { contextual: false, bothOrders: false }), prefix("contextual", "+ contextual calibration", { contextual: true, bothOrders: false })];
+  if (type === "choice") prefixes.push(prefix("both-orders", "+ both option orders", { contextual: true, bothOrders: true }));
+  if (prefixes.filter((p) => p.served).length !== 1) throw new Error("SERVED_STEPS is not one of the measured step prefixes");
+  return prefixes;
 }
+
+/** The served readout's prefix. */
+export const servedPrefix = (type: "noul" | "choice"): StepPrefix => stepPrefixes(type).find((p) => p.served)!;
 
 export async function readFeatures(client: RuntimeClient, release: Release, request: Decision): Promise<Features> {
   const started = performance.now();

@@ -70,7 +70,7 @@ function rowsOf(r: TaskResults, heads: FittedHead[]): Row[] {
     const passes = mean(answers.map((a) => a.passes));
     rows.push({ name, examples: "0", figures: measured(answers.map((a) => a.p), held), note: `${passes === null ? "-" : passes.toFixed(1)} passes/decision${partial(held.length, task.heldOut.length)}` });
   };
-  const served = r.prefixes.at(-1)!;
+  const served = r.prefixes.find((p) => p.served)!;
   zeroShotRow(served, "zero-shot: served readout");
   for (const prefix of r.prefixes) zeroShotRow(prefix, `zero-shot: ${prefix.name}`);
   for (const size of r.calibrationSizes) {
@@ -163,8 +163,9 @@ function printStepGains(task: Task, rows: Row[]): void {
   const metric = task.type === "noul" ? "AUROC" : "top-1";
   const signed = (x: number) => `${x >= 0 ? "+" : ""}${x.toFixed(3)}`;
   console.log("\neach zero-shot step against the one before it (a release calibration against the served readout it calibrates):\n");
-  const served = prefixes.at(-1)!;
-  const pairs = [...prefixes.slice(1).map((x, i) => [prefixes[i]!, x] as const), ...zeroShot.filter((x) => x.examples !== "0").map((x) => [served, x] as const)];
+  const served = rows.find((x) => x.name === "zero-shot: served readout")!;
+  const calibrations = served?.figures ? zeroShot.filter((x) => x.examples !== "0").map((x) => [served, x] as const) : [];
+  const pairs = [...prefixes.slice(1).map((x, i) => [prefixes[i]!, x] as const), ...calibrations];
   for (const [before, after] of pairs) {
     const [a, b] = [before.figures!, after.figures!];
     const primary = b.primary - a.primary;
@@ -220,7 +221,7 @@ export function printUserQuestions(
       const z = zeroShot(prefix.key, q.id);
       console.log(`  ${prefix.name.padEnd(36)} ${z ? `${shown(q.type, q.options, z.p)}  (${z.passes} passes)` : "not read"}`);
     }
-    const served = zeroShot(steps.at(-1)!.key, q.id);
+    const served = zeroShot(steps.find((p) => p.served)!.key, q.id);
     const calibrate = calibrations[q.type];
     console.log(`  ${"+ release calibration".padEnd(36)} ${served && calibrate ? shown(q.type, q.options, calibrate(served.p)) : "-"}`);
   }

@@ -25,7 +25,7 @@ import { admit } from "../../server-shared/quota.ts";
 import type { AccountSettings } from "../../server-shared/accounts.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { FrozenModels, StoredRecord } from "../../server-shared/jobs/batches.ts";
-import { admitDecision, runDecision } from "../decide/execute.ts";
+import { admitDecision, runDecision, type Steps } from "../decide/execute.ts";
 import { verifiedRelease } from "../decide/identity.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { RuntimeError, runtimeClientFor } from "../runtime/client.ts";
@@ -40,6 +40,8 @@ export interface RecordContext {
   models: FrozenModels;
   /** The job deadline (ms since the epoch): waiting for capacity stops there. */
   deadline: number;
+  /** The readout's steps (SERVED_STEPS by default). */
+  steps?: Steps;
 }
 
 /** A record's result to commit: its JSON text, and its usage when it succeeded. */
@@ -121,10 +123,10 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
     // The release frozen at submit, checked against its registry row as real-time checks the edge's.
     const release = await verifiedRelease(entry, frozen);
     const client = runtimeClientFor(entry, ctx.secrets);
-    const admission = await admitDecision(client, release, decision, signal);
+    const admission = await admitDecision(client, release, decision, signal, ctx.steps);
     for (;;) {
       try {
-        const execution = await ctx.lanes.run("bulk", () => runDecision(client, release, admission, signal), signal);
+        const execution = await ctx.lanes.run("bulk", () => runDecision(client, release, admission, signal, ctx.steps), signal);
         const response: DecisionResponse = { model: release.id, answers: execution.answers, usage: execution.usage };
         return {
           kind: "result",

@@ -32,6 +32,7 @@ import { BatchStore, type BatchClaim, type ClaimRequest } from "../../server-sha
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
+import type { Steps } from "../decide/execute.ts";
 import { HeldSteps } from "../jobs/held-step.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { runCleanup, type Retention } from "./cleanup.ts";
@@ -65,6 +66,8 @@ export interface WorkerDeps {
   secrets: SecretReader;
   edge: EdgeLink;
   timing?: WorkerTiming;
+  /** The readout's steps (SERVED_STEPS by default). */
+  steps?: Steps;
   log?: (line: string) => void;
 }
 
@@ -241,6 +244,7 @@ export class BulkWorker {
       account: claim.account,
       models: claim.models,
       deadline: claim.deadline,
+      steps: this.deps.steps,
     };
     const outcome = await processRecord(ctx, record, entry, signal);
     if (outcome.kind === "deadline") return null; // the batch expires; this record stays unfinished

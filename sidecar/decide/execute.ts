@@ -8,16 +8,17 @@
  *     // or both: await executeDecision(client, release, { state, questions }, signal);
  *
  * The served readout has three steps after rendering (SERVED_STEPS), each measured by the quality
- * benchmark: every label's surface forms summed, contextual calibration against a content-free pass
- * (single-pass questions), and the release's own calibration (calibration.ts). The benchmark runs
- * the earlier steps alone through `steps`.
+ * benchmark on words and by the training benchmark on sentences: every label's surface forms summed,
+ * contextual calibration against a content-free pass (single-pass questions), and the release's own
+ * calibration (calibration.ts). The benchmarks run the earlier steps alone through `steps`, and a
+ * step that is not served (both option orders) beside them.
  *
  * Every runtime response must name the runtime identity the release expects: both entry points wrap
  * the client in identity.ts's `verifiedClient`, so a response from another runtime ends the
  * execution with IdentityMismatchError before any answer is built from it. Nothing is retried: a
  * failed pass fails the decision, and the caller decides what the customer sees.
  */
-import { Questions, type Answer, type ChoiceQuestion, type Usage } from "../../contract/decision.ts";
+import { Questions, type Answer, type ChoiceQuestion, type Question, type Usage } from "../../contract/decision.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { taskDifference } from "../../contract/training-file.ts";
@@ -25,11 +26,12 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import type { SavedTask, TrainedHeads } from "../../server-shared/trained.ts";
 import { applyHead } from "../train/head.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
-import { renderChoice, SERVED_RENDERING, type Pass, type Rendering } from "./render.ts";
+import { renderChoice, SERVED_RENDERING, type Pass, type Reading, type Rendering } from "./render.ts";
 import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
 import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
 import { IDENTITY_CALIBRATION } from "./calibration.ts";
-import { runtimeOf, verifiedClient, type Release } from "./identity.ts";
+import { contentFreeKey, contentFreeReadings } from "./content-free.ts";
+import { runtimeOf, verifiedClient, type Release, type RuntimeIdentity } from "./identity.ts";
 import { labelTokens, type ResolvedLabels } from "./labels.ts";
 import {
   calibratedAnswer,
@@ -55,9 +57,20 @@ export interface Steps {
   bothOrders: boolean;
   /** Apply the release's calibration. */
   calibration: boolean;
+  /**
+   * Evaluate the state once per request and keep content-free readings (content-free.ts). Not a
+   * readout step: false is the benchmarks' baseline, every pass evaluated in full.
+   */
+  shared: boolean;
 }
 
-export const SERVED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: true, bothOrders: true, calibration: true };
+/**
+ * Each step is kept only where it helps on both benchmarks. Both option orders is not: on words
+ * (`npm run bench:quality`) it added 1.5 points of top-1, but on sentences (`npm run bench:training`,
+ * State of the Union passages, a choice of 4 periods) it took top-1 from 0.333 to 0.230, below
+ * chance, and it doubles a small choice's passes. Contextual calibration helps on both.
+ */
+export const SERVED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: true, bothOrders: false, calibration: true, shared: true };
 
 export interface Execution {
   /** Keyed by the request's question ids, in request order. */
@@ -81,7 +94,7 @@ export async function executeDecision(
  * The steps of a trained release: one pass per question, the served rendering's first content pass,
  * whose hidden state the question's head reads (trained.ts). Training reads its examples with them.
  */
-export const TRAINED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: false, bothOrders: false, calibration: false };
+export const TRAINED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: false, bothOrders: false, calibration: false, shared: true };
 
 /**
  * Admission (admission.ts) against the runtime `release` names: no pass runs. A trained release
@@ -137,55 +150,79 @@ export async function exampleFeatures(client: RuntimeClient, release: Release, r
   const admission = await admit(client, runtimeOf(release), request, { rendering: TRAINED_STEPS.rendering, contextual: false, bothOrders: false }, signal);
   const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
   const read = await Promise.all(admission.questions.map((admitted) => readFeatures(runner, admitted)));
-  return { features: read.flatMap((r) => r.hidden), usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes } };
+  return { features: read.flatMap((r) => r.hidden), usage: runner.usage() };
 }
 
 /**
- * Every pass of an admitted decision, and its answers. The passes are sent in plan order, the next
- * one while the one before is evaluated (PassRunner), so the runtime does not wait between them.
+ * Every pass of an admitted decision, and its answers. The content passes go first, every question's
+ * in request order: they share the rendered state as their prefix, which the runtime evaluates once
+ * (runtime-protocol.ts `prefix_segments`), and the next pass is sent while the one before is evaluated
+ * (PassRunner), so the runtime does not wait between them. Then the content-free passes that are not
+ * kept yet (content-free.ts), which share a prefix of their own.
  */
 export async function runDecision(client: RuntimeClient, release: Release, admission: Admission, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Execution> {
-  const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
+  const runtime = runtimeOf(release);
+  const runner = new PassRunner(verifiedClient(client, runtime), admission.fixed, signal, steps.shared);
   if (release.trained) {
     const answers = await runTrained(runner, release.trained.heads, admission);
-    return { answers, usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes }, passes: runner.passes };
+    return { answers, usage: runner.usage(), passes: runner.passes };
   }
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
-  const read = await Promise.all(admission.questions.map((admitted) => answer(runner, steps.rendering, admission.stateText, admitted)));
-  const answers = new Map(admission.questions.map((admitted, i) => [admitted.id, calibratedAnswer(read[i]!, calibration)]));
-  return {
-    answers,
-    usage: { input_tokens: runner.inputTokens, output_tokens: runner.passes },
-    passes: runner.passes,
-  };
+  const content = await Promise.all(admission.questions.map((admitted) => readContent(runner, steps.rendering, admission.stateText, admitted)));
+  const free = await Promise.all(admission.questions.map(({ plan, words }) => readContentFree(runner, runtime, plan.readings, words, steps.shared)));
+  const answers = new Map(admission.questions.map((admitted, i) => [admitted.id, calibratedAnswer(answerOf(admitted.question, content[i]!, free[i]!), calibration)]));
+  return { answers, usage: runner.usage(), passes: runner.passes };
+}
+
+/** A question's content passes, read: each reading's logprobs (key order or reversed), or a chunked choice's merged distribution. */
+interface ContentRead {
+  readings: number[][];
+  chunked: number[] | null;
+  /** Every content pass's logprobs, for the option mass. */
+  all: number[][];
+}
+
+async function readContent(runner: PassRunner, rendering: Rendering, stateText: string, { question, plan, words }: AdmittedQuestion): Promise<ContentRead> {
+  const all: number[][] = [];
+  if (question.type === "choice" && plan.chunks.length > 0) {
+    // The chunk passes are the question's own input; the final pass re-reads some of its options.
+    const read = async (passes: Pass[], billed: boolean) => {
+      const logprobs = await Promise.all(passes.map((pass) => runner.run(pass, words, billed)));
+      all.push(...logprobs);
+      return logprobs;
+    };
+    return { readings: [], chunked: await chunkedChoice(read, rendering, stateText, question, plan.chunks), all };
+  }
+  // A second reading (the options reversed: the benchmark's both-orders step) repeats the question's input.
+  const readings = await Promise.all(plan.readings.map(({ pass }, i) => runner.run(pass, words, i === 0)));
+  all.push(...readings);
+  return { readings, chunked: null, all };
+}
+
+/** Each reading's content-free logprobs (null where a reading has none): kept ones, and the others read now and kept. */
+function readContentFree(runner: PassRunner, runtime: RuntimeIdentity, readings: Reading[], words: ResolvedLabels | null, keep: boolean): Promise<(readonly number[] | null)[]> {
+  return Promise.all(
+    readings.map(async ({ contentFree }) => {
+      if (!contentFree) return null;
+      if (!keep) return runner.run(contentFree, words, false);
+      const key = contentFreeKey(contentFree);
+      return contentFreeReadings.get(runtime, key) ?? contentFreeReadings.set(runtime, key, await runner.run(contentFree, words, false));
+    }),
+  );
 }
 
 /** One question's answer before the release's calibration, with the mean option mass of its content passes. */
-async function answer(runner: PassRunner, rendering: Rendering, stateText: string, { question, plan, words }: AdmittedQuestion): Promise<Answer> {
-  // Content passes' log-probabilities in plan order (content-free ones excluded), for the option mass.
-  const content: number[][] = [];
-  let p: number[];
-  if (question.type === "choice" && plan.chunks.length > 0) {
-    const read = async (passes: Pass[]) => {
-      const logprobs = await Promise.all(passes.map((pass) => runner.run(pass, words)));
-      content.push(...logprobs);
-      return logprobs;
-    };
-    p = await chunkedChoice(read, rendering, stateText, question, plan.chunks);
-  } else {
-    // Every pass is asked for at once, in plan order: each reading's pass, then its content-free twin.
-    const read = await Promise.all(
-      plan.readings.map(({ pass, contentFree }) => Promise.all([runner.run(pass, words), contentFree ? runner.run(contentFree, words) : null])),
+function answerOf(question: Question, content: ContentRead, free: (readonly number[] | null)[]): Answer {
+  const p =
+    content.chunked ??
+    meanDistribution(
+      content.readings.map((logprobs, i) => {
+        const pi = free[i] ? contextualProbabilities(logprobs, free[i]!) : probabilities(logprobs);
+        // The second reading offers the options reversed: back in key order.
+        return i === 0 ? pi : pi.reverse();
+      }),
     );
-    // Each reading's distribution, back in key order (the second reading offers the options reversed).
-    const readings = read.map(([logprobs, free], i) => {
-      content.push(logprobs);
-      const pi = free ? contextualProbabilities(logprobs, free) : probabilities(logprobs);
-      return i === 0 ? pi : pi.reverse();
-    });
-    p = meanDistribution(readings);
-  }
-  const option_mass = content.reduce((sum, logprobs) => sum + optionMass(logprobs), 0) / content.length;
+  const option_mass = content.all.reduce((sum, logprobs) => sum + optionMass(logprobs), 0) / content.all.length;
   if (question.type === "noul") return { ...noulAnswer(p), option_mass };
   if (question.type === "score") return { ...scoreAnswer(question.criteria, p), option_mass };
   return { ...choiceAnswer([...question.criteria.keys()], p), option_mass };
@@ -197,17 +234,17 @@ async function answer(runner: PassRunner, rendering: Rendering, stateText: strin
  * finalist set, which bounds every actual set.
  */
 async function chunkedChoice(
-  read: (passes: Pass[]) => Promise<number[][]>,
+  read: (passes: Pass[], billed: boolean) => Promise<number[][]>,
   rendering: Rendering,
   stateText: string,
   q: ChoiceQuestion,
   chunks: Pass[],
 ): Promise<number[]> {
   const names = [...q.criteria.keys()];
-  const chunkLogprobs = await read(chunks);
+  const chunkLogprobs = await read(chunks, true);
   const pChunk = chunkProbabilities(chunkLogprobs);
   const finalists = selectFinalists(names, pChunk);
-  const finalLogprobs = finalists.length > 1 ? (await read([renderChoice(rendering, stateText, q, finalists)]))[0]! : null;
+  const finalLogprobs = finalists.length > 1 ? (await read([renderChoice(rendering, stateText, q, finalists)], false))[0]! : null;
   return mergeChunks(names, pChunk, finalists, finalLogprobs);
 }
 
@@ -228,26 +265,44 @@ class PassRunner {
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
   private failure: { error: unknown } | null = null;
+  /** The logical input (usage.billable_input_tokens): the prefix once and each billed pass's rest; null once a billed pass had no prefix. */
+  private billable: { prefix: number; rest: number } | null = { prefix: 0, rest: 0 };
 
   constructor(
     private readonly client: RuntimeClient,
     readonly fixed: ResolvedLabels,
     private readonly signal?: AbortSignal,
+    /** Send each pass's prefix (the state), so the runtime evaluates it once; false evaluates every pass in full (a benchmark's baseline). */
+    private readonly shared = true,
   ) {}
 
-  /** Each label's log-probability in one pass (its forms summed), in the pass's label order. */
-  async run(pass: Pass, words: ResolvedLabels | null): Promise<number[]> {
-    return (await this.send(pass, words, false)).logprobs;
+  /**
+   * Each label's log-probability in one pass (its forms summed), in the pass's label order. `billed`:
+   * the pass carries a question's own input (its first content pass, or a chunk of its options), so
+   * its rest counts in the logical input.
+   */
+  async run(pass: Pass, words: ResolvedLabels | null, billed = false): Promise<number[]> {
+    return (await this.send(pass, words, false, billed)).logprobs;
   }
 
-  /** The same, with the base's hidden state at the answer position. */
+  /** The same, with the base's hidden state at the answer position; always billed. */
   async runHidden(pass: Pass, words: ResolvedLabels | null): Promise<{ logprobs: number[]; hidden: number[] }> {
-    const { logprobs, hidden } = await this.send(pass, words, true);
+    const { logprobs, hidden } = await this.send(pass, words, true, true);
     if (!hidden) throw new RuntimeError("the runtime returned no hidden state", 200, "malformed");
     return { logprobs, hidden };
   }
 
-  private async send(pass: Pass, words: ResolvedLabels | null, hiddenState: boolean): Promise<{ logprobs: number[]; hidden: number[] | undefined }> {
+  /**
+   * `input_tokens`: what the runtime evaluated (a kept prefix is not counted again); `output_tokens`:
+   * one answer position per pass; `billable_input_tokens`: the state once and each question's own
+   * input once, present when every billed pass had its prefix.
+   */
+  usage(): Usage {
+    const billable = this.billable && this.billable.prefix > 0 ? { billable_input_tokens: this.billable.prefix + this.billable.rest } : {};
+    return { input_tokens: this.inputTokens, output_tokens: this.passes, ...billable };
+  }
+
+  private async send(pass: Pass, words: ResolvedLabels | null, hiddenState: boolean, billed: boolean): Promise<{ logprobs: number[]; hidden: number[] | undefined }> {
     if (this.inFlight < PASSES_IN_FLIGHT) this.inFlight += 1;
     else await new Promise<void>((resolve) => this.waiting.push(resolve)); // the slot is handed over
     try {
@@ -255,9 +310,11 @@ class PassRunner {
       if (this.failure) throw this.failure.error;
       this.signal?.throwIfAborted();
       const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
-      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat(), ...(hiddenState ? { hidden_state: true } : {}) }, this.signal);
-      this.inputTokens += response.prompt_tokens;
+      const prefix = this.shared && pass.prefixSegments > 0 ? { prefix_segments: pass.prefixSegments } : {};
+      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat(), ...prefix, ...(hiddenState ? { hidden_state: true } : {}) }, this.signal);
+      this.inputTokens += response.evaluated_tokens ?? response.prompt_tokens;
       this.passes += 1;
+      if (billed) this.bill(response.prompt_tokens, response.prefix_tokens ?? 0);
       return { logprobs: labelLogprobs(response.logprobs, groups), hidden: response.hidden_state };
     } catch (err) {
       this.failure ??= { error: err };
@@ -267,5 +324,16 @@ class PassRunner {
       if (next) next();
       else this.inFlight -= 1;
     }
+  }
+
+  private bill(promptTokens: number, prefixTokens: number): void {
+    if (!this.billable) return;
+    if (prefixTokens === 0) {
+      this.billable = null;
+      return;
+    }
+    // Every content pass of a request has the same prefix: the state, counted once.
+    this.billable.prefix = prefixTokens;
+    this.billable.rest += promptTokens - prefixTokens;
   }
 }

@@ -4,7 +4,8 @@
  *
  * A pass is a list of segments and the labels read at its answer position. Only the chat template's
  * own markers are `special`; customer text is never parsed for special tokens, so a state containing
- * "<end_of_turn>" cannot end a turn.
+ * "<end_of_turn>" cannot end a turn. In the served (completion) framing the first segment is the
+ * rendered state, the pass's prefix: the runtime evaluates it once for all the passes of a request.
  *
  * The served rendering (`SERVED_RENDERING`) was chosen by measurement on the fitting part of the
  * quality benchmark (`npm run bench:quality`): a completion-style prompt ending in "Answer:" puts far
@@ -24,7 +25,6 @@
  * criterion. The edge reserves quota on that bound; a property test holds this file to it.
  */
 import { stringifyJson } from "../../contract/json.ts";
-import { BOTH_ORDERS_MAX } from "../../contract/budget.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import type { ChoiceQuestion, NoulQuestion, Question, ScoreQuestion } from "../../contract/decision.ts";
 import type { Segment } from "../../server-shared/runtime-protocol.ts";
@@ -39,6 +39,12 @@ export type Label = readonly string[];
 
 export interface Pass {
   segments: Segment[];
+  /**
+   * How many leading segments are the pass's prefix (runtime-protocol.ts `prefix_segments`): the
+   * rendered state, which every content pass of a request shares, as every content-free pass shares
+   * its own. 0 for the chat framing, which the benchmark alone reads.
+   */
+  prefixSegments: number;
   /** The labels read at the answer position, in option order. */
   labels: Label[];
 }
@@ -76,8 +82,12 @@ export const FINALIST_MASS = 0.99;
  * CONTENT_FREE_STATE_MAX_BYTES (contract/budget.ts).
  */
 export const CONTENT_FREE_STATE = "N/A";
-/** A choice of at most this many options is read in key order and in reverse, and the two averaged. */
-export const BOTH_ORDERS_MAX_OPTIONS = BOTH_ORDERS_MAX;
+/**
+ * With the `bothOrders` step, a choice of at most this many options is read in key order and in
+ * reverse, and the two averaged. The step is measured by the benchmarks and not served: on sentences
+ * it hurt (execute.ts SERVED_STEPS), so the edge's reservation (contract/budget.ts) does not count it.
+ */
+export const BOTH_ORDERS_MAX_OPTIONS = 8;
 
 // Gemma's chat turn markers (the default model's template), used by the chat framing only.
 const TURN_OPEN: Segment = { text: "<start_of_turn>user\n", special: true };
@@ -99,9 +109,11 @@ export function wordForm(text: string): string {
 function pass(r: Rendering, stateText: string, body: string, answer: { chat: string; completion: string }, labels: Label[]): Pass {
   if (r.framing === "chat") {
     const text = `You answer a question about the state below.\n\nState:\n${stateText}\n\n${body}\n${answer.chat}`;
-    return { segments: [TURN_OPEN, { text, special: false }, TURN_CLOSE], labels };
+    return { segments: [TURN_OPEN, { text, special: false }, TURN_CLOSE], prefixSegments: 0, labels };
   }
-  return { segments: [{ text: `State:\n${stateText}\n\n${body}\n${answer.completion}`, special: false }], labels };
+  // The state is its own segment, tokenized on its own, so that its tokens are the same whatever follows.
+  const prefix = { text: `State:\n${stateText}\n\n`, special: false };
+  return { segments: [prefix, { text: `${body}\n${answer.completion}`, special: false }], prefixSegments: 1, labels };
 }
 
 function instructionsLine(instructions: unknown, fallback: string): string {

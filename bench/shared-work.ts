@@ -1,0 +1,237 @@
+/**
+ * `npm run bench:shared-work` (issue 26): what evaluating a request's state once and keeping
+ * content-free readings saves, against today's baseline (every pass evaluated in full, every
+ * content-free pass run again: `Steps.shared` false, SIDECAR_SHARED_WORK=off), the two paths
+ * interleaved on one isolated stack with the default model:
+ *
+ *   (a) one request of five questions (two noul, a 4-option choice, a 20-option choice, a 5-level
+ *       score) over a state of about 1,500 tokens, RUNS times per path (default 5), alternating;
+ *   (b) the same noul question over 50 different states, per path;
+ *   (c) a RECORDS-record one-question batch (default 1,000) per path through the edge, R2, Postgres
+ *       and the sidecar's bulk worker, in two halves per path (baseline, shared, baseline, shared),
+ *       the sidecar restarted with the path's setting before each.
+ *
+ * For each: tokens the runtime evaluated (its own /v1/stats counters), passes, wall time, beside the
+ * lower bound: the state once plus each question's own tokens (its content passes' rests), and a
+ * content-free reading once per release and question. (a) and (b) run the sidecar's own execution
+ * code in this process against the stack's runtime; (c) runs the product end to end. Also: the
+ * largest difference between the two paths' answers (llama.cpp's kernels are not batch-invariant, so
+ * evaluating a pass as its prefix then its rest moves its numbers a little: runtime/engine.ts).
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Batch } from "../contract/batches.ts";
+import { Question, type Answer } from "../contract/decision.ts";
+import { CreatedKey } from "../contract/keys.ts";
+import { startStack } from "../local/stack.ts";
+import { getUserAccessToken } from "../local/user-token.ts";
+import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
+import { Decision } from "../server-shared/sidecar-protocol.ts";
+import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
+import { executeDecision, SERVED_STEPS, type Execution, type Steps } from "../sidecar/decide/execute.ts";
+import { asText, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
+import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
+
+const runs = Number(process.env.RUNS ?? 5);
+const records = Number(process.env.RECORDS ?? 1000);
+const SHARED: Steps = SERVED_STEPS;
+const BASELINE: Steps = { ...SERVED_STEPS, shared: false };
+
+const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
+chmodSync(dataDir, 0o711);
+const stack = await startStack({ dataDir, log: () => {} });
+const client = new HttpRuntimeClient(stack.urls.runtime, stack.secrets.runtime);
+const release = { id: stack.release.release_id, fingerprint: stack.release.fingerprint };
+const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}` };
+const stats = async () => Stats.parse(await (await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
+
+/** What one measured stretch cost the runtime, by its own counters. */
+interface Cost {
+  wallMs: number;
+  passes: number;
+  evaluated: number;
+  busyMs: number;
+}
+
+async function measured<T>(run: () => Promise<T>): Promise<{ cost: Cost; value: T }> {
+  const before = await stats();
+  const started = performance.now();
+  const value = await run();
+  const wallMs = performance.now() - started;
+  const after = await stats();
+  return { value, cost: { wallMs, passes: after.passes - before.passes, evaluated: after.evaluated_tokens - before.evaluated_tokens, busyMs: after.busy_ms - before.busy_ms } };
+}
+
+/** Tokens of one text on the runtime. */
+async function tokens(text: string): Promise<number> {
+  return (await client.tokenize({ texts: [{ text, special: false }] })).results[0]!.tokens.length;
+}
+
+/** The lower bound of a request's work: the state once (with the beginning-of-sequence token) and each question's own content passes' rests. */
+async function lowerBound(request: Decision): Promise<number> {
+  const stateText = asText(request.state);
+  let total = 0;
+  for (const question of request.questions.values()) {
+    const plan = planQuestion(SERVED_RENDERING, stateText, question, { words: true, contextual: false, bothOrders: false });
+    const passes = plan.readings.length > 0 ? [plan.readings[0]!.pass] : plan.chunks;
+    for (const pass of passes) for (const segment of pass.segments.slice(pass.prefixSegments)) total += await tokens(segment.text);
+  }
+  const prefix = planQuestion(SERVED_RENDERING, stateText, [...request.questions.values()][0]!, { words: false, contextual: false, bothOrders: false });
+  const first = prefix.readings[0]?.pass ?? prefix.chunks[0]!;
+  return total + 1 + (await tokens(first.segments.slice(0, first.prefixSegments).map((s) => s.text).join("")));
+}
+
+/** The largest difference between two executions' probabilities, over every answer and option. */
+function largestDifference(a: Execution, b: Execution): number {
+  const values = (answer: Answer) => (answer.type === "noul" ? [answer.noul] : [...answer.probabilities.values()]);
+  let largest = 0;
+  for (const [id, answer] of a.answers) {
+    const other = values(b.answers.get(id)!);
+    values(answer).forEach((p, i) => (largest = Math.max(largest, Math.abs(p - other[i]!))));
+  }
+  return largest;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const sumOf = (costs: Cost[], key: keyof Cost) => costs.reduce((s, c) => s + c[key], 0);
+const line = (name: string, c: Cost, n: number, bound: number) =>
+  console.log(
+    `  ${name.padEnd(34)} ${(c.passes / n).toFixed(1).padStart(7)} ${(c.evaluated / n).toFixed(0).padStart(10)} ${((c.evaluated / n) / bound).toFixed(2).padStart(9)} ${(c.wallMs / n).toFixed(0).padStart(9)} ${`${((100 * c.busyMs) / c.wallMs).toFixed(1)} %`.padStart(9)}`,
+  );
+const header = () => console.log(`  ${"".padEnd(34)} ${"passes".padStart(7)} ${"evaluated".padStart(10)} ${"x bound".padStart(9)} ${"wall ms".padStart(9)} ${"busy".padStart(9)}`);
+
+// A support mail of about 1,500 tokens: varied sentences, so that nothing about it is degenerate.
+const SENTENCES = [
+  "I was charged twice for my March invoice and I would like the second charge refunded to my card.",
+  "The order number is 48213 and it was placed on the third of March from our office in Lyon.",
+  "Since the last update the dashboard takes a long time to load and sometimes shows an empty page.",
+  "Our finance team needs a corrected invoice that names the company and its VAT number in full.",
+  "We also noticed that two of our users cannot reset their passwords because the e-mail never arrives.",
+  "Please tell me whether the refund goes back to the same card and how many days it usually takes.",
+];
+let mail = "";
+for (let i = 0; (await tokens(mail)) < 1_480; i++) mail += `${SENTENCES[i % SENTENCES.length]} (${i + 1}) `;
+const FIVE = Decision.parse({
+  state: { from: "customer@example.com", subject: "Double charge and other problems", body: mail.trim() },
+  questions: {
+    refund: { type: "noul", instructions: "Does the customer ask for a refund?" },
+    angry: { type: "noul", instructions: "Is the customer angry?" },
+    team: { type: "choice", instructions: "Which team should handle it?", criteria: { billing: "charges, invoices, refunds", support: null, engineering: "defects", sales: null } },
+    product: {
+      type: "choice",
+      instructions: "Which part of the product is it mostly about?",
+      criteria: Object.fromEntries(
+        ["billing", "invoices", "dashboard", "login", "passwords", "email", "exports", "imports", "reports", "search", "mobile", "api", "webhooks", "teams", "roles", "audit", "storage", "backups", "pricing", "other"].map((n) => [n, null]),
+      ),
+    },
+    severity: { type: "score", instructions: "How severe is it?", criteria: ["none", "low", "medium", "high", "critical"] },
+  },
+});
+
+try {
+  console.log(`shared work: ${stack.release.engine}, release ${release.id}, ${new Date().toISOString()}`);
+
+  // (a) five questions over one long state.
+  const boundA = await lowerBound(FIVE);
+  const stateTokens = 1 + (await tokens(`State:\n${asText(FIVE.state)}\n\n`));
+  const a = { baseline: [] as Cost[], shared: [] as Cost[], firstShared: null as Cost | null, difference: 0 };
+  contentFreeReadings.clear();
+  let reference: Execution | null = null;
+  for (let i = 0; i < runs + 1; i++) {
+    for (const [path, steps] of (i % 2 === 0 ? [["baseline", BASELINE], ["shared", SHARED]] : [["shared", SHARED], ["baseline", BASELINE]]) as [string, Steps][]) {
+      const { cost, value } = await measured(() => executeDecision(client, release, FIVE, undefined, steps));
+      if (path === "baseline") reference = value;
+      else if (reference) a.difference = Math.max(a.difference, largestDifference(value, reference));
+      // The first round warms up; in it, the shared path computes the content-free readings, which
+      // the later rounds find kept.
+      if (i === 0) a.firstShared = path === "shared" ? cost : a.firstShared;
+      else (path === "baseline" ? a.baseline : a.shared).push(cost);
+    }
+  }
+  console.log(`\n(a) five questions (2 noul, choices of 4 and 20, a score of 5) over a state of ${stateTokens} tokens; per request, ${runs} runs per path interleaved`);
+  console.log(`  lower bound: ${boundA} tokens (the state once, each question's own tokens once)`);
+  header();
+  line("today (every pass in full)", { ...a.baseline[0]!, passes: sumOf(a.baseline, "passes"), evaluated: sumOf(a.baseline, "evaluated"), wallMs: sumOf(a.baseline, "wallMs"), busyMs: sumOf(a.baseline, "busyMs") }, a.baseline.length, boundA);
+  line("shared, first request", a.firstShared!, 1, boundA);
+  line("shared, content-free kept", { ...a.shared[0]!, passes: sumOf(a.shared, "passes"), evaluated: sumOf(a.shared, "evaluated"), wallMs: sumOf(a.shared, "wallMs"), busyMs: sumOf(a.shared, "busyMs") }, a.shared.length, boundA);
+  const speedA = median(a.baseline.map((c) => c.wallMs)) / median(a.shared.map((c) => c.wallMs));
+  const tokensA = sumOf(a.shared, "evaluated") / a.shared.length / boundA;
+  console.log(`  median wall time today / shared: ${speedA.toFixed(2)}x (target >= 4); evaluated / lower bound: ${tokensA.toFixed(2)} (target <= 1.3)`);
+  console.log(`  largest difference between the two paths' probabilities: ${a.difference.toExponential(2)}`);
+
+  // (b) one noul question over 50 states.
+  const states = Array.from({ length: 50 }, (_, i) => `Ticket ${i}: ${SENTENCES[i % SENTENCES.length]} Customer since ${2010 + (i % 14)}.`);
+  const ask = (state: string) => Decision.parse({ state, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } });
+  const b: Record<string, Cost[]> = { baseline: [], shared: [] };
+  contentFreeReadings.clear();
+  for (const [i, state] of states.entries()) {
+    for (const [path, steps] of (i % 2 === 0 ? [["baseline", BASELINE], ["shared", SHARED]] : [["shared", SHARED], ["baseline", BASELINE]]) as [string, Steps][]) {
+      b[path]!.push((await measured(() => executeDecision(client, release, ask(state), undefined, steps))).cost);
+    }
+  }
+  const boundB = (await Promise.all(states.map((s) => lowerBound(ask(s))))).reduce((x, y) => x + y, 0) / states.length;
+  console.log(`\n(b) the same noul question over ${states.length} different states; per request`);
+  console.log(`  lower bound: ${boundB.toFixed(0)} tokens on average`);
+  header();
+  const total = (costs: Cost[]) => ({ passes: sumOf(costs, "passes"), evaluated: sumOf(costs, "evaluated"), wallMs: sumOf(costs, "wallMs"), busyMs: sumOf(costs, "busyMs") });
+  line("today (every pass in full)", total(b.baseline!), states.length, boundB);
+  line("shared", total(b.shared!), states.length, boundB);
+  const after = b.shared!.slice(1);
+  console.log(`  shared: ${b.shared![0]!.passes} passes for the first request, ${(sumOf(after, "passes") / after.length).toFixed(2)} per request after it (target 1)`);
+  console.log(`  median wall time today / shared: ${(median(b.baseline!.map((c) => c.wallMs)) / median(b.shared!.map((c) => c.wallMs))).toFixed(2)}x`);
+
+  // (c) a batch through the whole product, in halves per path.
+  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench-shared" });
+  const keyRes = await fetch(`${stack.baseUrl}/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "bench" }),
+  });
+  const key = CreatedKey.parse(await keyRes.json()).secret;
+  const api = async (path: string, body?: unknown) => {
+    const res = await fetch(`${stack.baseUrl}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return (await res.json()) as unknown;
+  };
+  const QUESTION = Question.parse({ type: "noul", instructions: "Does the customer ask for money back?" });
+  const batchStates = Array.from({ length: records }, (_, i) => ({ ticket: `Ticket ${i}: ${i % 3 === 0 ? "please refund the double charge" : "the app crashes on start"}`, customer: `c-${i % 17}` }));
+  const half = Math.floor(records / 2);
+  const c: Record<string, Cost[]> = { baseline: [], shared: [] };
+  for (const [path, first] of [["baseline", true], ["shared", true], ["baseline", false], ["shared", false]] as const) {
+    await stack.restartSidecar("SIGTERM", { SIDECAR_SHARED_WORK: path === "shared" ? "on" : "off" });
+    const slice = first ? batchStates.slice(0, half) : batchStates.slice(half);
+    const file = slice.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
+    const created = Batch.parse(await api("/v1/batches", { idempotency_key: `bench-${path}-${Date.now()}` }));
+    await fetch(created.upload!.url, { method: "PUT", headers: created.upload!.headers, body: file });
+    const before = await stats();
+    await api(`/v1/batches/${created.id}/submit`, {});
+    let batch = created;
+    while (batch.finished_at === null) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      batch = Batch.parse(await api(`/v1/batches/${created.id}`));
+    }
+    const after = await stats();
+    if (batch.request_counts.completed !== slice.length) throw new Error(`batch ${batch.status}: ${batch.request_counts.completed} of ${slice.length} completed`);
+    // The batch's wall time by the service's own clock, submit to completion.
+    const wallMs = Date.parse(batch.finished_at!) - Date.parse(batch.submitted_at!);
+    c[path]!.push({ wallMs, passes: after.passes - before.passes, evaluated: after.evaluated_tokens - before.evaluated_tokens, busyMs: after.busy_ms - before.busy_ms });
+  }
+  const boundC = (await Promise.all(batchStates.slice(0, 50).map((s) => lowerBound(Decision.parse({ state: s, questions: { q: QUESTION } }))))).reduce((x, y) => x + y, 0) / 50;
+  console.log(`\n(c) a ${records}-record one-question batch per path, in halves interleaved (the sidecar restarted with the path's setting before each); per record`);
+  console.log(`  lower bound: ${boundC.toFixed(0)} tokens on average (first 50 records)`);
+  header();
+  line("today (SIDECAR_SHARED_WORK=off)", total(c.baseline!), records, boundC);
+  line("shared", total(c.shared!), records, boundC);
+  const perMinute = (costs: Cost[]) => (records / sumOf(costs, "wallMs")) * 60_000;
+  const busyShare = (100 * sumOf(c.shared!, "busyMs")) / sumOf(c.shared!, "wallMs");
+  console.log(
+    `  records/min: today ${perMinute(c.baseline!).toFixed(1)}, shared ${perMinute(c.shared!).toFixed(1)}: ${(perMinute(c.shared!) / perMinute(c.baseline!)).toFixed(2)}x (target >= 1.8); runtime busy ${busyShare.toFixed(1)} % (target >= 97 %)`,
+  );
+} finally {
+  await stack.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+}

@@ -13,10 +13,9 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { CreatedKey } from "../contract/keys.ts";
 import { EDGE_KINDS, type EdgeKind } from "../local/edge.ts";
 import { startStack } from "../local/stack.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
+import { benchKey } from "./keys.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { fixedRate, printResults } from "./load.ts";
 
@@ -32,17 +31,8 @@ chmodSync(dataDir, 0o711);
 const stack = await startStack({ dataDir, log: () => {} });
 
 try {
-  async function key(login: string): Promise<string> {
-    const token = await getUserAccessToken({ issuer: stack.idp.issuer, login });
-    const res = await fetch(`${stack.baseUrl}/v1/keys`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "bench" }),
-    });
-    return CreatedKey.parse(await res.json()).secret;
-  }
-  const unmetered = await key("bench-unmetered");
-  const metered = await key("bench-metered");
+  const unmetered = await benchKey(stack, "bench-unmetered");
+  const metered = await benchKey(stack, "bench-metered");
   const db = new pg.Client({ connectionString: stack.databaseUrl });
   await db.connect();
   // Quotas far above the offered load: every request runs the admission script and is admitted.

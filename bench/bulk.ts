@@ -13,9 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Batch } from "../contract/batches.ts";
 import { Question } from "../contract/decision.ts";
-import { CreatedKey } from "../contract/keys.ts";
 import { startStack } from "../local/stack.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
+import { benchKey, callWith } from "./keys.ts";
 import { RUNTIME_PATHS, Stats, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING, type Pass } from "../sidecar/decide/render.ts";
 
@@ -34,21 +33,8 @@ function percentiles(samples: number[]): { p50: number; p99: number } {
 }
 
 try {
-  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench-bulk" });
-  const keyRes = await fetch(`${stack.baseUrl}/v1/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "bench" }),
-  });
-  const key = CreatedKey.parse(await keyRes.json()).secret;
-  const api = async (path: string, body?: unknown) => {
-    const res = await fetch(`${stack.baseUrl}${path}`, {
-      method: body === undefined ? "GET" : "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as unknown };
-  };
+  const key = await benchKey(stack, "bench-bulk");
+  const api = callWith(stack.baseUrl, key);
   const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}`, "content-type": "application/json" };
   const stats = async () => Stats.parse(await (await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
 

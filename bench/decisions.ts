@@ -13,12 +13,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
-import { CreatedKey } from "../contract/keys.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
+import { benchKey } from "./keys.ts";
 import { groupCpuMs } from "./load.ts";
 
 const runs = Number(process.env.RUNS ?? 30);
@@ -55,13 +54,7 @@ async function timed(n: number, run: () => Promise<void>): Promise<number[]> {
 }
 
 try {
-  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench" });
-  const keyRes = await fetch(`${stack.baseUrl}/v1/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "bench" }),
-  });
-  const key = CreatedKey.parse(await keyRes.json()).secret;
+  const key = await benchKey(stack, "bench");
 
   const request = {
     model: "svc-shared",

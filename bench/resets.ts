@@ -18,13 +18,12 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
-import { CreatedKey } from "../contract/keys.ts";
 import type { EdgeKind } from "../local/edge.ts";
 import { freePort } from "../local/ports.ts";
 import { start, type Child } from "../local/process.ts";
 import { startStack } from "../local/stack.ts";
 import { ROOT } from "../local/tiers.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
+import { benchKey } from "./keys.ts";
 import type { LoadOptions } from "./resets-load.ts";
 
 const edges = (process.env.EDGES ?? "miniflare,workerd").split(",");
@@ -39,13 +38,7 @@ chmodSync(dataDir, 0o711);
 const stack = await startStack({ dataDir, log: () => {} });
 let workerd: Child | undefined;
 try {
-  const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench-resets" });
-  const res = await fetch(`${stack.baseUrl}/v1/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "bench" }),
-  });
-  const apiKey = CreatedKey.parse(await res.json()).secret;
+  const apiKey = await benchKey(stack, "bench-resets");
 
   // The load generator as one ES module that Node imports.
   const built = await Bun.build({ entrypoints: [join(ROOT, "bench/resets-load.ts")], target: "node", format: "esm", outdir: join(dataDir, "load") });

@@ -43,9 +43,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Batch } from "../contract/batches.ts";
 import { Question, type Answer } from "../contract/decision.ts";
-import { CreatedKey } from "../contract/keys.ts";
 import { startStack } from "../local/stack.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
+import { benchKey, callWith } from "./keys.ts";
 import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
 import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
@@ -233,21 +232,8 @@ try {
 
   // (c) a batch through the whole product, per path.
   if (parts.has("c")) {
-    const token = await getUserAccessToken({ issuer: stack.idp.issuer, login: "bench-shared" });
-    const keyRes = await fetch(`${stack.baseUrl}/v1/keys`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "bench" }),
-    });
-    const key = CreatedKey.parse(await keyRes.json()).secret;
-    const api = async (path: string, body?: unknown) => {
-      const res = await fetch(`${stack.baseUrl}${path}`, {
-        method: body === undefined ? "GET" : "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return (await res.json()) as unknown;
-    };
+    const call = callWith(stack.baseUrl, await benchKey(stack, "bench-shared"));
+    const api = async (path: string, body?: unknown) => (await call(path, body)).body;
     const QUESTION = Question.parse({ type: "noul", instructions: "Does the customer ask for money back?" });
     const batchStates = Array.from({ length: records }, (_, i) => ({ ticket: `Ticket ${i}: ${i % 3 === 0 ? "please refund the double charge" : "the app crashes on start"}`, customer: `c-${i % 17}` }));
     const c: Record<string, Cost[]> = { baseline: [], shared: [] };

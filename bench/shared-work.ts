@@ -91,7 +91,11 @@ async function tokens(text: string): Promise<number> {
   return (await client.tokenize({ texts: [{ text, special: false }] })).results[0]!.tokens.length;
 }
 
-/** The lower bound of a request's work: the state once (with the beginning-of-sequence token) and each question's own content passes' rests. */
+/**
+ * The lower bound of a request's work: the state once (with the beginning-of-sequence token) and each
+ * question's own content passes' rests. Options and levels are taken as read by their words, as the
+ * questions here are (their first tokens differ); a question read by letters renders a little longer.
+ */
 async function lowerBound(request: Decision): Promise<number> {
   const stateText = asText(request.state);
   let total = 0;

@@ -147,7 +147,6 @@ export class Engine implements ScoringEngine {
     const prefix = prefixSegments > 0 ? [...(bos === null ? [] : [bos]), ...tokenize(segments.slice(0, prefixSegments))] : [];
     const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...tokenize(segments.slice(prefixSegments))];
     const tokens = [...prefix, ...rest];
-    const prefixTokens = prefix.length;
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
     if (rest.length === 0) throw new ServiceError("invalid_request", "prefix_segments: no token follows the prefix");
     if (tokens.length > this.maxTokensPerPass) {
@@ -168,10 +167,10 @@ export class Engine implements ScoringEngine {
       const hidden = options.hiddenState ? await this.hiddenContext() : null;
       const started = performance.now();
       try {
-        const { probabilities, evaluated } = await (hidden?.sequence ?? this.sequence).evaluate(tokens.slice(0, prefixTokens), tokens.slice(prefixTokens));
+        const { probabilities, evaluated } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest);
         this.evaluatedTokens += evaluated;
         // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
-        return { probabilities, evaluated, hiddenState: hidden ? lastHiddenState(hidden.context, tokens.length - prefixTokens) : undefined };
+        return { probabilities, evaluated, hiddenState: hidden ? lastHiddenState(hidden.context, rest.length) : undefined };
       } finally {
         this.busyMs += performance.now() - started;
         this.passes += 1;
@@ -183,7 +182,7 @@ export class Engine implements ScoringEngine {
     });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
     if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
-    return { promptTokens: tokens.length, prefixTokens, evaluatedTokens: evaluated, logprobs, ...(hiddenState ? { hiddenState } : {}) };
+    return { promptTokens: tokens.length, prefixTokens: prefix.length, evaluatedTokens: evaluated, logprobs, ...(hiddenState ? { hiddenState } : {}) };
   }
 
   stats(): { passes: number; evaluatedTokens: number; busyMs: number } {
@@ -269,21 +268,20 @@ class PrefixSequence {
       this.held = null;
       return { probabilities: await evaluateForProbabilities(this.sequence, rest), evaluated: rest.length };
     }
-    let evaluated = rest.length;
-    if (this.holds(prefix)) {
-      await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
-    }
-    if (!this.holds(prefix) || this.sequence.nextTokenIndex !== prefix.length) {
-      // A miss (or a cache that could not keep the prefix): start from an empty sequence.
-      this.held = null;
-      await this.sequence.clearHistory();
-      await this.sequence.controlledEvaluate([...prefix]);
-      this.held = [...prefix];
-      evaluated += prefix.length;
-    }
     try {
+      let evaluated = rest.length;
+      if (this.holds(prefix)) await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
+      if (!this.holds(prefix) || this.sequence.nextTokenIndex !== prefix.length) {
+        // A miss (or a cache that could not keep the prefix): start from an empty sequence.
+        this.held = null;
+        await this.sequence.clearHistory();
+        await this.sequence.controlledEvaluate([...prefix]);
+        this.held = [...prefix];
+        evaluated += prefix.length;
+      }
       return { probabilities: await evaluateNext(this.sequence, rest), evaluated };
     } catch (err) {
+      // Whatever the sequence holds after a failure, it is not trusted as a kept prefix.
       this.held = null;
       throw err;
     }

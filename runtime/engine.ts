@@ -162,23 +162,23 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const { probabilities, hiddenState, evaluated } = await this.exclusive(async () => {
+    const { reading, hiddenState, evaluated } = await this.exclusive(async () => {
       // Made (once) before the pass's clock starts: making it is no evaluation.
       const hidden = options.hiddenState ? await this.hiddenContext() : null;
       const started = performance.now();
       try {
-        const { probabilities, evaluated } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest);
+        const { reading, evaluated } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[]);
         this.evaluatedTokens += evaluated;
         // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
-        return { probabilities, evaluated, hiddenState: hidden ? lastHiddenState(hidden.context, rest.length) : undefined };
+        return { reading, evaluated, hiddenState: hidden ? lastHiddenState(hidden.context, rest.length) : undefined };
       } finally {
         this.busyMs += performance.now() - started;
         this.passes += 1;
       }
     });
     const logprobs = labelTokens.map((token) => {
-      const p = probabilities.get(token as Token) ?? Number.NaN;
-      return p > 0 ? Math.min(0, Math.log(p)) : p === 0 ? LOGPROB_FLOOR : Number.NaN;
+      const logit = reading.logits.get(token as Token) ?? Number.NaN;
+      return Math.min(0, Math.max(LOGPROB_FLOOR, logit - reading.logNormaliser));
     });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
     if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
@@ -263,10 +263,11 @@ class PrefixSequence {
 
   constructor(readonly sequence: LlamaContextSequence) {}
 
-  async evaluate(prefix: readonly Token[], rest: readonly Token[]): Promise<{ probabilities: Map<Token, number>; evaluated: number }> {
+  async evaluate(prefix: readonly Token[], rest: readonly Token[], labels: readonly Token[]): Promise<{ reading: LabelReading; evaluated: number }> {
     if (prefix.length === 0) {
       this.held = null;
-      return { probabilities: await evaluateForProbabilities(this.sequence, rest), evaluated: rest.length };
+      await this.sequence.clearHistory();
+      return { reading: await readLabels(this.sequence, rest, labels), evaluated: rest.length };
     }
     try {
       let evaluated = rest.length;
@@ -279,7 +280,7 @@ class PrefixSequence {
         this.held = [...prefix];
         evaluated += prefix.length;
       }
-      return { probabilities: await evaluateNext(this.sequence, rest), evaluated };
+      return { reading: await readLabels(this.sequence, rest, labels), evaluated };
     } catch (err) {
       // Whatever the sequence holds after a failure, it is not trusted as a kept prefix.
       this.held = null;
@@ -296,21 +297,41 @@ class PrefixSequence {
 /**
  * Evaluates `tokens` from an empty sequence and returns the full-vocabulary next-token distribution
  * after the last one (llama.cpp's softmax over every logit at temperature 1, with no sampling filter).
- * Clearing first makes every pass independent of the one before, so equal passes give equal numbers.
+ * Used once, at load, to learn the vocabulary size.
  */
 async function evaluateForProbabilities(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   await sequence.clearHistory();
-  return evaluateNext(sequence, tokens);
-}
-
-/** Evaluates `tokens` after what `sequence` holds and returns the next-token distribution after the last one. */
-async function evaluateNext(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   const last = tokens.length - 1;
   const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { probabilities: true } }] : token));
-  const output = await sequence.controlledEvaluate(input);
-  const probabilities = output[last]?.next.probabilities;
+  const probabilities = (await sequence.controlledEvaluate(input))[last]?.next.probabilities;
   if (!probabilities || probabilities.size === 0) throw new Error("engine returned no distribution for the answer position");
   return probabilities;
+}
+
+/**
+ * What a pass reads at the answer position: the raw logits of the label tokens, and the log of the
+ * softmax's normaliser, so that a label's log-probability is `logit - logNormaliser`.
+ */
+type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
+
+/**
+ * Evaluates `tokens` after what `sequence` holds and reads the labels' logits and the normaliser at
+ * the position after the last one. llama.cpp's addon returns the logits of the labels and of the
+ * greedy choice (the largest logit) and the sum of exp(logit - largest) over the whole vocabulary,
+ * without sorting or copying the 262,144-entry distribution to JavaScript: reading the full
+ * probability map cost about 56 ms a pass on the CPU build, this costs about 2 ms (bench:shared-work).
+ */
+async function readLabels(sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
+  const last = tokens.length - 1;
+  const generateNext = { token: true, logits: { filter: { tokens: labels, includeSelected: true } }, totalLogitWeight: true } as const;
+  const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext }] : token));
+  const next = (await sequence.controlledEvaluate(input))[last]?.next;
+  const largest = next?.token == null ? undefined : next.logits?.get(next.token);
+  const weight = next?.totalLogitWeight;
+  if (!next?.logits || largest === undefined || weight === undefined || !(weight >= 1)) {
+    throw new Error("engine returned no distribution for the answer position");
+  }
+  return { logits: next.logits, logNormaliser: largest + Math.log(weight) };
 }
 
 function packageVersion(): string {

@@ -10,6 +10,8 @@ import { looseFields } from "./fields.ts";
 
 export const ERROR_STATUS = {
   bad_request: 400,
+  /** A storage upload whose bytes do not have the SHA-256 its grant names (nothing is stored). */
+  checksum_mismatch: 400,
   unauthorized: 401,
   missing_credentials: 401,
   invalid_credentials: 401,
@@ -27,6 +29,8 @@ export const ERROR_STATUS = {
   batch_not_finished: 409,
   training_not_submittable: 409,
   report_not_ready: 409,
+  /** Another completion of this image asset is running; retry after `retry-after`. */
+  asset_finalizing: 409,
   gone: 410,
   results_expired: 410,
   length_required: 411,
@@ -35,6 +39,15 @@ export const ERROR_STATUS = {
   invalid_request: 422,
   pass_too_long: 422,
   task_mismatch: 422,
+  /** The stored upload's size or SHA-256 is not the one declared at creation. */
+  upload_mismatch: 422,
+  /** An image refused on completion (contract/images.ts IMAGE_REFUSALS), before any GPU work. */
+  image_unsupported: 422,
+  image_type_mismatch: 422,
+  image_truncated: 422,
+  image_animated: 422,
+  image_too_large: 422,
+  image_undecodable: 422,
   rate_limited: 429,
   active_batch_limit: 429,
   batch_storage_limit: 429,

@@ -48,6 +48,29 @@ export const LIMITS = {
   trainingLifetimeMs: 24 * 60 * 60 * 1000,
   /** A training file and its examples are deleted this long after the job ends; trained models stay until retired. */
   trainingDataRetentionMs: 30 * 24 * 60 * 60 * 1000,
+  /** Image vertical: one still JPEG or PNG source, and its canonical RGB PNG, each at most 10 MiB. */
+  imageSourceBytes: 10 * 1024 * 1024,
+  imageCanonicalBytes: 10 * 1024 * 1024,
+  /** Decoded size of a photo: pixels, and pixels along either edge. */
+  imagePixels: 16_000_000,
+  imageEdgePixels: 8192,
+  /**
+   * The canonical PNG is scaled down (never up) to at most this many pixels: raw RGB is 3 bytes a
+   * pixel and PNG adds at most a byte a row and a few per 64 KiB, so it always fits
+   * imageCanonicalBytes, and it stays well above any model input (at most 400,000 pixels).
+   */
+  imageCanonicalPixels: 3_000_000,
+  imageFilenameChars: 255,
+  /** How long an image's signed PUT stays valid. */
+  imageUploadValidityMs: 15 * 60 * 1000,
+  /** A runtime's (or the preprocessing sidecar's) read of an image: at most this, and never past the asset's life or the lease it serves. */
+  imageReadGrantMs: 10 * 60 * 1000,
+  /** The lease a completion holds while the sidecar preprocesses the image. */
+  imageFinalizeLeaseMs: 60_000,
+  /** Prediction assets, and training assets no job has taken, live this long from creation. */
+  imagePredictionRetentionMs: 24 * 60 * 60 * 1000,
+  /** Training assets live this long after their job is terminal. */
+  imageTrainingRetentionMs: 30 * 24 * 60 * 60 * 1000,
   cleanupIntervalMs: 60_000,
   httpConnectionsPerService: 32,
   toolRequestTimeoutMs: 60_000,

@@ -18,6 +18,7 @@ import { ERROR_STATUS, ErrorEnvelope, type ErrorCode } from "./errors.ts";
 import { jsonSchemaOf, type Io, type JsonSchema } from "./json-schema.ts";
 import { CreatedKey, CreateKeyRequest, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS, REQUEST_ID_HEADER } from "./limits.ts";
+import { CreateImageAssetRequest, ImageAsset } from "./images.ts";
 import { ModelItem, ModelList } from "./models.ts";
 import { EmptyRequest, ROUTES, type Credential, type Route } from "./routes.ts";
 
@@ -55,16 +56,23 @@ const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
   RecordError: { schema: RecordError, io: "output" },
   ResultsPage: { schema: ResultsPage, io: "output" },
   ErrorEnvelope: { schema: ErrorEnvelope, io: "output" },
+  CreateImageAssetRequest: { schema: CreateImageAssetRequest, io: "input" },
+  ImageAsset: { schema: ImageAsset, io: "output" },
 };
 
-const SECURITY: Record<Exclude<Credential, "none">, { name: string; scheme: JsonSchema }> = {
+const SECURITY: Record<"api_key" | "user_token", { name: string; scheme: JsonSchema }> = {
   api_key: {
     name: "apiKey",
     scheme: { type: "http", scheme: "bearer", bearerFormat: "svc_<id>_<secret>", description: "An account API key (create one with POST /v1/keys): `Authorization: Bearer svc_...`." },
   },
   user_token: {
     name: "userToken",
-    scheme: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A signed-in user's access token from the identity provider named by GET /v1/sign-in. Manages keys only." },
+    scheme: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "JWT",
+      description: "A signed-in user's access token from the identity provider named by GET /v1/sign-in: key management, trainings, and the image routes when IMAGE_BROWSER is on.",
+    },
   },
 };
 
@@ -134,6 +142,13 @@ function errorResponses(codes: readonly ErrorCode[]): Record<string, JsonSchema>
   );
 }
 
+/** The route's security requirement: alternatives, each one scheme. */
+function securityOf(credential: Credential): Record<string, string[]>[] {
+  if (credential === "none") return [];
+  if (credential === "api_key_or_user_token") return [{ [SECURITY.api_key.name]: [] }, { [SECURITY.user_token.name]: [] }];
+  return [{ [SECURITY[credential].name]: [] }];
+}
+
 function operation(route: Route): JsonSchema {
   const success = Object.entries(route.responses).map(([status, { description, body }]) => [
     status,
@@ -147,7 +162,7 @@ function operation(route: Route): JsonSchema {
     operationId: route.operationId,
     summary: route.summary,
     tags: [route.tag],
-    security: route.credential === "none" ? [] : [{ [SECURITY[route.credential].name]: [] }],
+    security: securityOf(route.credential),
     ...(route.parameters
       ? {
           parameters: route.parameters.map((p) => ({
@@ -166,17 +181,24 @@ function operation(route: Route): JsonSchema {
   };
 }
 
-let cached: JsonSchema | undefined;
+const cached = new Map<boolean, JsonSchema>();
 
-/** The whole document (built once; treat it as read-only). */
-export function openApiDocument(): JsonSchema & { paths: Record<string, Record<string, JsonSchema>>; components: { schemas: Record<string, JsonSchema> } } {
-  cached ??= build();
-  return cached as ReturnType<typeof openApiDocument>;
+/**
+ * The whole document (built once per variant; treat it as read-only). The image routes are in it
+ * only with `images` (a deployment with an image flag on serves that variant).
+ */
+export function openApiDocument(
+  opts: { images?: boolean } = {},
+): JsonSchema & { paths: Record<string, Record<string, JsonSchema>>; components: { schemas: Record<string, JsonSchema> } } {
+  const images = opts.images ?? false;
+  if (!cached.has(images)) cached.set(images, build(images));
+  return cached.get(images) as ReturnType<typeof openApiDocument>;
 }
 
-function build(): JsonSchema {
+function build(images: boolean): JsonSchema {
+  const routes = ROUTES.filter((route) => route.flag === undefined || images);
   const paths: Record<string, Record<string, JsonSchema>> = {};
-  for (const route of ROUTES) (paths[route.path] ??= {})[route.method] = operation(route);
+  for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route);
   return {
     openapi: "3.1.0",
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
@@ -186,11 +208,14 @@ function build(): JsonSchema {
       description:
         "Typed decisions over HTTP: real-time (`POST /v1/systemone`), models, key management and bulk batches. " +
         "Credentials go in `Authorization: Bearer <token>`: an API key for models, decisions and batches, a user access token for key management. " +
+        (images
+          ? "Image assets (`/v1/image-assets`) take the owner's API key where IMAGE_API is on and a signed-in user's access token where IMAGE_BROWSER is on. "
+          : "The image routes exist only where an image flag is on (IMAGE_API, IMAGE_BROWSER); this deployment has both off. ") +
         `Every error is the one envelope \`{"error": {"code", "message", "status"}}\`. Request bodies hold at most ${LIMITS.decisionBodyBytes} bytes, nest at most ${LIMITS.jsonDepth} levels ` +
         "and are UTF-8 JSON with no duplicate key and no U+0000 in any string or key (such a body is refused, 422 `invalid_request`).",
     },
     servers: [{ url: "/", description: "This deployment" }],
-    tags: [...new Set(ROUTES.map((route) => route.tag))].map((name) => ({ name })),
+    tags: [...new Set(routes.map((route) => route.tag))].map((name) => ({ name })),
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(COMPONENTS).map(([name, { schema, io }]) => [name, jsonSchemaOf(schema, io)])),

@@ -18,10 +18,14 @@ import { fields } from "./fields.ts";
 import { CreatedKey, CreateKeyRequest, KEY_ID_PATTERN, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS } from "./limits.ts";
 import { ModelList, RetiredModel } from "./models.ts";
+import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset } from "./images.ts";
 import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList } from "./trainings.ts";
 
-/** Who may call a route: anyone, a signed-in user (identity-provider access token), or an account API key. */
-export type Credential = "none" | "user_token" | "api_key";
+/**
+ * Who may call a route: anyone, a signed-in user (identity-provider access token), an account API
+ * key, or either of the last two (the image asset routes).
+ */
+export type Credential = "none" | "user_token" | "api_key" | "api_key_or_user_token";
 
 /** A body that is not JSON: its media type and a short description (the SVG diagram, the reference page). */
 export interface RawBody {
@@ -52,6 +56,8 @@ export interface Route {
   responses: Record<number, { description: string; body: z.ZodType | RawBody }>;
   /** Every error code the route can answer; the document groups them by status. */
   errors: readonly ErrorCode[];
+  /** A route that exists only when an image flag is on (IMAGE_API or IMAGE_BROWSER); the served document lists it only then. */
+  flag?: "images";
 }
 
 /**
@@ -70,6 +76,9 @@ const API_KEY: ErrorCode[] = ["missing_credentials", "invalid_credentials", "rev
 /** The account's per-second quotas, admitted after the key (edge/auth/quota.ts). */
 const QUOTA: ErrorCode[] = ["rate_limited", "quota_unavailable"];
 const USER_TOKEN: ErrorCode[] = ["missing_credentials", "invalid_credentials", "wrong_credential_kind"];
+/** An API key or a signed-in user's token (edge/auth/image.ts). */
+const KEY_OR_USER: ErrorCode[] = [...new Set([...API_KEY, ...USER_TOKEN])];
+const IMAGE_REFUSAL_CODES = Object.keys(IMAGE_REFUSALS) as (keyof typeof IMAGE_REFUSALS)[];
 
 /** Every path and query parameter of the public routes, by what it names. */
 export const PARAMETERS = {
@@ -84,6 +93,7 @@ export const PARAMETERS = {
   },
   batchListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id.optional() },
   trainingId: { name: "id", in: "path", description: "The training id (a UUID).", schema: Training.shape.id },
+  imageAssetId: { name: "id", in: "path", description: "The image asset id (a UUID).", schema: ImageAsset.shape.id },
   trainingListLimit: {
     name: "limit",
     in: "query",
@@ -98,7 +108,7 @@ export const PARAMETERS = {
     schema: z.number().int().min(0).max(LIMITS.bulkFileRecords).default(0),
   },
 } as const satisfies Record<string, Parameter>;
-const { batchId, modelName, trainingId } = PARAMETERS;
+const { batchId, modelName, trainingId, imageAssetId } = PARAMETERS;
 const SVG: RawBody = { mediaType: "image/svg+xml", description: "An SVG image." };
 
 export const ROUTES: readonly Route[] = [
@@ -394,5 +404,47 @@ export const ROUTES: readonly Route[] = [
     parameters: [batchId, PARAMETERS.resultsAfter],
     responses: { 200: { description: "Up to one page of result records.", body: ResultsPage } },
     errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_finished", "results_expired", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/image-assets",
+    operationId: "createImageAsset",
+    summary: "Create an image asset and get where to upload the photo (image flags only)",
+    tag: "Images",
+    credential: "api_key_or_user_token",
+    flag: "images",
+    request: { schema: CreateImageAssetRequest },
+    responses: {
+      201: {
+        description: "The new asset (`uploading`), with `upload`: a signed PUT bound to this object, the declared length and SHA-256, that cannot replace an upload and expires.",
+        body: ImageAsset,
+      },
+    },
+    errors: [...KEY_OR_USER, "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/image-assets/{id}",
+    operationId: "getImageAsset",
+    summary: "An image asset (image flags only)",
+    tag: "Images",
+    credential: "api_key_or_user_token",
+    flag: "images",
+    parameters: [imageAssetId],
+    responses: { 200: { description: "The asset.", body: ImageAsset } },
+    errors: [...KEY_OR_USER, "not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/image-assets/{id}/complete",
+    operationId: "completeImageAsset",
+    summary: "Check the uploaded photo and make it canonical (image flags only)",
+    tag: "Images",
+    credential: "api_key_or_user_token",
+    flag: "images",
+    parameters: [imageAssetId],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The finalized asset (`ready`), the same on a repeat.", body: ImageAsset } },
+    errors: [...KEY_OR_USER, "invalid_request", "not_found", "upload_incomplete", "asset_finalizing", "upload_mismatch", ...IMAGE_REFUSAL_CODES, ...SERVER],
   },
 ];

@@ -14,6 +14,7 @@ import type { AppEnv } from "./env.ts";
 import { batches } from "./routes/batches.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
+import { images } from "./routes/images.ts";
 import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
@@ -21,6 +22,7 @@ import { reference } from "./routes/reference.ts";
 import { signIn } from "./routes/sign-in.ts";
 import { storage } from "./routes/storage.ts";
 import { trainings } from "./routes/trainings.ts";
+import { imageRoutesEnabled } from "./auth/image.ts";
 import { services } from "./services.ts";
 
 export function createApp(): Hono<AppEnv> {
@@ -47,7 +49,7 @@ export function createApp(): Hono<AppEnv> {
         return allowed && origin === allowed ? origin : null;
       },
       allowMethods: ["GET", "POST", "PUT", "OPTIONS"],
-      allowHeaders: ["authorization", "content-type", "if-none-match", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
+      allowHeaders: ["authorization", "content-type", "if-none-match", "x-amz-checksum-sha256", "x-typesafe-sdk", "x-typesafe-runtime", "x-typesafe-retry-count"],
       exposeHeaders: [REQUEST_ID_HEADER, "retry-after", "retry-after-ms", SERVER_TIMING_HEADER],
       maxAge: 600,
     }),
@@ -63,6 +65,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", decisions);
   app.route("/", batches);
   app.route("/", trainings);
+  app.route("/", images);
   app.route("/", storage);
   app.route("/", internal);
 
@@ -74,13 +77,17 @@ export function createApp(): Hono<AppEnv> {
 /**
  * The answer when no handler matched: 405 with `Allow` (RFC 9110) when the path is a route of the app
  * under other methods, else the 404. HEAD is served by every GET handler and OPTIONS by the CORS
- * middleware on any path, so `Allow` names them too.
+ * middleware on any path, so `Allow` names them too. With the image flags off, the image routes are
+ * not routes of the app.
  */
 function notFoundOrNotAllowed(app: Hono<AppEnv>): NotFoundHandler<AppEnv> {
-  let table: { pattern: RegExp; method: string }[] | undefined;
+  let table: { pattern: RegExp; method: string; image: boolean }[] | undefined;
   return (c) => {
-    table ??= app.routes.filter((route) => route.method !== "ALL").map((route) => ({ pattern: routePattern(route.path), method: route.method }));
-    const methods = new Set(table.filter((route) => route.pattern.test(c.req.path)).map((route) => route.method));
+    table ??= app.routes
+      .filter((route) => route.method !== "ALL")
+      .map((route) => ({ pattern: routePattern(route.path), method: route.method, image: route.path.startsWith("/v1/image-") }));
+    const images = imageRoutesEnabled(c);
+    const methods = new Set(table.filter((route) => (images || !route.image) && route.pattern.test(c.req.path)).map((route) => route.method));
     if (methods.size === 0) return notFound(c);
     if (methods.has("GET")) methods.add("HEAD");
     methods.add("OPTIONS");

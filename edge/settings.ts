@@ -17,10 +17,17 @@
  *   STORAGE_SECRET_ACCESS_KEY   token's S3 credentials when grants point at R2, any random pair otherwise
  *   STORAGE_ENDPOINT            `https://<account>.r2.cloudflarestorage.com/<bucket>` to send uploads
  *                               straight to R2; unset: the edge serves them at /storage over its binding
+ *   IMAGE_API                   `on`: the image routes take the owner's API key (default off: they do
+ *                               not exist for an API key). Edge-only: no sidecar redeploy.
+ *   IMAGE_BROWSER               `on`: the image routes take a signed-in user's access token, and the
+ *                               browser routes of the image vertical exist (default off). Edge-only.
+ *   SVC_TEST_IMAGE_RETENTION_MS, SVC_TEST_IMAGE_UPLOAD_MS   tests only: shorter image retention and
+ *                               upload validity (never set in production)
  */
 import { z } from "zod";
 import { checkNeonRoute } from "../server-shared/neon-route.ts";
-import { optional, optionalServiceUrl, required, secretList, serviceUrl } from "../server-shared/settings.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { flag, optional, optionalInteger, optionalServiceUrl, required, secretList, serviceUrl } from "../server-shared/settings.ts";
 
 export const EdgeSettings = z.object({
   DATABASE_URL: required(),
@@ -36,5 +43,9 @@ export const EdgeSettings = z.object({
   STORAGE_ACCESS_KEY_ID: required(),
   STORAGE_SECRET_ACCESS_KEY: required(),
   STORAGE_ENDPOINT: optionalServiceUrl(),
+  IMAGE_API: flag("off"),
+  IMAGE_BROWSER: flag("off"),
+  SVC_TEST_IMAGE_RETENTION_MS: optionalInteger(1000, LIMITS.imagePredictionRetentionMs),
+  SVC_TEST_IMAGE_UPLOAD_MS: optionalInteger(1000, LIMITS.imageUploadValidityMs),
 }).superRefine(checkNeonRoute);
 export type EdgeSettings = z.infer<typeof EdgeSettings>;

@@ -11,7 +11,7 @@
  * registry entry for what the runtime reports, the sidecar, then the edge (local/edge.ts).
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
 import { SHARED_ALIAS } from "../contract/limits.ts";
@@ -67,8 +67,8 @@ export interface Stack {
   /** neonBridge is null when DATABASE_URL is remote (Neon): the tiers then use Neon's own endpoints. */
   urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string | null };
   children: Child[];
-  /** Another edge over the same services, on a free port, stopped with the stack (benchmarks compare the two kinds). */
-  addEdge(kind: EdgeKind): Promise<{ baseUrl: string; child: Child }>;
+  /** Another edge over the same services, on a free port, stopped with the stack (benchmarks compare the two kinds; tests give it settings of its own). */
+  addEdge(kind: EdgeKind, vars?: Record<string, string>): Promise<{ baseUrl: string; child: Child }>;
   /** Stops one data service (tests use it to show what an outage does). */
   stopService(name: "postgres" | "redis"): Promise<void>;
   /** Stops the embedded Postgres and starts it again on the same port with the same data (crash tests). */
@@ -224,9 +224,15 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken, storage: storageSecret },
       urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: database.NEON_LOCAL_BRIDGE ? `http://${database.NEON_LOCAL_BRIDGE}` : null },
       children,
-      addEdge: async (kind) => {
+      addEdge: async (kind, vars) => {
         const port = await freePort();
-        const child = await startEdge({ kind, port, envFile, dataDir, logDir, logName: `edge-${kind}-${port}.log` });
+        // Settings of its own when asked (a flag off, a test period): the stack's, with these on top.
+        let edgeEnv = envFile;
+        if (vars) {
+          edgeEnv = join(dataDir, `edge-${port}.env`);
+          writeFileSync(edgeEnv, readFileSync(envFile, "utf8") + Object.entries(vars).map(([key, value]) => `${key}=${value}\n`).join(""), { mode: 0o600 });
+        }
+        const child = await startEdge({ kind, port, envFile: edgeEnv, dataDir, logDir, logName: `edge-${kind}-${port}.log` });
         children.push(child);
         stoppers.push(child.stop);
         return { baseUrl: `http://127.0.0.1:${port}`, child };

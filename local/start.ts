@@ -5,7 +5,8 @@
  *
  * Settings: PORT (edge, default 8787), DATABASE_URL, REDIS_URL (use these instead of the private
  * servers), SVC_MODEL_PATH (any GGUF instead of the default model), SVC_EDGE=wrangler-dev (run the
- * edge under `wrangler dev`, which rebuilds on every edit, instead of the bundle under Miniflare).
+ * edge under `wrangler dev`, which rebuilds on every edit, instead of the bundle under Miniflare),
+ * IMAGE_API=on and IMAGE_BROWSER=on (the image vertical's two flags, passed to the edge; default off).
  */
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -40,7 +41,8 @@ for (const port of [edgePort, idpPort]) {
 
 const started = performance.now();
 console.error("Starting the decision service on loopback (first start installs the model once)...");
-const stack = await startStack({ dataDir, edgePort, idpPort, edge: edge as EdgeKind, log: (line) => console.error(`  ${line}`) });
+const imageFlags = Object.fromEntries(["IMAGE_API", "IMAGE_BROWSER"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
+const stack = await startStack({ dataDir, edgePort, idpPort, edge: edge as EdgeKind, edgeVars: imageFlags, log: (line) => console.error(`  ${line}`) });
 const lock: RunningStack = {
   pid: process.pid,
   baseUrl: stack.baseUrl,

@@ -65,6 +65,9 @@ async function signed(grants: StorageGrants, method: string, url: URL, headers: 
     region: REGION,
     datetime,
     signQuery: true,
+    // Every header given is signed, Content-Length included (aws4fetch leaves it out by default):
+    // an image upload's grant is bound to its length as well as to its checksum.
+    allHeaders: true,
   });
   return (await signer.sign()).url;
 }

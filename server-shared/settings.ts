@@ -41,6 +41,9 @@ export function integer(min: number, max: number, fallback?: number) {
   return fallback === undefined ? value : z.preprocess((v) => (v === undefined || v === "" ? String(fallback) : v), value);
 }
 
+/** An on/off switch with a default when unset or empty. */
+export const flag = (fallback: "on" | "off") => z.preprocess((v) => (v === undefined || v === "" ? fallback : v), z.enum(["on", "off"]));
+
 /** An optional integer setting within [min, max]: unset and empty read as absent. */
 export const optionalInteger = (min: number, max: number) => z.preprocess((v) => (v === "" ? undefined : v), integer(min, max).optional());
 

@@ -9,6 +9,12 @@
  *        edge names a newer revision of its row, and re-checks only what it alone can know:
  *        exact token counts per rendered pass, the runtime's published limits and its identity.
  *
+ *   POST /internal/images/preprocess   PreprocessImageRequest -> PreprocessImageResponse
+ *        One uploaded image checked and made canonical (sidecar/images/), under the finalization
+ *        lease the edge holds: the sidecar reads the original and writes the canonical PNG through
+ *        the two grants given, and answers what it found; the edge commits it. A refusal is an
+ *        answer (200, ok: false), not an error.
+ *
  *   GET  /internal/health   -> SidecarHealth
  *        sidecar->postgres, and sidecar->runtime identity for every release this sidecar serves.
  *
@@ -25,6 +31,8 @@ import { z } from "zod";
 import { Answer, Questions, State, Usage } from "../contract/decision.ts";
 import { fields, looseFields, orderedMap } from "../contract/fields.ts";
 import { LinkStatus } from "../contract/health.ts";
+import { CanonicalImage, ImageFormat, ImageRefusalCode } from "../contract/images.ts";
+import { LIMITS } from "../contract/limits.ts";
 
 /** The release the edge resolved for the account. */
 export const ResolvedRelease = fields({
@@ -60,7 +68,34 @@ export type SidecarDecideResponse = z.infer<typeof SidecarDecideResponse>;
 
 export const SidecarHealth = looseFields({ links: z.array(LinkStatus) });
 
-export const SIDECAR_PATHS = { health: "/internal/health", decide: "/internal/decide" } as const;
+/** A signed URL and the headers to send with it, passed on to the sidecar. */
+const PassedGrant = fields({ url: z.string(), headers: orderedMap(z.string(), z.string()) });
+
+export const PreprocessImageRequest = fields({
+  /** The format the asset's filename names; the file must be it. */
+  declared: ImageFormat,
+  source_bytes: z.number().int().positive().max(LIMITS.imageSourceBytes),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** GET of the original. */
+  source: PassedGrant,
+  /** PUT of this attempt's canonical PNG (if-none-match: *). */
+  canonical: PassedGrant,
+});
+export type PreprocessImageRequest = z.infer<typeof PreprocessImageRequest>;
+/** The request as the edge writes it (headers as plain objects). */
+export type PreprocessImageCall = z.input<typeof PreprocessImageRequest>;
+
+export const PreprocessImageResponse = z.union([
+  looseFields({
+    ok: z.literal(true),
+    source: looseFields({ format: ImageFormat, width: z.number().int().positive(), height: z.number().int().positive() }),
+    canonical: CanonicalImage,
+  }),
+  looseFields({ ok: z.literal(false), code: ImageRefusalCode, message: z.string() }),
+]);
+export type PreprocessImageResponse = z.infer<typeof PreprocessImageResponse>;
+
+export const SIDECAR_PATHS = { health: "/internal/health", decide: "/internal/decide", preprocessImage: "/internal/images/preprocess" } as const;
 
 /** The edge's internal routes, called by sidecars with the sidecar secret. */
 export const EDGE_INTERNAL_PATHS = { grants: "/internal/grants" } as const;

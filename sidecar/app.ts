@@ -12,7 +12,15 @@ import { ServiceError } from "../server-shared/errors.ts";
 import { checkLink } from "../server-shared/health.ts";
 import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
 import type { RegistryEntry } from "../server-shared/registry.ts";
-import { SIDECAR_BODY, SIDECAR_PATHS, SidecarDecideRequest, type ResolvedRelease, type SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
+import {
+  PreprocessImageRequest,
+  SIDECAR_BODY,
+  SIDECAR_PATHS,
+  SidecarDecideRequest,
+  type ResolvedRelease,
+  type SidecarDecideResponse,
+} from "../server-shared/sidecar-protocol.ts";
+import { finalizeImage } from "./images/finalize.ts";
 import { admitDecision, runDecision, type Steps } from "./decide/execute.ts";
 import { runtimeOf, verifiedClient, verifiedRelease, type Release } from "./decide/identity.ts";
 import type { Lanes } from "./lanes.ts";
@@ -32,6 +40,8 @@ export interface SidecarDeps {
   usage: UsageWriter;
   /** The readout's steps: SERVED_STEPS unless a benchmark's baseline asks otherwise (SIDECAR_SHARED_WORK). */
   steps?: Steps;
+  /** Tests only (SVC_TEST_IMAGE_HOLD_MS): how long image preprocessing waits after writing its result. */
+  imageHoldMs?: number;
 }
 
 /**
@@ -98,6 +108,11 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     });
     c.header(SERVER_TIMING_HEADER, timings.header());
     return orderedJson(c, { answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
+  });
+
+  app.post(SIDECAR_PATHS.preprocessImage, async (c) => {
+    const request = await readJson(c, PreprocessImageRequest, { maxBytes: 16 * 1024 });
+    return c.json(await finalizeImage(request, { holdMs: deps.imageHoldMs ?? 0 }));
   });
 
   app.notFound(notFound);

@@ -20,7 +20,7 @@
  *
  * For tests only (shorter periods than the spec's; never set in production):
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
- *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS
+ *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS
  *
  * Runtime secrets are read from the variables the registry's `token_env` names (or `<token_env>_FILE`),
  * when a runtime is called.
@@ -28,7 +28,7 @@
 import { z } from "zod";
 import { LIMITS } from "../contract/limits.ts";
 import { checkNeonRoute } from "../server-shared/neon-route.ts";
-import { integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
+import { flag, integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const SidecarSettings = z.object({
   // Checked (with SIDECAR_SECRET_FILE) by server-shared/secrets.ts at start.
@@ -42,12 +42,13 @@ export const SidecarSettings = z.object({
   UPSTASH_REDIS_REST_URL: serviceUrl(),
   UPSTASH_REDIS_REST_TOKEN: required(),
   SIDECAR_DRAIN_MS: integer(0, 10 * 60_000, 25_000),
-  BULK_WORKER: z.preprocess((v) => (v === undefined || v === "" ? "on" : v), z.enum(["on", "off"])),
-  SIDECAR_SHARED_WORK: z.preprocess((v) => (v === undefined || v === "" ? "on" : v), z.enum(["on", "off"])),
+  BULK_WORKER: flag("on"),
+  SIDECAR_SHARED_WORK: flag("on"),
   SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
   SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),
   SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
   SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
+  SVC_TEST_IMAGE_HOLD_MS: optionalInteger(0, 60_000),
 }).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

@@ -3,7 +3,7 @@
  * customer credential (server-shared/sidecar-protocol.ts).
  *
  *   POST /internal/grants {object, method: "GET" | "DELETE"} -> Grant
- *        A signed URL, valid LIMITS.workerGrantMs, for one batch input object.
+ *        A signed URL, valid LIMITS.workerGrantMs, for one batch input, training file or image object.
  */
 import { Hono } from "hono";
 import { LIMITS } from "../../contract/limits.ts";
@@ -22,7 +22,7 @@ internal.use("/internal/*", async (c, next) => sharedSecret(() => services(c.env
 
 internal.post(EDGE_INTERNAL_PATHS.grants, async (c) => {
   const { object, method } = await readJson(c, GrantRequest, { maxBytes: 4096 });
-  if (!UPLOAD_OBJECT.test(object)) throw new ServiceError("invalid_request", "object: grants are given for batch inputs and training files only");
+  if (!UPLOAD_OBJECT.test(object)) throw new ServiceError("invalid_request", "object: grants are given for batch inputs, training files and image assets only");
   const now = Date.now();
   const grant: Grant = {
     url: await signGrant(storageGrants(c), object, method, LIMITS.workerGrantMs, {}, now),

@@ -10,6 +10,7 @@
  */
 import { Hono } from "hono";
 import { DOCS_PATH, OPENAPI_PATH, openApiDocument } from "../../contract/openapi.ts";
+import { imageRoutesEnabled } from "../auth/image.ts";
 import type { AppEnv } from "../env.ts";
 import { REFERENCE_ASSETS, REFERENCE_CSS, REFERENCE_JS, referenceHtml } from "./reference-page.ts";
 
@@ -29,7 +30,7 @@ const PAGE_HEADERS = {
 reference.get(OPENAPI_PATH, (c) => {
   c.header("cache-control", CACHE);
   c.header("x-content-type-options", "nosniff");
-  return c.json(openApiDocument());
+  return c.json(openApiDocument({ images: imageRoutesEnabled(c) }));
 });
 
 reference.get(DOCS_PATH, (c) => c.body(referenceHtml(OPENAPI_PATH), 200, { ...PAGE_HEADERS, "content-type": "text/html; charset=utf-8" }));

@@ -6,16 +6,18 @@
  *
  *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *)
  *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 no Content-Length;
- *        413 over LIMITS.bulkFileBytes (trainingFileBytes for a training file); 412 `already_uploaded` when the object exists (kept intact)
+ *        413 over the object's limit (edge/storage.ts objectKind); 412 `already_uploaded` when the object exists (kept intact)
+ *   PUT /storage/images/<id>/source?X-Amz-...   (headers: content-length, if-none-match: *, x-amz-checksum-sha256)
+ *     -> the same, and 400 `checksum_mismatch` when the bytes' SHA-256 is not the signed one (nothing stored)
  *   GET    /storage/...?X-Amz-...  -> the object's bytes; 404 when there is none
  *   DELETE /storage/...?X-Amz-...  -> 204 (also when there was none)
  */
 import { Hono, type Context } from "hono";
-import { LIMITS } from "../../contract/limits.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { verifyGrant } from "../../server-shared/grants.ts";
-import { UPLOAD_OBJECT, STORAGE_PATH, storageGrants } from "../storage.ts";
+import { objectKind, UPLOAD_OBJECT, STORAGE_PATH, storageGrants } from "../storage.ts";
+import { sha256Hex } from "../../server-shared/crypto.ts";
 
 export const storage = new Hono<AppEnv>();
 
@@ -41,21 +43,53 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
   const key = await grantedKey(c);
   const length = c.req.header("content-length");
   if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
-  const [holds, max] = key.startsWith("trainings/") ? ["a training file", LIMITS.trainingFileBytes] : ["a batch input", LIMITS.bulkFileBytes];
-  if (Number(length) > max) {
+  const { holds, maxBytes, image } = objectKind(key);
+  if (Number(length) > maxBytes) {
     // Nothing is stored. A body up to twice the limit is read and dropped first, so that a client
     // still sending gets the 413 rather than a reset connection; a larger one is answered at once.
-    if (Number(length) <= 2 * max) await drain(c.req.raw.body);
-    throw new ServiceError("payload_too_large", `the file is ${length} bytes; ${holds} holds at most ${max} bytes`);
+    if (Number(length) <= 2 * maxBytes) await drain(c.req.raw.body);
+    throw new ServiceError("payload_too_large", `the file is ${length} bytes; ${holds} holds at most ${maxBytes} bytes`);
+  }
+  // An image's original is bound to the SHA-256 its grant signed (x-amz-checksum-sha256, as R2's
+  // own S3 endpoint checks it): the bytes are hashed before anything is written, and R2 keeps the
+  // checksum for completion to compare.
+  let body: ReadableStream<Uint8Array> | Uint8Array | string = c.req.raw.body ?? "";
+  let sha256: string | undefined;
+  if (image === "source") {
+    const declared = c.req.header("x-amz-checksum-sha256") ?? "";
+    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    if (bytes.byteLength !== Number(length)) throw new ServiceError("invalid_request", "the body's length is not its Content-Length");
+    sha256 = await sha256Hex(bytes);
+    if (base64ToHex(declared) !== sha256) {
+      throw new ServiceError("checksum_mismatch", "the file's SHA-256 is not the one the asset was created with; nothing was stored (create a new asset for another file)");
+    }
+    body = bytes;
   }
   // Written only when no object exists yet: a second PUT never replaces the first.
-  const stored = await c.env.BUCKET.put(key, c.req.raw.body ?? "", {
+  const stored = await c.env.BUCKET.put(key, body, {
     onlyIf: new Headers({ "if-none-match": "*" }),
-    httpMetadata: { contentType: "application/jsonl" },
+    httpMetadata: { contentType: image === null ? "application/jsonl" : image === "canonical" ? "image/png" : "application/octet-stream" },
+    ...(sha256 ? { sha256 } : {}),
   });
-  if (stored === null) throw new ServiceError("already_uploaded", "this batch's input has already been uploaded and cannot be replaced; submit it, or create a new batch for another file");
+  if (stored === null) {
+    throw new ServiceError(
+      "already_uploaded",
+      image === null
+        ? "this batch's input has already been uploaded and cannot be replaced; submit it, or create a new batch for another file"
+        : "this file has already been uploaded and cannot be replaced; complete the asset, or create a new one for another file",
+    );
+  }
   return c.json({ key, size: stored.size, etag: stored.etag });
 });
+
+/** The hex form of a base64 digest ("" when it is not one). */
+function base64ToHex(text: string): string {
+  try {
+    return [...atob(text)].map((ch) => ch.charCodeAt(0).toString(16).padStart(2, "0")).join("");
+  } catch {
+    return "";
+  }
+}
 
 /** Reads a body to its end and drops it. */
 async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {

@@ -57,5 +57,5 @@ export async function readInput(edge: EdgeLink, object: string, signal?: AbortSi
 export async function deleteObject(edge: EdgeLink, object: string, signal?: AbortSignal): Promise<void> {
   const { url, headers } = await grant(edge, { object, method: "DELETE" }, signal);
   const res = await fetch(url, { method: "DELETE", headers, redirect: "error", signal: signal ?? AbortSignal.timeout(LIMITS.workerGrantMs) });
-  if (!res.ok && res.status !== 404) throw new Error(`deleting a batch input failed: HTTP ${res.status}`);
+  if (!res.ok && res.status !== 404) throw new Error(`deleting a stored object failed: HTTP ${res.status}`);
 }

@@ -38,7 +38,7 @@ let dataDir: string;
 export async function setup(project: TestProject): Promise<() => Promise<void>> {
   dataDir = mkdtempSync(join(tmpdir(), "svc-test-stack-"));
   chmodSync(dataDir, 0o711);
-  stack = await startStack({ dataDir, log: () => {}, edgeVars: { ALLOWED_ORIGIN } });
+  stack = await startStack({ dataDir, log: () => {}, edgeVars: { ALLOWED_ORIGIN, IMAGE_API: "on", IMAGE_BROWSER: "on" } });
   const ledgerPath = join(dataDir, "secrets-used.txt");
   writeFileSync(ledgerPath, Object.values(stack.secrets).join("\n") + "\n");
   project.provide("stack", {

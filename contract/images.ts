@@ -1,0 +1,137 @@
+/**
+ * Image assets on the wire (the image vertical, part 1): a still photo uploaded once, checked and
+ * made canonical on the GPU host, then named by its opaque id in image decisions (part 2). Edge,
+ * sidecar, tests and SDKs import these.
+ *
+ *     POST /v1/image-assets {"purpose": "prediction", "filename": "cat.jpg", "source_bytes": 48213, "sha256": "<hex>"}
+ *       -> 201 ImageAsset (status "uploading") with `upload: {url, method: "PUT", headers, expires_at}`
+ *     curl -T cat.jpg -H "content-length: 48213" -H "if-none-match: *" -H "x-amz-checksum-sha256: <base64>" "$url"
+ *     POST /v1/image-assets/{id}/complete {}   -> ImageAsset (status "ready"), or 422 naming the refusal
+ *     GET  /v1/image-assets/{id}               -> ImageAsset
+ *
+ * Credentials: the owner's API key (setting IMAGE_API=on) or a signed-in user's access token
+ * (IMAGE_BROWSER=on). With a flag off, its credential's image routes answer as if they did not exist.
+ *
+ * States: uploading --complete (upload checked, sidecar accepted the image)--> ready
+ *         uploading --complete (sidecar refused the image)--> rejected (every later complete: the same 422)
+ * An asset is deleted when its retention ends (LIMITS.imagePredictionRetentionMs, imageTrainingRetentionMs);
+ * from then on, and for another account, every route answers the same 404.
+ *
+ * The filename is display metadata only: it never reaches a model, a prompt or a log. Its extension
+ * (.jpg, .jpeg or .png) must agree with what the file turns out to be.
+ */
+import { z } from "zod";
+import { Upload } from "./batches.ts";
+import { fields } from "./fields.ts";
+import { LIMITS } from "./limits.ts";
+
+export const IMAGE_PURPOSES = ["prediction", "training"] as const;
+export const ImagePurpose = z.enum(IMAGE_PURPOSES);
+export type ImagePurpose = z.infer<typeof ImagePurpose>;
+
+export const IMAGE_FORMATS = ["jpeg", "png"] as const;
+export const ImageFormat = z.enum(IMAGE_FORMATS);
+export type ImageFormat = z.infer<typeof ImageFormat>;
+
+/** The format a filename's extension declares, or null for any other extension. */
+export function formatOfFilename(filename: string): ImageFormat | null {
+  const extension = /\.([A-Za-z]+)$/.exec(filename)?.[1]?.toLowerCase();
+  return extension === "jpg" || extension === "jpeg" ? "jpeg" : extension === "png" ? "png" : null;
+}
+
+/** Printable characters only: no C0/C1 controls, no U+2028/9 (a filename is shown to people; contract/json.ts already refuses lone surrogates). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+const printable = (s: string) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(s);
+
+export const CreateImageAssetRequest = fields({
+  purpose: ImagePurpose,
+  filename: z
+    .string()
+    .min(1, "filename must not be empty")
+    .max(LIMITS.imageFilenameChars, `filename must be at most ${LIMITS.imageFilenameChars} characters`)
+    .refine(printable, "filename must contain printable characters only")
+    .refine((name) => !/[/\\]/.test(name), "filename must be a name, not a path")
+    .refine((name) => formatOfFilename(name) !== null, "filename must end in .jpg, .jpeg or .png (one still JPEG or PNG)"),
+  source_bytes: z
+    .number()
+    .int("source_bytes must be an integer")
+    .min(1, "source_bytes must be at least 1")
+    .max(LIMITS.imageSourceBytes, `source_bytes must be at most ${LIMITS.imageSourceBytes} (10 MiB)`),
+  /** SHA-256 of the original file, 64 lowercase or uppercase hex digits. */
+  sha256: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, "sha256 must be the file's SHA-256 as 64 hex digits")
+    .transform((hex) => hex.toLowerCase()),
+});
+export type CreateImageAssetRequest = z.infer<typeof CreateImageAssetRequest>;
+
+/**
+ * Why an image was refused (422 on complete, and kept on the asset): each is decided before any
+ * GPU work.
+ */
+export const IMAGE_REFUSALS = {
+  image_unsupported: "not a JPEG or PNG file",
+  image_type_mismatch: "the file's format is not the one its filename's extension names",
+  image_truncated: "the file ends before the image does",
+  image_animated: "an animated image (one still image only)",
+  image_too_large: "more than 16 million pixels, or more than 8,192 pixels along an edge",
+  image_undecodable: "the image data cannot be decoded",
+} as const;
+export type ImageRefusal = keyof typeof IMAGE_REFUSALS;
+export const ImageRefusalCode = z.enum(Object.keys(IMAGE_REFUSALS) as [ImageRefusal, ...ImageRefusal[]]);
+
+export const IMAGE_ASSET_STATUSES = ["uploading", "ready", "rejected"] as const;
+export const ImageAssetStatus = z.enum(IMAGE_ASSET_STATUSES);
+export type ImageAssetStatus = z.infer<typeof ImageAssetStatus>;
+
+/** The canonical image the runtime reads: upright, every metadata block removed, RGB PNG. */
+export const CanonicalImage = z.object({
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  bytes: z.number().int().positive(),
+  sha256: z.string(),
+});
+export type CanonicalImage = z.infer<typeof CanonicalImage>;
+
+export const ImageAsset = z.object({
+  id: z.string().uuid(),
+  object: z.literal("image_asset"),
+  purpose: ImagePurpose,
+  status: ImageAssetStatus,
+  /** Display metadata only. */
+  filename: z.string(),
+  source_bytes: z.number().int(),
+  sha256: z.string(),
+  created_at: z.string(),
+  /** When the asset and its files are deleted (training assets: recomputed when a job takes them, part 2). */
+  expires_at: z.string(),
+  /** Once ready: the original's format and decoded size (upright). */
+  source: z.object({ format: ImageFormat, width: z.number().int(), height: z.number().int() }).nullable(),
+  canonical: CanonicalImage.nullable(),
+  /** Once rejected: why (the code is also the 422's). */
+  error: z.object({ code: ImageRefusalCode, message: z.string() }).nullable(),
+  /** On create only: where to PUT the file, with exactly these headers. */
+  upload: Upload.optional(),
+});
+export type ImageAsset = z.infer<typeof ImageAsset>;
+
+/** The headers an image upload must carry, all of them signed into its URL. */
+export function imageUploadHeaders(sourceBytes: number, sha256Hex: string): Record<string, string> {
+  return {
+    "content-length": String(sourceBytes),
+    "if-none-match": "*",
+    "x-amz-checksum-sha256": hexToBase64(sha256Hex),
+  };
+}
+
+export function hexToBase64(hex: string): string {
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return btoa(String.fromCharCode(...bytes));
+}
+
+/** The storage objects of an asset: the original as uploaded, and each finalization attempt's canonical PNG. */
+export const imageObjects = {
+  source: (id: string) => `images/${id}/source`,
+  canonical: (id: string, attempt: number) => `images/${id}/canonical-${attempt}.png`,
+};

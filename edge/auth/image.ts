@@ -1,0 +1,49 @@
+/**
+ * Who may use the image routes (runs in workerd): the owner's API key when IMAGE_API is on, a
+ * signed-in user's access token (the browser's session) when IMAGE_BROWSER is on. With both off
+ * every image route answers the 404 of a route that does not exist; with one off, its credential is
+ * told which one this deployment takes. Sets `imageAccount`, the account the assets belong to; a
+ * signed-in user with no account yet gets one, as the first key would make it.
+ */
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import { parseApiKey } from "../../contract/keys.ts";
+import { bearerToken } from "../../server-shared/crypto.ts";
+import { ServiceError } from "../../server-shared/errors.ts";
+import { notFound } from "../../server-shared/http.ts";
+import type { AppEnv } from "../env.ts";
+import { services } from "../services.ts";
+import { presentedKey, verifyKey } from "./api-key.ts";
+import { verifiedUser } from "./user.ts";
+
+/** Whether any image route exists on this deployment. */
+export function imageRoutesEnabled(c: Context<AppEnv>): boolean {
+  const { IMAGE_API, IMAGE_BROWSER } = services(c.env).settings;
+  return IMAGE_API === "on" || IMAGE_BROWSER === "on";
+}
+
+export const imageAuth = createMiddleware<AppEnv>(async (c, next) => {
+  if (!imageRoutesEnabled(c)) return notFound(c);
+  const { IMAGE_API, IMAGE_BROWSER } = services(c.env).settings;
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ServiceError("missing_credentials", "missing credentials: send Authorization: Bearer <API key or signed-in access token>");
+  if (parseApiKey(token)) {
+    if (IMAGE_API !== "on") throw new ServiceError("wrong_credential_kind", "this deployment takes image requests from a signed-in session only, not an API key");
+    await verifyKey(c, presentedKey(c));
+    c.set("imageAccount", c.get("account").id);
+  } else {
+    if (IMAGE_BROWSER !== "on") throw new ServiceError("wrong_credential_kind", "this deployment takes image requests with the owner's API key only");
+    const user = await verifiedUser(c, token);
+    const rows = await services(c.env).sql`
+      WITH account AS (
+        INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
+        ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
+        RETURNING id, status
+      ) SELECT id, status FROM account`;
+    const account = rows[0] as { id: string; status: string } | undefined;
+    if (!account || account.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
+    c.set("user", user);
+    c.set("imageAccount", account.id);
+  }
+  await next();
+});

@@ -1,0 +1,180 @@
+/**
+ * Every statement about image assets (schema.sql image_assets), for the edge's routes and the
+ * sidecar's retention cleanup, and the asset row as the wire shows it (contract/images.ts).
+ *
+ *     const store = new ImageAssetStore(db);
+ *     await store.create({...});                        // the new row
+ *     const asset = await store.find(id, accountId);    // null: unknown, another account's, or expired
+ *     const lease = await store.lease(id, accountId, ms);  // the attempt number, or null when held or no longer uploading
+ *     await store.finalize(id, lease, result);          // the ready (or rejected) row; null when the lease was lost
+ *
+ * An expired asset reads as absent everywhere, before cleanup has deleted it.
+ */
+import { z } from "zod";
+import { imageObjects, type CanonicalImage, type ImageAsset, type ImageFormat, type ImagePurpose, type ImageRefusal } from "../contract/images.ts";
+import { Column, type Db } from "./db.ts";
+
+const COLUMNS = `id, purpose, status, filename, source_bytes, sha256, created_at, expires_at, upload_expires_at, lease_expires_at, attempts,
+  source_format, source_width, source_height, canonical_attempt, canonical_width, canonical_height, canonical_bytes, canonical_sha256,
+  error_code, error_message`;
+
+const AssetRow = z.object({
+  id: z.string(),
+  purpose: z.enum(["prediction", "training"]),
+  status: z.enum(["uploading", "ready", "rejected"]),
+  filename: z.string(),
+  source_bytes: Column.int,
+  sha256: z.string(),
+  created_at: Column.time,
+  expires_at: Column.time,
+  upload_expires_at: Column.time,
+  lease_expires_at: Column.time.nullable(),
+  attempts: Column.int,
+  source_format: z.enum(["jpeg", "png"]).nullable(),
+  source_width: Column.int.nullable(),
+  source_height: Column.int.nullable(),
+  canonical_attempt: Column.int.nullable(),
+  canonical_width: Column.int.nullable(),
+  canonical_height: Column.int.nullable(),
+  canonical_bytes: Column.int.nullable(),
+  canonical_sha256: z.string().nullable(),
+  error_code: z.string().nullable(),
+  error_message: z.string().nullable(),
+});
+export type AssetRow = z.infer<typeof AssetRow>;
+
+/** A held finalization lease: the attempt it numbers (its canonical object) and its token. */
+export interface AssetLease {
+  token: string;
+  attempt: number;
+  expiresAt: number;
+}
+
+export type Finalized =
+  | { ok: true; source: { format: ImageFormat; width: number; height: number }; canonical: CanonicalImage }
+  | { ok: false; code: ImageRefusal; message: string };
+
+export class ImageAssetStore {
+  constructor(private readonly db: Db) {}
+
+  async create(asset: {
+    id: string;
+    accountId: string;
+    purpose: ImagePurpose;
+    filename: string;
+    sourceBytes: number;
+    sha256: string;
+    expiresAt: Date;
+    uploadExpiresAt: Date;
+  }): Promise<AssetRow> {
+    const rows = await this.db.query(
+      `INSERT INTO image_assets (id, account_id, purpose, filename, source_bytes, sha256, expires_at, upload_expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
+      [asset.id, asset.accountId, asset.purpose, asset.filename, asset.sourceBytes, asset.sha256, asset.expiresAt.toISOString(), asset.uploadExpiresAt.toISOString()],
+    );
+    return AssetRow.parse(rows[0]);
+  }
+
+  /** The account's asset, or null for an unknown id, another account's asset, or an expired one. */
+  async find(id: string, accountId: string): Promise<AssetRow | null> {
+    const rows = await this.db.query(`SELECT ${COLUMNS} FROM image_assets WHERE id = $1 AND account_id = $2 AND expires_at > now()`, [id, accountId]);
+    return rows[0] ? AssetRow.parse(rows[0]) : null;
+  }
+
+  /**
+   * Takes the finalization lease of an uploading asset for `leaseMs`, numbering a new attempt; null
+   * when another completion holds it, or the asset is no longer uploading (or has expired).
+   */
+  async lease(id: string, accountId: string, leaseMs: number): Promise<AssetLease | null> {
+    const token = crypto.randomUUID();
+    const rows = await this.db.query(
+      `UPDATE image_assets SET lease_token = $3, lease_expires_at = now() + make_interval(secs => $4::double precision / 1000), attempts = attempts + 1
+        WHERE id = $1 AND account_id = $2 AND status = 'uploading' AND expires_at > now()
+          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+        RETURNING attempts, lease_expires_at`,
+      [id, accountId, token, leaseMs],
+    );
+    const row = rows[0] && z.object({ attempts: Column.int, lease_expires_at: Column.time }).parse(rows[0]);
+    return row ? { token, attempt: row.attempts, expiresAt: Date.parse(row.lease_expires_at) } : null;
+  }
+
+  /** Gives a lease up without a result (the sidecar failed): the next completion may take it at once. */
+  async releaseLease(id: string, lease: AssetLease): Promise<void> {
+    await this.db.query(`UPDATE image_assets SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2`, [id, lease.token]);
+  }
+
+  /**
+   * Commits a finalization under its lease, once: the asset becomes ready (its canonical object is
+   * the lease's attempt) or rejected. Null when the lease was lost (expired and taken, or finalized).
+   */
+  async finalize(id: string, lease: AssetLease, result: Finalized): Promise<AssetRow | null> {
+    const rows = result.ok
+      ? await this.db.query(
+          `UPDATE image_assets SET status = 'ready', finalized_at = now(), lease_token = NULL, lease_expires_at = NULL,
+                  source_format = $3, source_width = $4, source_height = $5, canonical_attempt = $6,
+                  canonical_width = $7, canonical_height = $8, canonical_bytes = $9, canonical_sha256 = $10
+            WHERE id = $1 AND lease_token = $2 AND status = 'uploading' AND lease_expires_at > now()
+            RETURNING ${COLUMNS}`,
+          [id, lease.token, result.source.format, result.source.width, result.source.height, lease.attempt,
+            result.canonical.width, result.canonical.height, result.canonical.bytes, result.canonical.sha256],
+        )
+      : await this.db.query(
+          `UPDATE image_assets SET status = 'rejected', finalized_at = now(), lease_token = NULL, lease_expires_at = NULL,
+                  error_code = $3, error_message = $4
+            WHERE id = $1 AND lease_token = $2 AND status = 'uploading' AND lease_expires_at > now()
+            RETURNING ${COLUMNS}`,
+          [id, lease.token, result.code, result.message],
+        );
+    return rows[0] ? AssetRow.parse(rows[0]) : null;
+  }
+
+  /**
+   * Assets past their retention whose upload grant has lapsed and which no completion holds, oldest
+   * first: what cleanup may delete now. Each comes with the objects it may have written.
+   */
+  async duePurge(limit: number): Promise<{ id: string; objects: string[] }[]> {
+    const rows = await this.db.query(
+      `SELECT id, attempts FROM image_assets
+        WHERE expires_at <= now() AND upload_expires_at <= now() AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+        ORDER BY expires_at LIMIT $1`,
+      [limit],
+    );
+    return rows.map((raw) => {
+      const row = z.object({ id: z.string(), attempts: Column.int }).parse(raw);
+      const canonicals = Array.from({ length: row.attempts }, (_, i) => imageObjects.canonical(row.id, i + 1));
+      return { id: row.id, objects: [imageObjects.source(row.id), ...canonicals] };
+    });
+  }
+
+  /** Deletes an asset's row once its objects are gone, unless a completion took a lease meanwhile. */
+  async purge(id: string): Promise<void> {
+    await this.db.query(
+      `DELETE FROM image_assets WHERE id = $1 AND expires_at <= now() AND (lease_expires_at IS NULL OR lease_expires_at <= now())`,
+      [id],
+    );
+  }
+}
+
+/** The asset as the wire shows it (never a storage key, grant or lease). */
+export function assetOf(row: AssetRow): ImageAsset {
+  return {
+    id: row.id,
+    object: "image_asset",
+    purpose: row.purpose,
+    status: row.status,
+    filename: row.filename,
+    source_bytes: row.source_bytes,
+    sha256: row.sha256,
+    created_at: row.created_at,
+    expires_at: row.expires_at,
+    source:
+      row.source_format !== null && row.source_width !== null && row.source_height !== null
+        ? { format: row.source_format, width: row.source_width, height: row.source_height }
+        : null,
+    canonical:
+      row.status === "ready" && row.canonical_width !== null && row.canonical_height !== null && row.canonical_bytes !== null && row.canonical_sha256 !== null
+        ? { width: row.canonical_width, height: row.canonical_height, bytes: row.canonical_bytes, sha256: row.canonical_sha256 }
+        : null,
+    error: row.status === "rejected" && row.error_code !== null ? { code: row.error_code as ImageRefusal, message: row.error_message ?? "" } : null,
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * One completion's work on the GPU host (runs in the sidecar, called by the edge under the asset's
+ * finalization lease): read the original through its grant, check that it is the file declared (its
+ * length and SHA-256), check and convert it (preprocess.ts), and write the canonical PNG through the
+ * second grant (if-none-match: each attempt has its own object). The edge commits the answer.
+ *
+ * One image at a time per sidecar: decoding a 16-megapixel photo holds about 50 MB of pixels, and
+ * images wait for each other rather than add up (bench:images measures the peak).
+ *
+ *     const answer = await finalizeImage(request, { holdMs: 0 });  // PreprocessImageResponse
+ */
+import { LIMITS } from "../../contract/limits.ts";
+import { checkServiceUrl } from "../../contract/urls.ts";
+import { sha256Hex } from "../../server-shared/crypto.ts";
+import type { PreprocessImageRequest, PreprocessImageResponse } from "../../server-shared/sidecar-protocol.ts";
+import { preprocessImage } from "./preprocess.ts";
+
+let queue: Promise<unknown> = Promise.resolve();
+
+/** Runs `work` after every image before it. */
+function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
+  const result = queue.then(work, work);
+  queue = result.catch(() => undefined);
+  return result;
+}
+
+export interface FinalizeOptions {
+  /** Tests only (SVC_TEST_IMAGE_HOLD_MS): wait this long after the canonical PNG is written, before answering. */
+  holdMs: number;
+}
+
+export function finalizeImage(request: PreprocessImageRequest, options: FinalizeOptions): Promise<PreprocessImageResponse> {
+  return oneAtATime(async () => {
+    const bytes = await readSource(request);
+    const result = await preprocessImage(bytes, request.declared);
+    if (!result.ok) return { ok: false, code: result.code, message: result.message };
+    const res = await fetch(checkServiceUrl(request.canonical.url, "storage"), {
+      method: "PUT",
+      headers: { ...Object.fromEntries(request.canonical.headers), "content-type": "image/png", "content-length": String(result.png.byteLength) },
+      body: result.png,
+      redirect: "error",
+      signal: AbortSignal.timeout(LIMITS.imageReadGrantMs),
+    });
+    await res.body?.cancel();
+    if (!res.ok) throw new Error(`writing the canonical image failed: HTTP ${res.status}`);
+    if (options.holdMs > 0) await new Promise((resolve) => setTimeout(resolve, options.holdMs));
+    return { ok: true, source: result.source, canonical: result.canonical };
+  });
+}
+
+/** The original's bytes, checked against the length and SHA-256 the asset was created with. */
+async function readSource(request: PreprocessImageRequest): Promise<Uint8Array<ArrayBuffer>> {
+  const res = await fetch(checkServiceUrl(request.source.url, "storage"), {
+    headers: Object.fromEntries(request.source.headers),
+    redirect: "error",
+    signal: AbortSignal.timeout(LIMITS.imageReadGrantMs),
+  });
+  if (!res.ok || !res.body) throw new Error(`reading the uploaded image failed: HTTP ${res.status}`);
+  const bytes = new Uint8Array(request.source_bytes);
+  let at = 0;
+  for await (const chunk of res.body) {
+    if (at + chunk.byteLength > bytes.byteLength) throw new Error("the stored image is longer than declared");
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  if (at !== bytes.byteLength) throw new Error("the stored image is shorter than declared");
+  if ((await sha256Hex(bytes)) !== request.sha256) throw new Error("the stored image's SHA-256 is not the declared one");
+  return bytes;
+}

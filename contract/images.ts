@@ -39,9 +39,13 @@ export function formatOfFilename(filename: string): ImageFormat | null {
   return extension === "jpg" || extension === "jpeg" ? "jpeg" : extension === "png" ? "png" : null;
 }
 
-/** Printable characters only: no C0/C1 controls, no U+2028/9 (a filename is shown to people; contract/json.ts already refuses lone surrogates). */
+/**
+ * A display name ending in .jpg, .jpeg or .png (any case), with no path separator and no control
+ * character (C0, C1, U+2028/9; contract/json.ts already refuses lone surrogates). One pattern, so
+ * that the published JSON Schema says exactly what is accepted.
+ */
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
-const printable = (s: string) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(s);
+const FILENAME = /^[^\u0000-\u001f\u007f-\u009f\u2028\u2029/\\]*\.(?:[jJ][pP][eE]?[gG]|[pP][nN][gG])$/;
 
 export const CreateImageAssetRequest = fields({
   purpose: ImagePurpose,
@@ -49,9 +53,7 @@ export const CreateImageAssetRequest = fields({
     .string()
     .min(1, "filename must not be empty")
     .max(LIMITS.imageFilenameChars, `filename must be at most ${LIMITS.imageFilenameChars} characters`)
-    .refine(printable, "filename must contain printable characters only")
-    .refine((name) => !/[/\\]/.test(name), "filename must be a name, not a path")
-    .refine((name) => formatOfFilename(name) !== null, "filename must end in .jpg, .jpeg or .png (one still JPEG or PNG)"),
+    .regex(FILENAME, "filename must be a name (no path, no control character) ending in .jpg, .jpeg or .png: one still JPEG or PNG"),
   source_bytes: z
     .number()
     .int("source_bytes must be an integer")

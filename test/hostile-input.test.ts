@@ -95,6 +95,35 @@ const ROUTES: Route[] = [
     body: () => ({ note: "ignored" }),
     maxBytes: LIMITS.actionBodyBytes,
   },
+  {
+    name: "POST /v1/image-assets",
+    url: () => `${stack().baseUrl}/v1/image-assets`,
+    token: () => account.key.secret,
+    body: () => ({ purpose: "prediction", filename: "cat.jpg", source_bytes: 1234, sha256: "ab".repeat(32) }),
+    maxBytes: LIMITS.controlBodyBytes,
+  },
+  {
+    name: "POST /v1/image-assets/{id}/complete",
+    url: () => `${stack().baseUrl}/v1/image-assets/${crypto.randomUUID()}/complete`,
+    token: () => account.userToken,
+    body: () => ({ note: "ignored" }),
+    maxBytes: LIMITS.actionBodyBytes,
+  },
+  {
+    name: "sidecar image preprocess",
+    url: () => `${stack().sidecarUrl}${SIDECAR_PATHS.preprocessImage}`,
+    token: () => stack().secrets.sidecar,
+    body: () => ({
+      declared: "png",
+      source_bytes: 10,
+      sha256: "ab".repeat(32),
+      source: { url: "http://127.0.0.1:9/source", headers: {} },
+      canonical: { url: "http://127.0.0.1:9/canonical", headers: { "if-none-match": "*" } },
+      // A field the request does not have: every variant is refused, so no property makes the sidecar fetch.
+      unexpected: "a field the request does not have",
+    }),
+    maxBytes: 16 * 1024,
+  },
   ...(["submit", "cancel"] as const).map((action) => ({
     name: `POST /v1/batches/{id}/${action}`,
     url: () => `${stack().baseUrl}/v1/batches/${crypto.randomUUID()}/${action}`,

@@ -108,7 +108,8 @@ describe("GET /v1/openapi.json", () => {
     const reply = await call(OPENAPI_PATH);
     expect(reply.status).toBe(200);
     expect(reply.headers.get("content-type")).toMatch(/^application\/json/);
-    expect(reply.body).toEqual(JSON.parse(JSON.stringify(openApiDocument())));
+    // The shared test stack runs with both image flags on (test/support/global-stack.ts).
+    expect(reply.body).toEqual(JSON.parse(JSON.stringify(openApiDocument({ images: true }))));
   });
 
   it("is a valid OpenAPI 3.1 document", async () => {

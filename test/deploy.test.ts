@@ -41,12 +41,13 @@ describe("wrangler.toml's production environment", () => {
     expect(production.observability?.logs?.invocation_logs).toBe(false);
   });
 
-  it("gives every edge setting as a var or a secret to put, never both, and never the local bridge", () => {
-    const settings = Object.keys(EdgeSettings.shape).filter((name) => name !== "NEON_LOCAL_BRIDGE");
+  it("gives every edge setting as a var or a secret to put, never both, and never the local bridge or a test setting", () => {
+    const settings = Object.keys(EdgeSettings.shape).filter((name) => name !== "NEON_LOCAL_BRIDGE" && !name.startsWith("SVC_TEST_"));
     expect([...Object.keys(vars), ...secrets].sort()).toEqual(settings.sort());
     expect(Object.keys(vars).filter((name) => secrets.includes(name))).toEqual([]);
     for (const name of Object.keys(vars)) expect(name).not.toMatch(/SECRET|TOKEN|PASSWORD|DATABASE_URL|KEY_ID/);
     expect(Object.keys(vars)).not.toContain("NEON_LOCAL_BRIDGE");
+    expect(Object.keys(vars).filter((name) => name.startsWith("SVC_TEST_"))).toEqual([]);
   });
 
   it("makes settings the edge accepts: the database reached at Neon's own endpoints, grants signed for R2's S3 endpoint", async () => {

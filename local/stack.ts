@@ -73,9 +73,9 @@ export interface Stack {
   stopService(name: "postgres" | "redis"): Promise<void>;
   /** Stops the embedded Postgres and starts it again on the same port with the same data (crash tests). */
   restartPostgres(): Promise<void>;
-  /** Kills the runtime (SIGKILL); `restoreRuntime` starts it again at the same address (crash tests). */
+  /** Kills the runtime (SIGKILL); `restoreRuntime` starts it again at the same address (crash tests), with more settings when given (benchmarks). */
   crashRuntime(): Promise<void>;
-  restoreRuntime(): Promise<void>;
+  restoreRuntime(env?: Record<string, string>): Promise<void>;
   /**
    * Ends the sidecar with `signal` (SIGKILL: a crash) and starts it again at the same address (crash
    * tests); `env` adds settings to the new process (a benchmark's baseline), on top of `sidecarEnv`.
@@ -244,9 +244,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         stoppers.push(() => databaseServer.stop());
       },
       crashRuntime: () => runtime.child.kill(),
-      restoreRuntime: async () => {
+      restoreRuntime: async (env) => {
         // A log of its own: the first one already holds a READY line.
-        const restarted = await startRuntime({ ...runtimeOptions, name: `runtime-restart-${++runtimeRestarts}`, port: Number(new URL(runtime.url).port) });
+        const restarted = await startRuntime({
+          ...runtimeOptions,
+          env: { ...runtimeOptions.env, ...env },
+          name: `runtime-restart-${++runtimeRestarts}`,
+          port: Number(new URL(runtime.url).port),
+        });
         children.splice(children.indexOf(runtime.child), 1, restarted.child);
         runtime = restarted;
       },

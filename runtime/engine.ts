@@ -52,7 +52,16 @@ export interface EngineOptions {
   threads: number;
   /** "auto": the GPU build where a GPU is present (CUDA, else Vulkan), the CPU build otherwise; `false`: always the CPU build. */
   gpu: "auto" | LlamaGpuType;
+  /**
+   * How a pass reads its labels: "labels" (the label logits and the normaliser, `readLabels`) or
+   * "distribution" (the whole probability map, as every pass did until issue 26: the benchmarks'
+   * baseline). Both sum the exponentials in float32 and differ by up to about 1e-3 in a logprob;
+   * the label read is the nearer to a double-precision sum (test/runtime.test.ts). Default "labels".
+   */
+  readout?: Readout;
 }
+
+export type Readout = "labels" | "distribution";
 
 export interface ScoreResult {
   promptTokens: number;
@@ -101,6 +110,7 @@ export class Engine implements ScoringEngine {
     readonly vocabularySize: number,
     /** Engine and version, reported in the identity for operators. */
     readonly description: string,
+    private readonly reader: Reader,
   ) {}
 
   static async load(options: EngineOptions): Promise<Engine> {
@@ -124,7 +134,8 @@ export class Engine implements ScoringEngine {
     // Which build runs, and on what: "(cpu build)" or e.g. "(cuda build: NVIDIA H100 80GB HBM3)".
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
     const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"} build${devices.length > 0 ? `: ${devices.join(", ")}` : ""})`;
-    return new Engine(llama, model, context, new PrefixSequence(sequence), contextOptions, options.maxTokensPerPass, warmup.size, description);
+    const reader = READERS[options.readout ?? "labels"];
+    return new Engine(llama, model, context, new PrefixSequence(sequence, reader), contextOptions, options.maxTokensPerPass, warmup.size, description, reader);
   }
 
   /** The model's own tokens for `text` (special-token markers parsed only when `special`), no beginning-of-sequence token added. */
@@ -226,7 +237,7 @@ export class Engine implements ScoringEngine {
         batchSize: this.context.batchSize,
         _embeddings: true,
       } as Parameters<LlamaModel["createContext"]>[0]);
-      this.hidden = { context, sequence: new PrefixSequence(context.getSequence()) };
+      this.hidden = { context, sequence: new PrefixSequence(context.getSequence(), this.reader) };
     }
     return this.hidden;
   }
@@ -261,13 +272,16 @@ class PrefixSequence {
   /** The prefix whose evaluation the KV cache holds (its positions 0..length-1), or null. */
   private held: readonly Token[] | null = null;
 
-  constructor(readonly sequence: LlamaContextSequence) {}
+  constructor(
+    readonly sequence: LlamaContextSequence,
+    private readonly read: Reader,
+  ) {}
 
   async evaluate(prefix: readonly Token[], rest: readonly Token[], labels: readonly Token[]): Promise<{ reading: LabelReading; evaluated: number }> {
     if (prefix.length === 0) {
       this.held = null;
       await this.sequence.clearHistory();
-      return { reading: await readLabels(this.sequence, rest, labels), evaluated: rest.length };
+      return { reading: await this.read(this.sequence, rest, labels), evaluated: rest.length };
     }
     try {
       let evaluated = rest.length;
@@ -280,7 +294,7 @@ class PrefixSequence {
         this.held = [...prefix];
         evaluated += prefix.length;
       }
-      return { reading: await readLabels(this.sequence, rest, labels), evaluated };
+      return { reading: await this.read(this.sequence, rest, labels), evaluated };
     } catch (err) {
       // Whatever the sequence holds after a failure, it is not trusted as a kept prefix.
       this.held = null;
@@ -301,6 +315,11 @@ class PrefixSequence {
  */
 async function evaluateForProbabilities(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   await sequence.clearHistory();
+  return distributionAfter(sequence, tokens);
+}
+
+/** Evaluates `tokens` after what `sequence` holds and returns the whole next-token distribution after the last one. */
+async function distributionAfter(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
   const last = tokens.length - 1;
   const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { probabilities: true } }] : token));
   const probabilities = (await sequence.controlledEvaluate(input))[last]?.next.probabilities;
@@ -318,8 +337,9 @@ type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
  * Evaluates `tokens` after what `sequence` holds and reads the labels' logits and the normaliser at
  * the position after the last one. llama.cpp's addon returns the logits of the labels and of the
  * greedy choice (the largest logit) and the sum of exp(logit - largest) over the whole vocabulary,
- * without sorting or copying the 262,144-entry distribution to JavaScript: reading the full
- * probability map cost about 56 ms a pass on the CPU build, this costs about 2 ms (bench:shared-work).
+ * without sorting or copying the 262,144-entry distribution to JavaScript. On the CPU build a pass of
+ * two tokens took 62.6 ms with the whole probability map and takes 17.4 ms so; one of about twenty
+ * tokens 87.8 ms and 39.1 ms (node-llama-cpp 3.22.1, two threads).
  */
 async function readLabels(sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
   const last = tokens.length - 1;
@@ -333,6 +353,20 @@ async function readLabels(sequence: LlamaContextSequence, tokens: readonly Token
   }
   return { logits: next.logits, logNormaliser: largest + Math.log(weight) };
 }
+
+/** The whole distribution's map read as a LabelReading (the readout "distribution"). */
+async function readDistribution(sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
+  const probabilities = await distributionAfter(sequence, tokens);
+  // Log-probabilities as logits over a normaliser of 0; an underflowed probability reads as the floor.
+  const logits = new Map(labels.map((token) => {
+    const p = probabilities.get(token) ?? Number.NaN;
+    return [token, p > 0 ? Math.log(p) : p === 0 ? LOGPROB_FLOOR : Number.NaN] as const;
+  }));
+  return { logits, logNormaliser: 0 };
+}
+
+type Reader = (sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
+const READERS: Record<Readout, Reader> = { labels: readLabels, distribution: readDistribution };
 
 function packageVersion(): string {
   const manifest = new URL("../package.json", import.meta.resolve("node-llama-cpp"));

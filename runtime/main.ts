@@ -15,6 +15,9 @@
  *   RUNTIME_GPU                   unset or "auto": the GPU build of the engine where a GPU is present, the
  *                                 CPU build otherwise; "false" forces the CPU build; "cuda", "vulkan" or
  *                                 "metal" insist on one (no fallback). The identity's `engine` says which runs.
+ *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
+ *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
+ *                                 within about 1e-3, about 45 ms slower a pass on a CPU; benchmarks' baseline only)
  *
  * Once listening it prints one line to stdout, for whoever started it:
  *
@@ -40,6 +43,7 @@ const RuntimeSettings = z.object({
   RUNTIME_PORT: integer(0, 65535),
   RUNTIME_MAX_TOKENS_PER_PASS: integer(2, 1 << 20, LIMITS.tokensPerPass),
   RUNTIME_THREADS: integer(1, 1024, 2),
+  RUNTIME_READOUT: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["labels", "distribution"]).default("labels")),
   RUNTIME_GPU: z.preprocess(
     (v) => (v === "" ? undefined : v),
     z.enum(["false", "auto", "cuda", "vulkan", "metal"], { error: 'must be "false", "auto", "cuda", "vulkan" or "metal"' }).default("auto"),
@@ -62,6 +66,7 @@ async function main(): Promise<void> {
     maxTokensPerPass: settings.RUNTIME_MAX_TOKENS_PER_PASS,
     threads: settings.RUNTIME_THREADS,
     gpu: settings.RUNTIME_GPU === "false" ? false : settings.RUNTIME_GPU,
+    readout: settings.RUNTIME_READOUT,
   };
   const { modelPath, adapterPath } = engineOptions;
 

@@ -315,6 +315,27 @@ describe("score", () => {
     expect(Date.now() - started).toBeLessThan(3000);
   });
 
+  it("reads a pass's labels from their logits and the normaliser as the whole distribution gives them (RUNTIME_READOUT), within 2e-3", async () => {
+    // Both reads sum the 262,144 exponentials in float32, in different orders (the whole distribution
+    // largest first), so they differ in the third decimal: against a double-precision sum of every
+    // logit, on the first prompt below, the label read is off by 7.8e-4 and the whole-distribution read
+    // by 1.3e-3 (measured with node-llama-cpp 3.22.1, CPU build).
+    // A runtime made as `main` is (context size and threads change llama.cpp's numbers), reading the whole distribution.
+    const whole = await startRuntime({ name: "runtime-distribution", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_READOUT: "distribution" } });
+    try {
+      const labels = await labelTokens("Yes", "No", "Maybe", "The", "banana");
+      for (const prompt of [question, chatTurn("Is a banana yellow? Answer Yes or No."), "State:\nN/A\n\nQuestion: Is it urgent?\nAnswer:"]) {
+        const ours = await score(main, prompt, labels);
+        const theirs = await score(whole, prompt, labels);
+        expect(ours.prompt_tokens).toBe(theirs.prompt_tokens);
+        ours.logprobs.forEach((value, i) => expect(Math.abs(value - theirs.logprobs[i]!), `label ${i} of ${JSON.stringify(prompt)}`).toBeLessThan(2e-3));
+        expect(sum(ours.logprobs.map(Math.exp))).toBeLessThanOrEqual(1 + 1e-6);
+      }
+    } finally {
+      await whole.child.stop();
+    }
+  });
+
   it("evaluates a pass of exactly max_tokens_per_pass tokens and refuses one more", async () => {
     const full = await score(altered, markers(63), await labelTokens("Yes"));
     expect(full.prompt_tokens).toBe(64);

@@ -12,6 +12,7 @@
  */
 import { z } from "zod";
 import { imageObjects, type CanonicalImage, type ImageAsset, type ImageFormat, type ImagePurpose, type ImageRefusal } from "../contract/images.ts";
+import { LIMITS } from "../contract/limits.ts";
 import { Column, type Db } from "./db.ts";
 
 const COLUMNS = `id, purpose, status, filename, source_bytes, sha256, created_at, expires_at, upload_expires_at, lease_expires_at, attempts,
@@ -153,6 +154,16 @@ export class ImageAssetStore {
       [id],
     );
   }
+}
+
+/**
+ * How long a read grant of an asset's image may last from `now`: LIMITS.imageReadGrantMs at most,
+ * and never past the asset's life or the lease it serves. Whole seconds (a grant counts seconds); 0
+ * when less than one is left.
+ */
+export function readGrantMs(now: number, assetExpiresAt: number, leaseExpiresAt: number): number {
+  const ms = Math.min(LIMITS.imageReadGrantMs, assetExpiresAt - now, leaseExpiresAt - now);
+  return Math.max(0, Math.floor(ms / 1000) * 1000);
 }
 
 /** The asset as the wire shows it (never a storage key, grant or lease). */

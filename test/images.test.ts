@@ -5,7 +5,7 @@
  * cross-account 404s, the flags, a sidecar killed while it preprocesses, and retention cleanup.
  * Every image is written by a library at test time (test/support/images.ts).
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -477,6 +477,23 @@ describe("retention", () => {
       expect((await call(path, alice.key, body)).status).toBe(404);
     }
     await sql("UPDATE image_assets SET lease_expires_at = NULL WHERE id = $1", [asset.id]);
+  });
+});
+
+describe("what never leaves", () => {
+  it("no read grant, sidecar or runtime address in any answer, and neither the filename nor a signed URL in any log", async () => {
+    const filename = `private-${crypto.randomUUID()}.jpg`;
+    const { asset, completed } = await upload(await photo(64, 48), filename);
+    const read = await call(`/v1/image-assets/${asset.id}`, alice.key);
+    const refused = await upload((await photo(64, 48)).subarray(0, 900), `cut-${filename}`);
+    for (const reply of [completed, read, refused.completed]) {
+      const text = JSON.stringify(reply.body) + JSON.stringify([...reply.headers]);
+      for (const needle of ["X-Amz", "x-amz", "/storage/", stack.urls.sidecar, stack.urls.runtime, "127.0.0.1"]) expect(text, needle).not.toContain(needle);
+    }
+    const logs = readdirSync(join(dataDir, "logs")).map((name) => readFileSync(join(dataDir, "logs", name), "utf8")).join("\n");
+    expect(logs).not.toContain(filename);
+    expect(logs).not.toContain("X-Amz-Signature");
+    expect(logs).not.toContain(asset.sha256);
   });
 });
 

@@ -5,9 +5,10 @@
  * gives on demand, retries, connections, settings and the contract; faults the stack cannot show come
  * from the named fakes of clients/sdk-python/tests/fakes.py). Trainings take the signed-in user's
  * access token: the suite gets the main account's, and a small training file (one training, ready in
- * seconds, test/support/training.ts). Either tool failing fails this test, with its output.
+ * seconds, test/support/training.ts); image assets, photos written by sharp here (Pillow is no tool
+ * of the suite). Either tool failing fails this test, with its output.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +16,7 @@ import { Batch } from "../contract/batches.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { call, newAccount, stack, withDb } from "./support/api.ts";
+import { photo } from "./support/images.ts";
 import { contractDump, PYTHON_SDK_DIR, pythonSdkVenv, runTool } from "./support/python-sdk.ts";
 import { finishDirectly } from "./support/sdk.ts";
 import { animalSentences, noulFile } from "./support/training.ts";
@@ -58,6 +60,11 @@ describe("the Python SDK", () => {
     writeFileSync(contract, JSON.stringify(contractDump()));
     const trainingFile = join(workDir, "training.jsonl");
     writeFileSync(trainingFile, await noulFile(GROUP_A, animalSentences()));
+    // The sizes clients/sdk-python/tests/conftest.py names.
+    const imageDir = join(workDir, "images");
+    mkdirSync(imageDir);
+    writeFileSync(join(imageDir, "photo.jpg"), await photo(320, 240));
+    writeFileSync(join(imageDir, "photo.png"), await photo(40, 30, "png"));
 
     const env = {
       PATH: process.env.PATH ?? "",
@@ -72,6 +79,7 @@ describe("the Python SDK", () => {
       SVC_TEST_RELEASE_ID: stack().releaseId,
       SVC_TEST_ACCESS_TOKEN: main.userToken,
       SVC_TEST_TRAINING_FILE: trainingFile,
+      SVC_TEST_IMAGE_DIR: imageDir,
       SVC_TEST_CONTRACT: contract,
       SVC_TEST_SECRETS_LEDGER: stack().ledgerPath,
       PYTHONDONTWRITEBYTECODE: "1",

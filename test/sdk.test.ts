@@ -1,9 +1,9 @@
 /**
- * The TypeScript SDK (clients/sdk-ts) against the real stack: every resource, every error class the
- * stack can produce on demand, retries, the connection cap, the URL policy, where settings come
- * from, and the packed tarball installed and run by plain Node without Bun. Answers the real stack
- * cannot give on demand (529, 503, 504, a hang, a dropped connection, a redirect) come from the named
- * fakes of test/support/fake-service.ts.
+ * The TypeScript SDK (clients/sdk-ts) against the real stack: every resource (image assets with
+ * photos written at test time), every error class the stack can produce on demand, retries, the
+ * connection cap, the URL policy, where settings come from, and the packed tarball installed and run
+ * by plain Node without Bun. Answers the real stack cannot give on demand (529, 503, 504, a hang, a
+ * dropped connection, a redirect) come from the named fakes of test/support/fake-service.ts.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -22,6 +22,8 @@ import {
   ConflictError,
   GatewayTimeoutError,
   GoneError,
+  IMAGE_REFUSALS,
+  ImageRefusedError,
   InputError,
   LIMITS,
   noul,
@@ -34,6 +36,8 @@ import {
   UnprocessableEntityError,
   VERSION,
   type ClientOptions,
+  type ImageAsset,
+  type ImageRefusal,
   type InputRecord,
 } from "../clients/sdk-ts/src/index.ts";
 import { requireCredentials, resolveSettings, SettingsError, writeSaved } from "../clients/sdk-ts/src/settings.ts";
@@ -50,8 +54,9 @@ import {
   fakeServiceRedirecting,
   type Fake,
 } from "./support/fake-service.ts";
+import { photo, sha256 } from "./support/images.ts";
 import { plainNodeEnv, run } from "./support/plain-node.ts";
-import { finishDirectly, recordingFetch, rejection, SETTINGS, withEnv } from "./support/sdk.ts";
+import { finishDirectly, recordingFetch, rejection, SETTINGS, withEnv, type Sent } from "./support/sdk.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
 
@@ -752,6 +757,167 @@ describe("client.trainings", () => {
     expect(await rejection(trainings.retrieve(UNKNOWN_BATCH))).toMatchObject({ name: "NotFoundError", code: "not_found" });
     // Another account's trainings are the same 404.
     expect(await rejection(trainerOf(account).trainings.retrieve(made[0]!))).toBeInstanceOf(NotFoundError);
+  });
+});
+
+describe("client.imageAssets", () => {
+  const base64Of = (hex: string) => Buffer.from(hex, "hex").toString("base64");
+  const signatureOf = (url: string) => remember(new URL(url).searchParams.get("X-Amz-Signature")!);
+
+  it("uploads a JPEG in one call: create, the PUT with exactly the returned headers and no credential, complete; then reads it back", async () => {
+    const bytes = await photo(320, 240);
+    const recorder = recordingFetch();
+    const images = stackClient(account.key.secret, { fetch: recorder.fetch }).imageAssets;
+    const asset = await images.upload(bytes, { filename: "Holiday photo.JPG" });
+    expect(asset).toMatchObject({
+      object: "image_asset",
+      status: "ready",
+      purpose: "prediction",
+      filename: "Holiday photo.JPG",
+      source_bytes: bytes.byteLength,
+      sha256: sha256(bytes),
+      source: { format: "jpeg", width: 320, height: 240 },
+      canonical: { width: 320, height: 240 },
+      error: null,
+    });
+    expect(asset._request_id).toMatch(/^req_/);
+    expectTypeOf(asset).toMatchTypeOf<ImageAsset>();
+
+    expect(recorder.sent.map((s) => [s.method, s.status])).toEqual([["POST", 201], ["PUT", 200], ["POST", 200]]);
+    const [created, put, completed] = recorder.sent as [Sent, Sent, Sent];
+    expect(created.url).toBe(`${stack().baseUrl}/v1/image-assets`);
+    expect(completed.url).toBe(`${stack().baseUrl}/v1/image-assets/${asset.id}/complete`);
+    for (const apiCall of [created, completed]) expect(apiCall.headers.get("authorization")).toBe(`Bearer ${account.key.secret}`);
+    // The PUT goes to the signed storage address, never under the API, with its headers and nothing else of the client's.
+    signatureOf(put.url);
+    expect(new URL(put.url).pathname.startsWith("/v1/")).toBe(false);
+    expect(put.headers.get("authorization")).toBeNull();
+    expect(Object.fromEntries([...put.headers].filter(([name]) => name !== "user-agent"))).toEqual({
+      "content-length": String(bytes.byteLength),
+      "if-none-match": "*",
+      "x-amz-checksum-sha256": base64Of(sha256(bytes)),
+    });
+
+    expect(await images.retrieve(asset.id)).toEqual(asset);
+    // Completing again changes nothing.
+    expect(await images.complete(asset.id)).toEqual(asset);
+  });
+
+  it("takes a path (its name the filename) and a File, and the signed-in session's token when the client has no API key", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sdk-images-"));
+    try {
+      const file = join(dir, "diagram.png");
+      writeFileSync(file, await photo(48, 32, "png"));
+      const fromPath = await client.imageAssets.upload(file, { purpose: "training" });
+      expect(fromPath).toMatchObject({ status: "ready", purpose: "training", filename: "diagram.png", source: { format: "png", width: 48, height: 32 } });
+
+      const recorder = recordingFetch();
+      const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
+      const fromFile = await tokenOnly.imageAssets.upload(new File([await photo(40, 30)], "snap.jpeg"));
+      expect(fromFile).toMatchObject({ status: "ready", filename: "snap.jpeg", canonical: { width: 40, height: 30 } });
+      signatureOf(recorder.sent[1]!.url);
+      const credentials = recorder.sent.map((s) => s.headers.get("authorization"));
+      expect(credentials).toEqual([`Bearer ${account.userToken}`, null, `Bearer ${account.userToken}`]);
+      // The same account's asset, whichever credential reads it; a client with both sends the API key.
+      const both = recordingFetch();
+      expect((await stackClient(account.key.secret, { accessToken: account.userToken, fetch: both.fetch }).imageAssets.retrieve(fromFile.id)).id).toBe(fromFile.id);
+      expect(both.sent[0]!.headers.get("authorization")).toBe(`Bearer ${account.key.secret}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("throws an ImageRefusedError, an UnprocessableEntityError, with the refusal's code for a refused image", async () => {
+    const refusals: [string, Uint8Array, string, ImageRefusal][] = [
+      ["a PNG named .jpg", await photo(40, 30, "png"), "renamed.jpg", "image_type_mismatch"],
+      ["a truncated JPEG", (await photo(320, 240)).subarray(0, 6000), "cut.jpg", "image_truncated"],
+    ];
+    for (const [name, bytes, filename, code] of refusals) {
+      const err = await rejection(client.imageAssets.upload(bytes, { filename }));
+      expect(err, name).toBeInstanceOf(ImageRefusedError);
+      expect(err).toBeInstanceOf(UnprocessableEntityError);
+      expect(err).toBeInstanceOf(APIError);
+      expect(err).toMatchObject({ name: "ImageRefusedError", status: 422, code, requestId: expect.stringMatching(/^req_/) });
+      expect((err as Error).message.length).toBeGreaterThan(0);
+      expect(Object.keys(IMAGE_REFUSALS)).toContain((err as ImageRefusedError).code);
+    }
+    expectTypeOf<ImageRefusedError["code"]>().toEqualTypeOf<ImageRefusal>();
+    // Any other 422 keeps its own class.
+    const invalid = await rejection(client.systemOne({ state: "s", questions: { q: choice(["only"]) } }));
+    expect(invalid).toBeInstanceOf(UnprocessableEntityError);
+    expect(invalid).not.toBeInstanceOf(ImageRefusedError);
+  });
+
+  it("refuses input the service cannot accept before sending anything", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sdk-images-"));
+    try {
+      const recorder = recordingFetch();
+      const images = stackClient(account.key.secret, { fetch: recorder.fetch }).imageAssets;
+      const jpeg = await photo(16, 16);
+      const large = join(dir, "large.jpg");
+      writeFileSync(large, new Uint8Array(LIMITS.imageSourceBytes + 1));
+      // Each call is made when awaited: a promise made up front would reject with no handler yet.
+      const refused: [() => Promise<unknown>, RegExp][] = [
+        [() => images.upload(new Uint8Array(LIMITS.imageSourceBytes + 1), { filename: "big.jpg" }), /is 10485761 bytes; an image asset holds at most 10485760 bytes \(10 MiB\)/],
+        [() => images.upload(large), /large\.jpg is 10485761 bytes/],
+        [() => images.upload(new Blob([new Uint8Array(LIMITS.imageSourceBytes + 1)]), { filename: "big.png" }), /at most 10485760 bytes/],
+        [() => images.upload(new Uint8Array(0), { filename: "empty.jpg" }), /the image is empty/],
+        [() => images.upload(jpeg), /needs \{ filename \} for bytes/],
+        [() => images.upload(new Blob([jpeg])), /needs \{ filename \}/],
+        [() => images.upload(jpeg, { filename: "photo.gif" }), /^filename must be a name .* ending in \.jpg, \.jpeg or \.png/],
+        [() => images.upload(jpeg, { filename: "../photo.jpg" }), /^filename must be a name \(no path/],
+        [() => images.upload(jpeg, { filename: "a.jpg", purpose: "generation" as "training" }), /^purpose: /],
+        [() => images.upload(join(dir, "missing.jpg")), /^cannot read the image .*missing\.jpg/],
+        [() => images.create({ purpose: "prediction", filename: "a.jpg", source_bytes: 10, sha256: "z".repeat(64) }), /^sha256 must be the file's SHA-256 as 64 hex digits/],
+        [() => images.retrieve(""), /image asset id is a non-empty string/],
+      ];
+      for (const [attempt, message] of refused) {
+        const err = await rejection(attempt());
+        expect(err, String(message)).toBeInstanceOf(InputError);
+        expect((err as Error).message).toMatch(message);
+      }
+      expect(recorder.sent).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("retries a completion while another holds the asset, waiting the retry-after it names; other 409s and 404s are thrown at once", async () => {
+    const bytes = await photo(64, 48);
+    const created = await client.imageAssets.create({ purpose: "prediction", filename: "held.jpg", source_bytes: bytes.byteLength, sha256: sha256(bytes) });
+    signatureOf(created.upload!.url);
+    const recorder = recordingFetch();
+    const images = stackClient(account.key.secret, { fetch: recorder.fetch }).imageAssets;
+    expect(await rejection(images.complete(created.id))).toMatchObject({ name: "ConflictError", code: "upload_incomplete" });
+    expect(recorder.sent).toHaveLength(1);
+    expect((await fetch(created.upload!.url, { method: "PUT", headers: created.upload!.headers, body: bytes })).status).toBe(200);
+
+    // Another completion's lease, as one running would hold it, for a little under the second the service asks to wait.
+    await withDb((db) => db.query("UPDATE image_assets SET lease_token = gen_random_uuid(), lease_expires_at = now() + interval '800 milliseconds' WHERE id = $1", [created.id]));
+    recorder.sent.length = 0;
+    const ready = await images.complete(created.id);
+    expect(ready).toMatchObject({ id: created.id, status: "ready", canonical: { width: 64, height: 48 } });
+    expect(recorder.sent.map((s) => s.status)).toEqual([409, 200]);
+    const asked = Number(recorder.sent[0]!.responseHeaders.get("retry-after")) * 1000;
+    expect(asked).toBeGreaterThan(0);
+    expect(recorder.sent[1]!.startedAt - recorder.sent[0]!.endedAt).toBeGreaterThanOrEqual(asked - 2);
+
+    const other = await newAccount();
+    for (const [images, id] of [[client.imageAssets, UNKNOWN_BATCH], [stackClient(other.key.secret).imageAssets, created.id]] as const) {
+      expect(await rejection(images.retrieve(id))).toMatchObject({ name: "NotFoundError", status: 404, code: "not_found" });
+      expect(await rejection(images.complete(id))).toMatchObject({ name: "NotFoundError", code: "not_found" });
+    }
+  });
+
+  it("retries a completion after 503 (a completion cannot run twice), but never a create", async () => {
+    const fake = await started(fakeServiceAnswering(503, { "retry-after-ms": "20" }));
+    expect(await rejection(fakeClient(fake).imageAssets.complete(UNKNOWN_BATCH))).toBeInstanceOf(ServiceUnavailableError);
+    expect(fake.requests).toBe(3);
+    expect(await rejection(fakeClient(fake).imageAssets.complete(UNKNOWN_BATCH, { maxRetries: 0 }))).toMatchObject({ status: 503, code: "unavailable" });
+    expect(fake.requests).toBe(4);
+    const bytes = await photo(8, 8);
+    expect(await rejection(fakeClient(fake, { maxRetries: 5 }).imageAssets.upload(bytes, { filename: "a.jpg" }))).toBeInstanceOf(ServiceUnavailableError);
+    expect(fake.requests).toBe(5);
   });
 });
 

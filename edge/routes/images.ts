@@ -24,7 +24,7 @@ import { readJson } from "../../server-shared/body.ts";
 import { httpDb } from "../../server-shared/db.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { signGrant } from "../../server-shared/grants.ts";
-import { assetOf, ImageAssetStore, type AssetLease, type AssetRow } from "../../server-shared/images.ts";
+import { assetOf, ImageAssetStore, readGrantMs, type AssetLease, type AssetRow } from "../../server-shared/images.ts";
 import { PreprocessImageResponse, SIDECAR_PATHS, type PreprocessImageCall } from "../../server-shared/sidecar-protocol.ts";
 import { imageAuth } from "../auth/image.ts";
 import type { AppEnv } from "../env.ts";
@@ -93,9 +93,9 @@ images.post("/v1/image-assets/:id/complete", async (c) => {
     // Another completion went first: answer with what it left, or ask to come back.
     const now = await findAsset(c);
     if (now.status !== "uploading") return settled(c, now);
-    const wait = Math.max(1, Math.ceil(((now.lease_expires_at ? Date.parse(now.lease_expires_at) : Date.now()) - Date.now()) / 1000));
-    c.header("retry-after", String(wait));
-    throw new ServiceError("asset_finalizing", `this asset is being completed by another request; retry in ${wait} s`);
+    // A completion takes a second or two; the lease (a minute) only bounds one whose edge died.
+    c.header("retry-after", "1");
+    throw new ServiceError("asset_finalizing", "this asset is being completed by another request; retry in a second");
   }
 
   let answer: PreprocessImageResponse;
@@ -126,7 +126,7 @@ async function preprocess(c: Context<AppEnv>, asset: AssetRow, lease: AssetLease
   const settings = services(c.env).settings;
   const sidecarUrl = await preprocessingSidecar(c);
   const now = Date.now();
-  const validityMs = Math.min(LIMITS.imageReadGrantMs, lease.expiresAt - now, Date.parse(asset.expires_at) - now);
+  const validityMs = readGrantMs(now, Date.parse(asset.expires_at), lease.expiresAt);
   if (validityMs < 1000) throw new ServiceError("unavailable", "this asset cannot be completed right now; retry");
   const grants = storageGrants(c);
   const canonicalHeaders = { "if-none-match": "*" };

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { BATCH_LIST_PAGE, BATCH_STATUSES, Batch, BatchList, ResultRecord, ResultsPage, TERMINAL_STATUSES } from "../../contract/batches.ts";
 import { ChoiceAnswer, DecisionResponse, NoulAnswer, ScoreAnswer, Usage } from "../../contract/decision.ts";
 import { ErrorEnvelope } from "../../contract/errors.ts";
+import { CreateImageAssetRequest, IMAGE_ASSET_STATUSES, IMAGE_PURPOSES, IMAGE_REFUSALS, ImageAsset } from "../../contract/images.ts";
 import { LIMITS, REQUEST_ID_HEADER, SHARED_ALIAS } from "../../contract/limits.ts";
 import { ModelItem, ModelList, RetiredModel } from "../../contract/models.ts";
 import { EvaluationReport, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
@@ -32,7 +33,11 @@ export async function pythonSdkVenv(): Promise<{ bin(name: string): string }> {
   return venv;
 }
 
-/** The contract's schemas as JSON Schema components (named like the exports), and its constants. */
+/**
+ * The contract's schemas as JSON Schema components (named like the exports): the answers as the
+ * service writes them, the requests the SDK checks before sending as the service reads them; and
+ * its constants.
+ */
 export function contractDump(): object {
   const schemas = {
     DecisionResponse,
@@ -51,10 +56,15 @@ export function contractDump(): object {
     TrainingList,
     EvaluationReport,
     RetiredModel,
+    ImageAsset,
   };
+  const requests = { CreateImageAssetRequest };
   return {
     components: {
-      schemas: Object.fromEntries(Object.entries(schemas).map(([name, schema]) => [name, z.toJSONSchema(schema, { io: "output", unrepresentable: "any" })])),
+      schemas: {
+        ...Object.fromEntries(Object.entries(schemas).map(([name, schema]) => [name, z.toJSONSchema(schema, { io: "output", unrepresentable: "any" })])),
+        ...Object.fromEntries(Object.entries(requests).map(([name, schema]) => [name, z.toJSONSchema(schema, { io: "input", unrepresentable: "any" })])),
+      },
     },
     constants: {
       SHARED_ALIAS,
@@ -71,6 +81,11 @@ export function contractDump(): object {
       trainingListPageDefault: TRAINING_LIST_PAGE.default,
       TRAINING_STATUSES,
       TRAINING_TERMINAL_STATUSES,
+      imageSourceBytes: LIMITS.imageSourceBytes,
+      imageFilenameChars: LIMITS.imageFilenameChars,
+      IMAGE_PURPOSES,
+      IMAGE_ASSET_STATUSES,
+      IMAGE_REFUSALS,
     },
   };
 }

@@ -11,6 +11,8 @@ it. test/python-sdk.test.ts (the service's suite) starts the local stack and set
     SVC_TEST_RELEASE_ID              the release behind svc-shared
     SVC_TEST_ACCESS_TOKEN            the signed-in user's access token of SVC_API_KEY's account
     SVC_TEST_TRAINING_FILE           a training file that trains in seconds (test/support/training.ts noulFile)
+    SVC_TEST_IMAGE_DIR               photos written by sharp at test time: photo.jpg (a 320 x 240 JPEG)
+                                     and photo.png (a 40 x 30 PNG); the stack has IMAGE_API and IMAGE_BROWSER on
     SVC_TEST_CONTRACT                the contract's JSON Schemas and constants, dumped from contract/
     SVC_TEST_SECRETS_LEDGER          where secrets the tests obtain are written for the log scan
 """
@@ -41,6 +43,7 @@ class Stack:
     release_id: str | None
     access_token: str | None
     training_file: str | None
+    image_dir: str | None
 
 
 def _read_stack() -> Stack | None:
@@ -58,6 +61,7 @@ def _read_stack() -> Stack | None:
         release_id=os.environ.get("SVC_TEST_RELEASE_ID") or None,
         access_token=os.environ.get("SVC_TEST_ACCESS_TOKEN") or None,
         training_file=os.environ.get("SVC_TEST_TRAINING_FILE") or None,
+        image_dir=os.environ.get("SVC_TEST_IMAGE_DIR") or None,
     )
 
 

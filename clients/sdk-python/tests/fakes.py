@@ -141,14 +141,16 @@ class Seen:
 
 class FakeServiceRecording(FakeService):
     """
-    Answers request n with `answers[n - 1]`, a status and a JSON body, and keeps every request in
-    `seen`: what a client sends on the wire, route by route (a signed upload's PUT included, when the
-    answers point it back at the fake). `answers` may be set after construction, once `url` is known.
+    Answers request n with `answers[n - 1]`, a status and a JSON body (and `headers[n]`, when given),
+    and keeps every request in `seen`: what a client sends on the wire, route by route (a signed
+    upload's PUT included, when the answers point it back at the fake). `answers` may be set after
+    construction, once `url` is known.
     """
 
     def __init__(self, *answers: tuple[int, object]) -> None:
         super().__init__()
         self.answers: list[tuple[int, object]] = list(answers)
+        self.headers: dict[int, dict[str, str]] = {}
         self.seen: list[Seen] = []
 
     def answer(self, handler: BaseHTTPRequestHandler, n: int) -> None:
@@ -156,7 +158,7 @@ class FakeServiceRecording(FakeService):
             headers = {name.lower(): value for name, value in handler.headers.items()}
             self.seen.append(Seen(handler.command, handler.path, headers, self.bodies[n - 1]))
         status, body = self.answers[n - 1]
-        send(handler, status, json.dumps(body).encode(), {REQUEST_ID_HEADER: f"req_fake{n}"})
+        send(handler, status, json.dumps(body).encode(), {REQUEST_ID_HEADER: f"req_fake{n}", **self.headers.get(n, {})})
 
 
 class FakeServiceHanging(FakeService):

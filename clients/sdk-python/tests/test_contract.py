@@ -6,7 +6,9 @@ The contract's JSON Schema comes from the service itself (`GET /v1/openapi.json`
 like the contract's exports) when it serves one, and from the dump of the contract's zod schemas
 that test/python-sdk.test.ts writes (`SVC_TEST_CONTRACT`); each source present is checked. A body
 the OpenAPI document has no component for (the trainings' answers) is read from its route's
-response there. The dump also carries the contract's constants, which the SDK's copies must equal.
+response there. The dump also carries the contract's constants, which the SDK's copies must equal,
+and the rules of the one request the SDK checks field by field before sending (an image asset's
+creation), which the SDK's copies must equal too.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ROOTS: dict[type[Any], str] = {
     sdk.TrainingList: "TrainingList",
     sdk.EvaluationReport: "EvaluationReport",
     sdk.RetiredModel: "RetiredModel",
+    sdk.ImageAsset: "ImageAsset",
 }
 # Where the OpenAPI document gives a root it has no component for: its route's success response.
 ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
@@ -242,6 +245,22 @@ def test_the_sdks_models_match_the_contracts_json_schema(source: str, document: 
 
 
 @pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
+def test_an_image_asset_is_created_with_the_contracts_rules(source: str, document: Schema) -> None:
+    # What the SDK checks before sending (InputError) is what the service accepts, field by field.
+    from decision_service import _constants
+
+    request = _components(document).get("CreateImageAssetRequest")
+    assert request is not None, f"{source} has no schema CreateImageAssetRequest"
+    fields = request["properties"]
+    assert sorted(fields) == sorted(request["required"]) == ["filename", "purpose", "sha256", "source_bytes"]
+    assert fields["purpose"]["enum"] == list(sdk.IMAGE_PURPOSES)
+    assert (fields["filename"]["minLength"], fields["filename"]["maxLength"]) == (1, _constants.IMAGE_FILENAME_CHARS)
+    assert fields["filename"]["pattern"] == _constants.IMAGE_FILENAME_PATTERN
+    assert (fields["source_bytes"]["minimum"], fields["source_bytes"]["maximum"]) == (1, sdk.IMAGE_SOURCE_BYTES)
+    assert fields["sha256"]["pattern"] == _constants.IMAGE_SHA256_PATTERN
+
+
+@pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
 def test_the_error_envelope_has_what_the_sdk_reads(source: str, document: Schema) -> None:
     envelope = _components(document)["ErrorEnvelope"]
     checker = Checker(document)
@@ -274,6 +293,12 @@ def test_the_sdks_constants_are_the_contracts() -> None:
     assert _constants.TRAINING_FILE_BYTES == constants["trainingFileBytes"]
     assert _constants.TRAINING_FILE_EXAMPLES == constants["trainingFileExamples"]
     assert _constants.TRAINING_LIST_PAGE_DEFAULT == constants["trainingListPageDefault"]
+    assert sdk.IMAGE_SOURCE_BYTES == constants["imageSourceBytes"]
+    assert _constants.IMAGE_FILENAME_CHARS == constants["imageFilenameChars"]
+    assert list(sdk.IMAGE_PURPOSES) == constants["IMAGE_PURPOSES"] == list(typing.get_args(sdk.ImagePurpose))
+    assert list(sdk.IMAGE_ASSET_STATUSES) == constants["IMAGE_ASSET_STATUSES"] == list(typing.get_args(sdk.ImageAssetStatus))
+    assert sdk.IMAGE_REFUSALS == constants["IMAGE_REFUSALS"]
+    assert list(typing.get_args(sdk.ImageRefusal)) == list(constants["IMAGE_REFUSALS"])
 
 
 def test_there_is_a_contract_to_compare_with_when_the_service_is_there() -> None:

@@ -13,8 +13,9 @@
  *
  * Two credentials, as the service has two: the account's API key for decisions, models and batches,
  * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`),
- * which the service refuses an API key for. A client needs at least one; a call whose credential the
- * client lacks throws ConfigurationError before anything is sent.
+ * which the service refuses an API key for. Image assets (`client.imageAssets`) take either: the API
+ * key when the client has one. A client needs at least one; a call whose credential the client lacks
+ * throws ConfigurationError before anything is sent.
  */
 import { LIMITS, SHARED_ALIAS } from "../../../contract/limits.ts";
 import { stringifyJson } from "../../../contract/json.ts";
@@ -23,6 +24,7 @@ import { Transport, withRequestId, type Fetch, type RequestOptions, type WithReq
 import type { DecisionRequest, DecisionResponse, Questions } from "./decisions.ts";
 import { ConfigurationError } from "./errors.ts";
 import { Batches } from "./resources/batches.ts";
+import { ImageAssets } from "./resources/image-assets.ts";
 import { Models } from "./resources/models.ts";
 import { Trainings } from "./resources/trainings.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -59,6 +61,7 @@ export class Client {
   readonly models: Models;
   readonly batches: Batches;
   readonly trainings: Trainings;
+  readonly imageAssets: ImageAssets;
   private readonly transport: Transport;
 
   /**
@@ -101,6 +104,7 @@ export class Client {
     this.models = new Models(this.transport);
     this.batches = new Batches(this.transport, () => this.defaultModel);
     this.trainings = new Trainings(this.transport, () => this.defaultModel);
+    this.imageAssets = new ImageAssets(this.transport);
   }
 
   /**

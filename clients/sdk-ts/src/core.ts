@@ -6,7 +6,8 @@
  * answers both before any work starts, so a retry cannot compute anything twice. The wait is what
  * the service asks for (`retry-after-ms`, else `Retry-After`), or exponential backoff with jitter
  * when it says nothing. Everything else (503, 504, a timeout, a dropped connection) is thrown at
- * once: a decision may have run, and only the caller can tell whether running it again is right.
+ * once: a decision may have run, and only the caller can tell whether running it again is right. A
+ * call that repeating cannot make do anything twice may name more answers to retry (`retryAlso`).
  */
 import { REQUEST_ID_HEADER } from "../../../contract/limits.ts";
 import { checkServiceUrl } from "../../../contract/urls.ts";
@@ -29,7 +30,8 @@ export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promi
 
 /**
  * Which credential a call sends: the account's API key (decisions, models, batches), or the signed-in
- * user's access token (training, which the service refuses an API key for).
+ * user's access token (training, which the service refuses an API key for). A route that takes
+ * either (image assets) names both, in the order of preference.
  */
 export type Credential = "api_key" | "access_token";
 
@@ -55,13 +57,18 @@ export interface Call {
   method: "GET" | "POST" | "PUT";
   /** A path under the base URL (`/v1/models`), sent with the credential `auth` names. */
   path?: string;
-  /** The credential of a `path` call (the API key when absent). */
-  auth?: Credential;
+  /** The credential of a `path` call, or several: the first of them the client has (the API key when absent). */
+  auth?: Credential | readonly Credential[];
   /** An absolute URL given by the service (a signed upload): sent without any credential. */
   url?: string;
   query?: Record<string, string | number | undefined>;
   body?: string | Uint8Array;
   headers?: Record<string, string>;
+  /**
+   * Errors besides 429 and 529 that this call is retried after, with the same waits and count: only
+   * for a call that repeating cannot make do anything twice (an image asset's completion).
+   */
+  retryAlso?: (err: APIError) => boolean;
 }
 
 export interface Reply<T> {
@@ -85,21 +92,28 @@ export class Transport {
     this.#settings = settings;
   }
 
-  /** Throws ConfigurationError when the client has no `credential`: called before any work that would be wasted without it. */
-  require(credential: Credential): string {
-    const value = credential === "api_key" ? this.#settings.apiKey : this.#settings.accessToken;
-    if (value === undefined) throw new ConfigurationError(MISSING_CREDENTIAL[credential]);
-    return value;
+  /**
+   * The client's `credential`, or the first of several it has; throws ConfigurationError when it has
+   * none of them: called before any work that would be wasted without it.
+   */
+  require(credential: Credential | readonly Credential[]): string {
+    const kinds: readonly Credential[] = typeof credential === "string" ? [credential] : credential;
+    for (const kind of kinds) {
+      const value = kind === "api_key" ? this.#settings.apiKey : this.#settings.accessToken;
+      if (value !== undefined) return value;
+    }
+    throw new ConfigurationError(MISSING_CREDENTIAL[kinds[0] ?? "api_key"]);
   }
 
-  /** Sends `call`, retrying after 429 and 529 only; returns the parsed JSON answer. */
+  /** Sends `call`, retrying after 429 and 529 (and what `call.retryAlso` names) only; returns the parsed JSON answer. */
   async request<T>(call: Call, options: RequestOptions = {}): Promise<Reply<T>> {
     const maxRetries = options.maxRetries ?? this.#settings.maxRetries;
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.once<T>(call, options);
       } catch (err) {
-        const wait = err instanceof APIError && RETRIED_STATUSES.has(err.status ?? 0) && attempt < maxRetries ? retryWait(err, attempt) : null;
+        const retried = err instanceof APIError && (RETRIED_STATUSES.has(err.status ?? 0) || call.retryAlso?.(err) === true);
+        const wait = retried && attempt < maxRetries ? retryWait(err, attempt) : null;
         if (wait === null) throw err;
         await sleep(wait, options.signal);
       }

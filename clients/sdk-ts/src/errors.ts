@@ -16,6 +16,7 @@
  * service, which is why decisions are never retried after them.
  */
 import { ErrorEnvelope } from "../../../contract/errors.ts";
+import { IMAGE_REFUSALS, type ImageRefusal } from "../../../contract/images.ts";
 import { REQUEST_ID_HEADER } from "../../../contract/limits.ts";
 
 export interface APIErrorInit {
@@ -80,7 +81,7 @@ export class APIError extends Error {
     const code = envelope.success ? envelope.data.error.code : undefined;
     const message = envelope.success ? envelope.data.error.message : `the service answered ${status} without an error envelope${text ? `: ${text.slice(0, 200)}` : ""}`;
     const init = { status, code, requestId: headers.get(REQUEST_ID_HEADER), headers, body };
-    const Class = STATUS_CLASSES[status] ?? APIError;
+    const Class = status === 422 && isImageRefusal(code) ? ImageRefusedError : (STATUS_CLASSES[status] ?? APIError);
     return new Class(message, init);
   }
 }
@@ -104,6 +105,21 @@ export class GoneError extends APIError {
 /** 422: an invalid request body (a bad question, too few options, an empty state). */
 export class UnprocessableEntityError extends APIError {
   override name = "UnprocessableEntityError";
+}
+/**
+ * 422 on an image asset's completion: the service refused the image (IMAGE_REFUSALS says what each
+ * code means), before any GPU work. The asset stays rejected; a corrected file is a new asset.
+ *
+ *     try {
+ *       await client.imageAssets.upload("cat.jpg");
+ *     } catch (err) {
+ *       if (err instanceof ImageRefusedError && err.code === "image_type_mismatch") console.log("rename it");
+ *     }
+ */
+export class ImageRefusedError extends UnprocessableEntityError {
+  override name = "ImageRefusedError";
+  /** Why the image was refused. */
+  declare readonly code: ImageRefusal;
 }
 /** 429: an account rate, token or batch limit; nothing ran, retried after `retryAfterMs`. */
 export class RateLimitError extends APIError {
@@ -167,6 +183,10 @@ const STATUS_CLASSES: Record<number, typeof APIError | undefined> = {
   504: GatewayTimeoutError,
   529: OverloadedError,
 };
+
+function isImageRefusal(code: string | undefined): code is ImageRefusal {
+  return code !== undefined && Object.hasOwn(IMAGE_REFUSALS, code);
+}
 
 /** The wait a response asks for, in milliseconds, or null. */
 export function retryAfterMs(headers: Headers | undefined): number | null {

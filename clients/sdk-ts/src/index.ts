@@ -9,7 +9,8 @@
  *     });
  *
  * Training (`client.trainings`, `client.models.retire`) takes the signed-in user's access token
- * instead of the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN.
+ * instead of the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
+ * (`client.imageAssets.upload("cat.jpg")`) take either.
  *
  * The key and deployment the `svc` tools use (their saved credentials) are a second entry point,
  * `@decision-service/sdk/settings` (settings.ts), so that this one never reads that file.
@@ -48,6 +49,7 @@ export {
   ConflictError,
   GatewayTimeoutError,
   GoneError,
+  ImageRefusedError,
   InputError,
   NotFoundError,
   OverloadedError,
@@ -66,6 +68,7 @@ export {
   type UploadResult,
   type WaitOptions,
 } from "./resources/batches.ts";
+export { ImageAssets, type ImageFile, type UploadImageParams } from "./resources/image-assets.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
 export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
@@ -86,4 +89,17 @@ export {
   type TrainingProgress,
   type TrainingStatus,
 } from "../../../contract/trainings.ts";
+export {
+  IMAGE_ASSET_STATUSES,
+  IMAGE_FORMATS,
+  IMAGE_PURPOSES,
+  IMAGE_REFUSALS,
+  type CanonicalImage,
+  type CreateImageAssetRequest,
+  type ImageAsset,
+  type ImageAssetStatus,
+  type ImageFormat,
+  type ImagePurpose,
+  type ImageRefusal,
+} from "../../../contract/images.ts";
 export { LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";

@@ -8,6 +8,7 @@ decision_service: the Python client of the decision service.
         questions={"refund": noul("Refund?"), "topic": choice(["billing", "bug"])},
     )
     reply.noul_answer("refund").noul
+    asset = client.image_assets.upload("cat.jpg")   # an image asset, ready (ImageRefusedError when refused)
 """
 
 from ._client import AsyncClient, Client
@@ -15,6 +16,10 @@ from ._constants import (
     BATCH_STATUSES,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
+    IMAGE_ASSET_STATUSES,
+    IMAGE_PURPOSES,
+    IMAGE_REFUSALS,
+    IMAGE_SOURCE_BYTES,
     MAX_CONNECTIONS,
     MAX_RETRY_WAIT,
     REQUEST_ID_HEADER,
@@ -33,6 +38,7 @@ from ._errors import (
     DecisionServiceError,
     GatewayTimeoutError,
     GoneError,
+    ImageRefusedError,
     InputError,
     NotFoundError,
     OverloadedError,
@@ -40,7 +46,7 @@ from ._errors import (
     ServiceUnavailableError,
     UnprocessableEntityError,
 )
-from ._input import BatchInput, TrainingInput
+from ._input import BatchInput, ImageInput, TrainingInput
 from ._models import (
     Answer,
     Batch,
@@ -49,10 +55,18 @@ from ._models import (
     BatchList,
     BatchProgress,
     BatchStatus,
+    CanonicalImage,
     ChoiceAnswer,
     DecisionResponse,
     EvaluationExamples,
     EvaluationReport,
+    ImageAsset,
+    ImageAssetError,
+    ImageAssetStatus,
+    ImageFormat,
+    ImagePurpose,
+    ImageRefusal,
+    ImageSource,
     JsonValue,
     ModelItem,
     ModelList,
@@ -122,6 +136,7 @@ __all__ = [
     "BatchProgress",
     "BatchRun",
     "BatchStatus",
+    "CanonicalImage",
     "ChoiceAnswer",
     "ChoiceQuestion",
     "Client",
@@ -137,6 +152,19 @@ __all__ = [
     "EvaluationReport",
     "GatewayTimeoutError",
     "GoneError",
+    "IMAGE_ASSET_STATUSES",
+    "IMAGE_PURPOSES",
+    "IMAGE_REFUSALS",
+    "IMAGE_SOURCE_BYTES",
+    "ImageAsset",
+    "ImageAssetError",
+    "ImageAssetStatus",
+    "ImageFormat",
+    "ImageInput",
+    "ImagePurpose",
+    "ImageRefusal",
+    "ImageRefusedError",
+    "ImageSource",
     "InputError",
     "InputRecord",
     "JsonValue",

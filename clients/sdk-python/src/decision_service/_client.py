@@ -16,6 +16,7 @@ from ._questions import Question, State
 from ._settings import Settings, check_max_retries, check_timeout, resolve
 from ._transport import AsyncTransport, Call, SyncTransport, encode_json, read
 from .resources.batches import AsyncBatches, Batches
+from .resources.image_assets import AsyncImageAssets, ImageAssets
 from .resources.models import AsyncModels, Models
 from .resources.trainings import AsyncTrainings, Trainings
 
@@ -76,13 +77,14 @@ class Client(_Settings):
 
     `api_key` (SVC_API_KEY) is what models, decisions and batches take; `access_token`
     (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings and retiring a trained
-    model take. A client needs at least one; a method whose credential it lacks raises
-    ConfigurationError before sending anything.
+    model take; image assets take either (the API key when the client has one). A client needs at
+    least one; a method whose credential it lacks raises ConfigurationError before sending anything.
     """
 
     models: Models
     batches: Batches
     trainings: Trainings
+    image_assets: ImageAssets
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class Client(_Settings):
         self.models = Models(self._transport)
         self.batches = Batches(self._transport, lambda: self._settings.default_model)
         self.trainings = Trainings(self._transport, lambda: self._settings.default_model)
+        self.image_assets = ImageAssets(self._transport)
 
     def system_one(
         self,
@@ -148,6 +151,7 @@ class AsyncClient(_Settings):
     models: AsyncModels
     batches: AsyncBatches
     trainings: AsyncTrainings
+    image_assets: AsyncImageAssets
 
     def __init__(
         self,
@@ -164,6 +168,7 @@ class AsyncClient(_Settings):
         self.models = AsyncModels(self._transport)
         self.batches = AsyncBatches(self._transport, lambda: self._settings.default_model)
         self.trainings = AsyncTrainings(self._transport, lambda: self._settings.default_model)
+        self.image_assets = AsyncImageAssets(self._transport)
 
     async def system_one(
         self,

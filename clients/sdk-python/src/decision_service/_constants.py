@@ -1,7 +1,7 @@
 """
 The service's numbers this client depends on. They are written once in the wire contract
-(contract/limits.ts, contract/batches.ts, contract/trainings.ts); tests/test_contract.py checks these
-copies against it.
+(contract/limits.ts, contract/batches.ts, contract/trainings.ts, contract/images.ts);
+tests/test_contract.py checks these copies against it.
 """
 
 from typing import Final
@@ -39,3 +39,23 @@ TRAINING_TERMINAL_STATUSES: Final = ("ready", "rejected", "failed", "cancelled",
 
 MAX_RETRY_WAIT: Final = 60.0
 """Seconds: a Retry-After longer than this is not waited out; the caller gets the 429 or 529."""
+
+IMAGE_SOURCE_BYTES: Final = 10 * 1024 * 1024
+"""Bytes of one image asset's file at most (10 MiB)."""
+IMAGE_FILENAME_CHARS: Final = 255
+"""An image asset's filename, at most this many UTF-16 code units (as the service counts them)."""
+IMAGE_FILENAME_PATTERN: Final = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029/\\]*\.(?:[jJ][pP][eE]?[gG]|[pP][nN][gG])$"
+"""The filename rule the contract publishes: no path, no control character, ending in .jpg, .jpeg or .png."""
+IMAGE_SHA256_PATTERN: Final = r"^[0-9a-fA-F]{64}$"
+"""A file's SHA-256 as the contract takes it: 64 hex digits."""
+IMAGE_PURPOSES: Final = ("prediction", "training")
+IMAGE_ASSET_STATUSES: Final = ("uploading", "ready", "rejected")
+IMAGE_REFUSALS: Final = {
+    "image_unsupported": "not a JPEG or PNG file",
+    "image_type_mismatch": "the file's format is not the one its filename's extension names",
+    "image_truncated": "the file ends before the image does",
+    "image_animated": "an animated image (one still image only)",
+    "image_too_large": "more than 16 million pixels, or more than 8,192 pixels along an edge",
+    "image_undecodable": "the image data cannot be decoded",
+}
+"""Why the service refuses an image on completion (ImageRefusedError.code), and what each means."""

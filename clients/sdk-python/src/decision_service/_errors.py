@@ -24,7 +24,8 @@ import time
 
 import httpx
 
-from ._constants import REQUEST_ID_HEADER
+from ._constants import IMAGE_REFUSALS, REQUEST_ID_HEADER
+from ._models import ImageRefusal
 
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
@@ -113,6 +114,21 @@ class UnprocessableEntityError(APIError):
     """422: an invalid request body (a bad question, too few options, an empty state)."""
 
 
+class ImageRefusedError(UnprocessableEntityError):
+    """
+    422 on an image asset's completion: the service refused the image, before any GPU work. `code`
+    says why (IMAGE_REFUSALS says what each code means); the asset stays rejected, and a corrected
+    file is a new asset::
+
+        try:
+            client.image_assets.upload("cat.jpg")
+        except ImageRefusedError as err:
+            print(err.code)   # "image_type_mismatch", ...
+    """
+
+    code: ImageRefusal
+
+
 class RateLimitError(APIError):
     """429: an account rate, token or batch limit; nothing ran. Retried after `retry_after`."""
 
@@ -171,7 +187,7 @@ def error_from_response(response: httpx.Response) -> APIError:
         if isinstance(envelope, dict) and isinstance(envelope.get("code"), str) and isinstance(envelope.get("message"), str):
             code = envelope["code"]
             message = envelope["message"]
-    cls = _STATUS_CLASSES.get(response.status_code, APIError)
+    cls = ImageRefusedError if response.status_code == 422 and code in IMAGE_REFUSALS else _STATUS_CLASSES.get(response.status_code, APIError)
     return cls(
         message,
         status=response.status_code,

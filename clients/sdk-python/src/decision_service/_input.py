@@ -6,6 +6,9 @@ default model; a file or bytes are sent unchanged. The bounds the service publis
 (25 MiB, 10,000 records or examples) are checked here, so a file that cannot be accepted is refused
 before anything is uploaded; everything else (a training file's labels and outcome counts included)
 is the service's to check, and it names the first bad line.
+
+An image asset's file is a path, bytes or a binary file object, sent unchanged; its size is checked
+(at most 10 MiB) before more than that is read.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TypeAlias
+from typing import BinaryIO, TypeAlias
 
-from ._constants import BULK_FILE_BYTES, BULK_FILE_RECORDS, SHARED_ALIAS, TRAINING_FILE_BYTES, TRAINING_FILE_EXAMPLES
+from ._constants import BULK_FILE_BYTES, BULK_FILE_RECORDS, IMAGE_SOURCE_BYTES, SHARED_ALIAS, TRAINING_FILE_BYTES, TRAINING_FILE_EXAMPLES
 from ._errors import InputError
 from ._questions import InputRecord, TrainingExample
 from ._transport import encode_json
@@ -26,6 +29,9 @@ BatchInput: TypeAlias = "Iterable[InputRecord] | str | os.PathLike[str] | bytes"
 
 TrainingInput: TypeAlias = "Iterable[TrainingExample] | str | os.PathLike[str] | bytes"
 """Labelled examples, the path of a JSONL training file, or the file's bytes."""
+
+ImageInput: TypeAlias = "str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO"
+"""A photo: the path of a file, its bytes, or a binary file object (open(path, "rb"))."""
 
 
 def encode_input(source: BatchInput, default_model: str) -> bytes:
@@ -104,3 +110,40 @@ def _encode_examples(examples: Iterable[TrainingExample], default_model: str) ->
     if not lines:
         raise InputError("the training file has no examples")
     return b"\n".join(lines) + b"\n"
+
+
+def read_image(source: ImageInput) -> tuple[bytes, str | None]:
+    """The photo's bytes, checked for size, and its own file name when it has one (a path's, a file object's)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        _check_image_size(len(data), "the image")
+        return data, None
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        what = f"the image {os.fspath(source)}"
+        try:
+            if path.is_file():
+                _check_image_size(path.stat().st_size, what)
+            data = path.read_bytes()
+        except OSError as err:
+            raise InputError(f"cannot read {what}: {err.strerror or err}") from None
+        _check_image_size(len(data), what)
+        return data, path.name
+    if hasattr(source, "read"):
+        # One byte past the limit is enough to know that a file is over it.
+        data = source.read(IMAGE_SOURCE_BYTES + 1)
+        if not isinstance(data, bytes):
+            raise InputError("an image file object is read in binary mode: open(path, 'rb')")
+        _check_image_size(len(data), "the image", read_to_limit=True)
+        name = getattr(source, "name", None)
+        return data, os.path.basename(name) if isinstance(name, str) else None
+    raise InputError("an image is the path of a file, its bytes, or a binary file object")
+
+
+def _check_image_size(size: int, what: str, *, read_to_limit: bool = False) -> None:
+    if size == 0:
+        raise InputError(f"{what} is empty")
+    if size > IMAGE_SOURCE_BYTES:
+        # A file object is read only to one byte past the limit: its own size is not known.
+        told = f"more than {IMAGE_SOURCE_BYTES}" if read_to_limit else str(size)
+        raise InputError(f"{what} is {told} bytes; an image asset holds at most {IMAGE_SOURCE_BYTES} bytes (10 MiB)")

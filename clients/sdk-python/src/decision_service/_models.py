@@ -1,6 +1,6 @@
 """
 What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
-the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts); tests/test_contract.py compares every
+the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts, images.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
@@ -28,6 +28,13 @@ JsonValue: TypeAlias = pydantic.JsonValue
 
 BatchStatus: TypeAlias = Literal["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"]
 TrainingStatus: TypeAlias = Literal["uploading", "queued", "validating", "running", "accepted", "ready", "rejected", "failed", "cancelled", "expired"]
+ImagePurpose: TypeAlias = Literal["prediction", "training"]
+ImageAssetStatus: TypeAlias = Literal["uploading", "ready", "rejected"]
+ImageFormat: TypeAlias = Literal["jpeg", "png"]
+ImageRefusal: TypeAlias = Literal[
+    "image_unsupported", "image_type_mismatch", "image_truncated", "image_animated", "image_too_large", "image_undecodable"
+]
+"""Why the service refused an image (IMAGE_REFUSALS says what each means)."""
 
 
 # Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
@@ -441,6 +448,54 @@ class EvaluationReport(_Response, frozen=True):
     questions: list[QuestionEvaluation]
     evaluated_at: str
     training_ms: float
+
+
+class ImageSource(_Model, frozen=True):
+    """The original file of a ready image asset: its format and decoded size, upright."""
+
+    format: ImageFormat
+    width: int
+    height: int
+
+
+class CanonicalImage(_Model, frozen=True):
+    """The image the models read: upright, every metadata block removed, an RGB PNG."""
+
+    width: int
+    height: int
+    bytes: int
+    sha256: str
+
+
+class ImageAssetError(_Model, frozen=True):
+    """Why a rejected image asset was refused (the code of its 422 too)."""
+
+    code: ImageRefusal
+    message: str
+
+
+class ImageAsset(_Response, frozen=True):
+    """A still photo uploaded once, checked and made canonical by the service, named by its id in image decisions."""
+
+    id: str
+    object: Literal["image_asset"]
+    purpose: ImagePurpose
+    status: ImageAssetStatus
+    filename: str
+    """Display metadata only: no model sees it."""
+    source_bytes: int
+    sha256: str
+    created_at: str
+    expires_at: str
+    """When the asset and its files are deleted."""
+    source: ImageSource | None
+    """Once ready: the original's format and size; None before."""
+    canonical: CanonicalImage | None
+    """Once ready: the canonical image; None before."""
+    error: ImageAssetError | None
+    """Once rejected: why; None otherwise."""
+    upload: Upload | None = None
+    """On create only: where to PUT the file, with exactly these headers."""
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)

@@ -7,8 +7,9 @@ with `saved_access_token()`. The service publishes no default address, so a base
 must be https, or http to a loopback host.
 
 Two credentials, as the service has two kinds: an API key (models, decisions, batches) and a
-signed-in user's access token (trainings, retiring a trained model). A client needs at least one; a
-method whose kind of credential the client lacks raises ConfigurationError before any request.
+signed-in user's access token (trainings, retiring a trained model); image assets take either (the
+API key when the client has one). A client needs at least one; a method whose kind of credential the
+client lacks raises ConfigurationError before any request.
 """
 
 from __future__ import annotations
@@ -52,12 +53,17 @@ class Settings:
     timeout: float
     max_retries: int
 
-    def credential(self, kind: Credential) -> str:
-        """The credential of `kind`; ConfigurationError saying how to give it when the client has none."""
-        value = self.api_key if kind == "api_key" else self.access_token
-        if value is None:
-            raise ConfigurationError(MISSING_CREDENTIAL[kind])
-        return value
+    def credential(self, kind: Credential | tuple[Credential, ...]) -> str:
+        """
+        The credential of `kind`, or the first of several kinds the client has (a route that takes
+        either); ConfigurationError saying how to give it when the client has none.
+        """
+        kinds = (kind,) if isinstance(kind, str) else kind
+        for each in kinds:
+            value = self.api_key if each == "api_key" else self.access_token
+            if value is not None:
+                return value
+        raise ConfigurationError(MISSING_CREDENTIAL[kinds[0] if kinds else "api_key"])
 
 
 def resolve(

@@ -6,7 +6,8 @@ Retries happen only after 429 (an account limit) and 529 (the execution lane is 
 answers both before any work starts, so a retry cannot compute anything twice. The wait is what the
 service asks for (`retry-after-ms`, else `Retry-After`), or exponential backoff with jitter when it
 says nothing. Everything else (503, 504, a timeout, a dropped connection) is raised at once: a
-decision may have run, and only the caller can tell whether running it again is right.
+decision may have run, and only the caller can tell whether running it again is right. A call that
+repeating cannot make do anything twice may name more answers to retry (`Call.retry_also`).
 
 httpx holds at most MAX_CONNECTIONS connections per client; more requests wait for one (the pool
 wait has no timeout of its own, as the TypeScript client's queue has none).
@@ -18,7 +19,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -49,8 +50,16 @@ class Call:
     body: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     json_body: bool = True
-    credential: Credential = "api_key"
-    """The kind of credential the route takes: the API key, or the signed-in user's access token."""
+    credential: Credential | tuple[Credential, ...] = "api_key"
+    """
+    The kind of credential the route takes: the API key, or the signed-in user's access token; or
+    several, of which the first the client has is sent (image assets take either).
+    """
+    retry_also: Callable[[APIError], bool] | None = None
+    """
+    Errors besides 429 and 529 that this call is retried after, with the same waits and count: only
+    for a call that repeating cannot make do anything twice (an image asset's completion).
+    """
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,10 @@ def retry_wait(err: APIError, attempt: int) -> float | None:
         return asked if asked <= MAX_RETRY_WAIT else None
     backoff: float = min(_BACKOFF_INITIAL * 2.0**attempt, _BACKOFF_MAX)
     return backoff * (0.75 + random.random() * 0.25)
+
+
+def _retried(call: Call, err: APIError) -> bool:
+    return err.status in _RETRIED or (call.retry_also is not None and call.retry_also(err))
 
 
 class _Base:
@@ -173,7 +186,7 @@ class SyncTransport(_Base):
             try:
                 return self._once(call, timeout)
             except APIError as err:
-                wait = retry_wait(err, attempt) if err.status in _RETRIED and attempt < retries else None
+                wait = retry_wait(err, attempt) if _retried(call, err) and attempt < retries else None
                 if wait is None:
                     raise
             time.sleep(wait)
@@ -206,7 +219,7 @@ class AsyncTransport(_Base):
             try:
                 return await self._once(call, timeout)
             except APIError as err:
-                wait = retry_wait(err, attempt) if err.status in _RETRIED and attempt < retries else None
+                wait = retry_wait(err, attempt) if _retried(call, err) and attempt < retries else None
                 if wait is None:
                     raise
             await asyncio.sleep(wait)

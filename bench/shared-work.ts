@@ -8,35 +8,42 @@
  *       score) over a state of about 1,500 tokens, RUNS times per path (default 5), alternating;
  *   (b) the same noul question over 50 different states, per path;
  *   (c) a RECORDS-record one-question batch (default 1,000) per path through the edge, R2, Postgres
- *       and the sidecar's bulk worker, the baseline's first, the sidecar restarted with the path's
- *       setting before each (a batch's fixed costs, its validation and its claim, are the same for
- *       both, and spread over as many records as bench:bulk spreads them).
+ *       and the sidecar's bulk worker: when filed (the runtime reading each pass's whole probability
+ *       map, RUNTIME_READOUT=distribution, and nothing shared), today (the label read, nothing
+ *       shared) and shared, in that order, the runtime and the sidecar restarted with the path's
+ *       settings before each (a batch's fixed costs, its validation and its claim, are the same for
+ *       all, and spread over as many records as bench:bulk spreads them).
  *
  * For each: tokens the runtime evaluated (its own /v1/stats counters), passes, wall time, beside the
  * lower bound: the state once plus each question's own tokens (its content passes' rests), and a
  * content-free reading once per release and question. (a) and (b) run the sidecar's own execution
- * code in this process against the stack's runtime; (c) runs the product end to end. Also: the
- * largest difference between the two paths' answers (llama.cpp's kernels are not batch-invariant, so
+ * code in this process against the stack's runtime (its label read; the "when filed" row of (a) has
+ * the filing-time passes, not its slower read); (c) runs the product end to end. Also: the largest
+ * difference between the two paths' answers (llama.cpp's kernels are not batch-invariant, so
  * evaluating a pass as its prefix then its rest moves its numbers a little: runtime/engine.ts).
  *
- *     npm run bench:shared-work                    # about 12 minutes on 2 CPU cores
+ *     npm run bench:shared-work                    # about 20 minutes on 2 CPU cores
  *     PARTS=a,b RUNS=3 npm run bench:shared-work   # (a) and (b) only, fewer runs
  *
- * Figures of the run on 2026-11-25 (2-core CPU, no GPU; Gemma 3 270M Q4_K_M, render-v3):
+ * Figures of the runs on 2026-11-25 (2-core CPU, no GPU; Gemma 3 270M Q4_K_M, render-v3,
+ * node-llama-cpp 3.22.1):
  *
  *     (a) 1,529-token state, 5 questions   passes  evaluated  x bound  wall ms
- *         when filed (both orders)          12.0      9,618     5.68   16,243
- *         today (every pass in full)        10.0      8,013     4.73   13,475
- *         shared, content-free kept          5.0      1,693     1.00    3,159   4.1x today, 5.2x when filed
- *     (b) one noul question, 50 states     2.0 -> 1.0 passes per request after the first; 243 -> 158 ms
- *     (c) 1,000-record batch               274 -> 422 records/min (1.54x; target 1.8x); runtime busy
- *                                          96.0 % -> 95.0 % (target 97 %)
+ *         when filed (both orders)          12.0      9,618     5.68   18,771
+ *         today (every pass in full)        10.0      8,013     4.73   16,339
+ *         shared, content-free kept          5.0      1,693     1.00    3,485   4.16x today, 5.32x when filed
+ *     (b) one noul question, 50 states     2.0 -> 1.0 passes per request after the first; 139 -> 103 ms
+ *     (c) 1,000-record batch               records/min: when filed 278, today 510, shared 681: 2.45x when
+ *                                          filed (target 1.8x), 1.33x today; runtime busy 95.9 %, 94.0 %,
+ *                                          93.3 % (target 97 %: missed)
  *
- * In (c) a record is one short pass, and what remains is per pass, not per token: node-llama-cpp
- * reads a probability by sorting the whole 262,144-token distribution and handing it to JavaScript
- * as a Map, about 56 ms of a 106 ms pass of 30 tokens (a pass that reads only the sampled token
- * takes 15 ms for one token, 58 ms for 30), and the service's own work between a record's passes
- * is about 7 ms.
+ * In (c) a record is one short pass (39 tokens): the label read took the per-pass cost of reading
+ * probabilities from about 56 ms to a few (runtime/engine.ts readLabels), which is most of the gain
+ * over the filing time; sharing adds the content-free reading kept (one pass a record instead of
+ * two), less the second llama.cpp decode a split pass costs (a 29-token pass: 70 ms in one decode,
+ * 80 ms as prefix then rest). What the runtime waits for between records, about 6 ms of the
+ * service's own work (the admission's tokenize call, quota admission, the commit that is also the
+ * next claim), is now a larger share of a shorter pass: hence the busy share.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -243,10 +250,8 @@ try {
     const c: Record<string, Cost[]> = { filed: [], baseline: [], shared: [] };
     // When filed, the runtime also read every pass's whole probability map (RUNTIME_READOUT=distribution).
     for (const path of ["filed", "baseline", "shared"] as const) {
-      if (path !== "baseline") {
-        await stack.crashRuntime();
-        await stack.restoreRuntime({ RUNTIME_READOUT: path === "filed" ? "distribution" : "labels" });
-      }
+      await stack.crashRuntime();
+      await stack.restoreRuntime({ RUNTIME_READOUT: path === "filed" ? "distribution" : "labels" });
       await stack.restartSidecar("SIGTERM", { SIDECAR_SHARED_WORK: path === "shared" ? "on" : "off" });
       const file = batchStates.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
       const created = Batch.parse(await api("/v1/batches", { idempotency_key: `bench-${path}-${Date.now()}` }));
@@ -268,7 +273,7 @@ try {
     console.log(`\n(c) a ${records}-record one-question batch per path, in this order (the runtime and the sidecar restarted with the path's settings before each); per record`);
     console.log(`  lower bound: ${boundC.toFixed(0)} tokens on average (first 50 records)`);
     header();
-    line("when filed (+ whole distribution read)", total(c.filed!), records, boundC);
+    line("when filed (whole map read)", total(c.filed!), records, boundC);
     line("today (SIDECAR_SHARED_WORK=off)", total(c.baseline!), records, boundC);
     line("shared", total(c.shared!), records, boundC);
     const perMinute = (costs: Cost[]) => (records / sumOf(costs, "wallMs")) * 60_000;

@@ -238,9 +238,10 @@ CREATE INDEX training_examples_pending ON training_examples (training_id, line) 
 -- and SHA-256, then checked and made canonical by a sidecar while a completion holds the lease
 -- (lease_token, lease_expires_at). `attempts` numbers the completions that took the lease; each
 -- writes its own canonical object (canonical-<attempt>.png) and only the one that commits while it
--- still holds the lease is kept (canonical_attempt). Cleanup deletes an asset past `expires_at`
--- once its upload grant (upload_expires_at) and any lease have lapsed. The filename is display
--- metadata only.
+-- still holds the lease is kept (canonical_attempt). An asset a training job has taken
+-- (training_id) lives until 30 days after that job ends, whatever its `expires_at`; any other until
+-- `expires_at` (server-shared/images.ts EXPIRY). Cleanup deletes an asset past that once its upload
+-- grant (upload_expires_at) and any lease have lapsed. The filename is display metadata only.
 CREATE TABLE image_assets (
   id                 uuid PRIMARY KEY,
   account_id         uuid NOT NULL REFERENCES accounts (id),
@@ -252,6 +253,7 @@ CREATE TABLE image_assets (
   created_at         timestamptz NOT NULL DEFAULT now(),
   expires_at         timestamptz NOT NULL,
   upload_expires_at  timestamptz NOT NULL,
+  training_id        uuid REFERENCES trainings (id),
   lease_token        uuid,
   lease_expires_at   timestamptz,
   attempts           integer NOT NULL DEFAULT 0,

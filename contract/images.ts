@@ -14,8 +14,10 @@
  *
  * States: uploading --complete (upload checked, sidecar accepted the image)--> ready
  *         uploading --complete (sidecar refused the image)--> rejected (every later complete: the same 422)
- * An asset is deleted when its retention ends (LIMITS.imagePredictionRetentionMs, imageTrainingRetentionMs);
- * from then on, and for another account, every route answers the same 404.
+ * An asset is deleted when its retention ends: LIMITS.imagePredictionRetentionMs after creation, or
+ * LIMITS.imageTrainingRetentionMs after the end of the training job that took it (image training is
+ * part 2; a job's need keeps the asset however old it is). From then on, and for another account,
+ * every route answers the same 404.
  *
  * The filename is display metadata only: it never reaches a model, a prompt or a log. Its extension
  * (.jpg, .jpeg or .png) must agree with what the file turns out to be.
@@ -105,8 +107,11 @@ export const ImageAsset = z.object({
   source_bytes: z.number().int(),
   sha256: z.string(),
   created_at: z.string(),
-  /** When the asset and its files are deleted (training assets: recomputed when a job takes them, part 2). */
-  expires_at: z.string(),
+  /**
+   * When the asset and its files are deleted: 24 hours after creation, or, once a training job has
+   * taken it, 30 days after that job ends (null while the job runs).
+   */
+  expires_at: z.string().nullable(),
   /** Once ready: the original's format and decoded size (upright). */
   source: z.object({ format: ImageFormat, width: z.number().int(), height: z.number().int() }).nullable(),
   canonical: CanonicalImage.nullable(),

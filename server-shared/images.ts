@@ -15,9 +15,19 @@ import { imageObjects, type CanonicalImage, type ImageAsset, type ImageFormat, t
 import { LIMITS } from "../contract/limits.ts";
 import { Column, type Db } from "./db.ts";
 
-const COLUMNS = `id, purpose, status, filename, source_bytes, sha256, created_at, expires_at, upload_expires_at, lease_expires_at, attempts,
-  source_format, source_width, source_height, canonical_attempt, canonical_width, canonical_height, canonical_bytes, canonical_sha256,
-  error_code, error_message`;
+/**
+ * When an asset `a` expires: its `expires_at`, unless a training job has taken it (`training_id`):
+ * then 'infinity' while that job runs, and LIMITS.imageTrainingRetentionMs after it ends.
+ */
+const EXPIRY = `CASE WHEN a.training_id IS NULL THEN a.expires_at ELSE (
+    SELECT CASE WHEN training_status_terminal(t.status) THEN t.finished_at + make_interval(secs => ${LIMITS.imageTrainingRetentionMs / 1000})
+                ELSE 'infinity'::timestamptz END
+      FROM trainings t WHERE t.id = a.training_id) END`;
+
+/** The row as the store reads it; `expires_at` is the effective expiry, null while a job holds the asset. */
+const COLUMNS = `a.id, a.purpose, a.status, a.filename, a.source_bytes, a.sha256, a.created_at, NULLIF(${EXPIRY}, 'infinity') AS expires_at,
+  a.upload_expires_at, a.lease_expires_at, a.attempts, a.source_format, a.source_width, a.source_height, a.canonical_attempt,
+  a.canonical_width, a.canonical_height, a.canonical_bytes, a.canonical_sha256, a.error_code, a.error_message`;
 
 const AssetRow = z.object({
   id: z.string(),
@@ -27,7 +37,7 @@ const AssetRow = z.object({
   source_bytes: Column.int,
   sha256: z.string(),
   created_at: Column.time,
-  expires_at: Column.time,
+  expires_at: Column.time.nullable(),
   upload_expires_at: Column.time,
   lease_expires_at: Column.time.nullable(),
   attempts: Column.int,
@@ -69,7 +79,7 @@ export class ImageAssetStore {
     uploadExpiresAt: Date;
   }): Promise<AssetRow> {
     const rows = await this.db.query(
-      `INSERT INTO image_assets (id, account_id, purpose, filename, source_bytes, sha256, expires_at, upload_expires_at)
+      `INSERT INTO image_assets AS a (id, account_id, purpose, filename, source_bytes, sha256, expires_at, upload_expires_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
       [asset.id, asset.accountId, asset.purpose, asset.filename, asset.sourceBytes, asset.sha256, asset.expiresAt.toISOString(), asset.uploadExpiresAt.toISOString()],
     );
@@ -78,7 +88,7 @@ export class ImageAssetStore {
 
   /** The account's asset, or null for an unknown id, another account's asset, or an expired one. */
   async find(id: string, accountId: string): Promise<AssetRow | null> {
-    const rows = await this.db.query(`SELECT ${COLUMNS} FROM image_assets WHERE id = $1 AND account_id = $2 AND expires_at > now()`, [id, accountId]);
+    const rows = await this.db.query(`SELECT ${COLUMNS} FROM image_assets a WHERE a.id = $1 AND a.account_id = $2 AND ${EXPIRY} > now()`, [id, accountId]);
     return rows[0] ? AssetRow.parse(rows[0]) : null;
   }
 
@@ -89,10 +99,10 @@ export class ImageAssetStore {
   async lease(id: string, accountId: string, leaseMs: number): Promise<AssetLease | null> {
     const token = crypto.randomUUID();
     const rows = await this.db.query(
-      `UPDATE image_assets SET lease_token = $3, lease_expires_at = now() + make_interval(secs => $4::double precision / 1000), attempts = attempts + 1
-        WHERE id = $1 AND account_id = $2 AND status = 'uploading' AND expires_at > now()
-          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-        RETURNING attempts, lease_expires_at`,
+      `UPDATE image_assets a SET lease_token = $3, lease_expires_at = now() + make_interval(secs => $4::double precision / 1000), attempts = attempts + 1
+        WHERE a.id = $1 AND a.account_id = $2 AND a.status = 'uploading' AND ${EXPIRY} > now()
+          AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())
+        RETURNING a.attempts, a.lease_expires_at`,
       [id, accountId, token, leaseMs],
     );
     const row = rows[0] && z.object({ attempts: Column.int, lease_expires_at: Column.time }).parse(rows[0]);
@@ -111,7 +121,7 @@ export class ImageAssetStore {
   async finalize(id: string, lease: AssetLease, result: Finalized): Promise<AssetRow | null> {
     const rows = result.ok
       ? await this.db.query(
-          `UPDATE image_assets SET status = 'ready', finalized_at = now(), lease_token = NULL, lease_expires_at = NULL,
+          `UPDATE image_assets a SET status = 'ready', finalized_at = now(), lease_token = NULL, lease_expires_at = NULL,
                   source_format = $3, source_width = $4, source_height = $5, canonical_attempt = $6,
                   canonical_width = $7, canonical_height = $8, canonical_bytes = $9, canonical_sha256 = $10
             WHERE id = $1 AND lease_token = $2 AND status = 'uploading' AND lease_expires_at > now()
@@ -120,7 +130,7 @@ export class ImageAssetStore {
             result.canonical.width, result.canonical.height, result.canonical.bytes, result.canonical.sha256],
         )
       : await this.db.query(
-          `UPDATE image_assets SET status = 'rejected', finalized_at = now(), lease_token = NULL, lease_expires_at = NULL,
+          `UPDATE image_assets a SET status = 'rejected', finalized_at = now(), lease_token = NULL, lease_expires_at = NULL,
                   error_code = $3, error_message = $4
             WHERE id = $1 AND lease_token = $2 AND status = 'uploading' AND lease_expires_at > now()
             RETURNING ${COLUMNS}`,
@@ -135,9 +145,9 @@ export class ImageAssetStore {
    */
   async duePurge(limit: number): Promise<{ id: string; objects: string[] }[]> {
     const rows = await this.db.query(
-      `SELECT id, attempts FROM image_assets
-        WHERE expires_at <= now() AND upload_expires_at <= now() AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-        ORDER BY expires_at LIMIT $1`,
+      `SELECT a.id, a.attempts FROM image_assets a
+        WHERE ${EXPIRY} <= now() AND a.upload_expires_at <= now() AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())
+        ORDER BY a.created_at LIMIT $1`,
       [limit],
     );
     return rows.map((raw) => {
@@ -150,7 +160,7 @@ export class ImageAssetStore {
   /** Deletes an asset's row once its objects are gone, unless a completion took a lease meanwhile. */
   async purge(id: string): Promise<void> {
     await this.db.query(
-      `DELETE FROM image_assets WHERE id = $1 AND expires_at <= now() AND (lease_expires_at IS NULL OR lease_expires_at <= now())`,
+      `DELETE FROM image_assets a WHERE a.id = $1 AND ${EXPIRY} <= now() AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())`,
       [id],
     );
   }

@@ -76,8 +76,8 @@ async function call(path: string, token: string, body?: unknown, base = stack.ba
 
 const errorOf = (reply: Reply) => ErrorEnvelope.parse(reply.body).error;
 
-async function create(bytes: Uint8Array, filename: string, token = alice.key, base = stack.baseUrl): Promise<ImageAsset> {
-  const reply = await call("/v1/image-assets", token, { purpose: "prediction", filename, source_bytes: bytes.byteLength, sha256: sha256(bytes) }, base);
+async function create(bytes: Uint8Array, filename: string, token = alice.key, base = stack.baseUrl, purpose = "prediction"): Promise<ImageAsset> {
+  const reply = await call("/v1/image-assets", token, { purpose, filename, source_bytes: bytes.byteLength, sha256: sha256(bytes) }, base);
   expect(reply.status, JSON.stringify(reply.body)).toBe(201);
   return ImageAsset.parse(reply.body);
 }
@@ -87,8 +87,8 @@ async function put(asset: ImageAsset, bytes: Uint8Array, headers = asset.upload!
 }
 
 /** Create, PUT with the returned headers, complete: what an SDK's one-call upload does. */
-async function upload(bytes: Uint8Array, filename: string, token = alice.key, base = stack.baseUrl): Promise<{ asset: ImageAsset; completed: Reply }> {
-  const asset = await create(bytes, filename, token, base);
+async function upload(bytes: Uint8Array, filename: string, token = alice.key, base = stack.baseUrl, purpose = "prediction"): Promise<{ asset: ImageAsset; completed: Reply }> {
+  const asset = await create(bytes, filename, token, base, purpose);
   const res = await put(asset, bytes);
   expect(res.status, await res.clone().text()).toBe(200);
   return { asset, completed: await call(`/v1/image-assets/${asset.id}/complete`, token, {}, base) };
@@ -137,7 +137,7 @@ describe("an image asset's life", () => {
       "x-amz-checksum-sha256": Buffer.from(sha256(bytes), "hex").toString("base64"),
     });
     expect(Date.parse(asset.upload!.expires_at) - Date.now()).toBeLessThanOrEqual(LIMITS.imageUploadValidityMs);
-    expect(Date.parse(asset.expires_at) - Date.parse(asset.created_at)).toBeGreaterThan(LIMITS.imagePredictionRetentionMs - 60_000);
+    expect(Date.parse(asset.expires_at!) - Date.parse(asset.created_at)).toBeGreaterThan(LIMITS.imagePredictionRetentionMs - 60_000);
     expect((await put(asset, bytes)).status).toBe(200);
 
     const completed = await call(`/v1/image-assets/${asset.id}/complete`, alice.key, {});
@@ -468,6 +468,38 @@ describe("retention", () => {
     } finally {
       await short.child.stop();
     }
+  });
+
+  it("keeps an asset a training job has taken while the job runs, and 30 days after it ends, however old the asset is", async () => {
+    const { asset } = await upload(await photo(16, 16), "labelled.jpg", alice.key, stack.baseUrl, "training");
+    expect(asset.purpose).toBe("training");
+    const [row] = await sql<{ account_id: string }>("SELECT account_id FROM image_assets WHERE id = $1", [asset.id]);
+    // A training job of the account (image training is part 2: a job row is what takes the asset).
+    const [job] = await sql<{ id: string }>(
+      `INSERT INTO trainings (account_id, idempotency_key, status, base_model, object_key, expires_at)
+       VALUES ($1, $2, 'running', 'svc-shared', 'trainings/none/examples.jsonl', now() + interval '1 day') RETURNING id`,
+      [row!.account_id, `images-${asset.id}`],
+    );
+    // Old, and its upload grant long lapsed (cleanup waits for that too: a deleted object could be PUT again).
+    await sql("UPDATE image_assets SET training_id = $2, expires_at = now() - interval '1 day', upload_expires_at = now() - interval '1 day' WHERE id = $1", [asset.id, job!.id]);
+    const held = await call(`/v1/image-assets/${asset.id}`, alice.key);
+    expect(held.status).toBe(200);
+    expect(held.body.expires_at).toBeNull();
+
+    // Ended 29 days ago: one more day.
+    await sql("UPDATE trainings SET status = 'failed', finished_at = now() - interval '29 days' WHERE id = $1", [job!.id]);
+    const ending = ImageAsset.parse((await call(`/v1/image-assets/${asset.id}`, alice.key)).body);
+    expect(Date.parse(ending.expires_at!) - Date.now()).toBeGreaterThan(23 * 3600_000);
+    expect(Date.parse(ending.expires_at!) - Date.now()).toBeLessThanOrEqual(24 * 3600_000);
+    // Several cleanup runs pass; it stays.
+    await new Promise((resolve) => setTimeout(resolve, 6000));
+    expect((await sql("SELECT 1 FROM image_assets WHERE id = $1", [asset.id])).length).toBe(1);
+
+    // Ended 30 days ago: gone (the same 404), then deleted.
+    await sql("UPDATE trainings SET finished_at = now() - interval '30 days 1 second' WHERE id = $1", [job!.id]);
+    expect((await call(`/v1/image-assets/${asset.id}`, alice.key)).status).toBe(404);
+    await until(async () => (await sql("SELECT 1 FROM image_assets WHERE id = $1", [asset.id])).length === 0, 30_000);
+    expect(await storedObject(imageObjects.source(asset.id))).toBeNull();
   });
 
   it("answers 404 for an expired asset before cleanup has deleted it", async () => {

@@ -82,7 +82,9 @@ images.post("/v1/image-assets/:id/complete", async (c) => {
 
   const stored = await c.env.BUCKET.head(imageObjects.source(asset.id));
   if (!stored) throw new ServiceError("upload_incomplete", "the photo has not been uploaded yet: PUT it to the asset's upload URL with its headers first");
-  const storedSha = stored.checksums.sha256 ? hex(stored.checksums.sha256) : null;
+  // The SHA-256 storage recorded from the signed checksum header; should a store not record it, the
+  // sidecar's own hash of what it reads still checks it (sidecar/images/finalize.ts).
+  const storedSha = stored.checksums.sha256 ? hex(stored.checksums.sha256) : asset.sha256;
   if (stored.size !== asset.source_bytes || storedSha !== asset.sha256) {
     throw new ServiceError("upload_mismatch", "the uploaded file's size or SHA-256 is not the one declared when the asset was created; create a new asset");
   }
@@ -126,7 +128,8 @@ async function preprocess(c: Context<AppEnv>, asset: AssetRow, lease: AssetLease
   const settings = services(c.env).settings;
   const sidecarUrl = await preprocessingSidecar(c);
   const now = Date.now();
-  const validityMs = readGrantMs(now, Date.parse(asset.expires_at), lease.expiresAt);
+  // Held by a running job (expires_at null), an asset lives as long as the job needs it.
+  const validityMs = readGrantMs(now, asset.expires_at === null ? Infinity : Date.parse(asset.expires_at), lease.expiresAt);
   if (validityMs < 1000) throw new ServiceError("unavailable", "this asset cannot be completed right now; retry");
   const grants = storageGrants(c);
   const canonicalHeaders = { "if-none-match": "*" };

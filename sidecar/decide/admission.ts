@@ -46,30 +46,36 @@ export interface AdmissionOptions {
 }
 
 /**
- * Plans every question and checks the per-pass limit, with one tokenize call to the runtime (two
- * when a pass's byte bound is over the limit): its stamp verifies the runtime's identity and gives
- * its per-pass limit; it tokenizes the fixed label forms the first time a fingerprint is seen and
- * option names or level texts not seen before. Throws IdentityMismatchError (503) when the stamp
- * names another release, ServiceError("invalid_request") when a pass is over the limit.
+ * Plans every question and checks the per-pass limit. A tokenize call to the runtime is made only
+ * for what is not known yet: the fixed label forms and the per-pass limit the first time a
+ * fingerprint is seen, option names or level texts not seen before, and the exact count of a pass
+ * whose byte bound is over the limit. A known question on a known runtime makes no call (so the
+ * runtime waits for nothing between a batch's records); the runtime's identity is then checked on
+ * every pass's stamp. Throws IdentityMismatchError (503) when a stamp names another release,
+ * ServiceError("invalid_request") when a pass is over the limit.
  */
 export async function admit(runtimeClient: RuntimeClient, runtime: RuntimeIdentity, request: Decision, options: AdmissionOptions, signal?: AbortSignal): Promise<Admission> {
   const client = verifiedClient(runtimeClient, runtime);
   const stateText = asText(request.state);
-  const cachedFixed = labelCache.get(runtime.fingerprint);
+  const cached = labelCache.get(runtime.fingerprint);
   const candidates = new Map([...request.questions].map(([id, question]) => [id, wordCandidates(options.rendering, question)]));
   const unknown = [...new Set([...candidates.values()].flatMap((words) => words ?? []))].filter((word) => knownWord(runtime.fingerprint, word) === undefined);
-  const labelTexts = [...(cachedFixed ? [] : FIXED_FORMS), ...unknown];
-  const labels = await tokenize(client, labelTexts.map((text) => ({ text, special: false })), signal);
-  const tokensPerPass = Math.min(LIMITS.tokensPerPass, labels.max_tokens_per_pass);
-  const fixed = cachedFixed ?? checkFixedForms(labels.results);
-  labelCache.set(runtime.fingerprint, fixed);
   // What this request learned, kept for it even if the bounded cache drops some of it meanwhile.
   const learned = new Map<string, FirstToken>();
-  unknown.forEach((word, i) => {
-    const first = firstToken(labels.results[labelTexts.length - unknown.length + i]!);
-    learned.set(word, first);
-    learnWord(runtime.fingerprint, word, first);
-  });
+  let kept = cached;
+  if (!kept || unknown.length > 0) {
+    const labelTexts = [...(cached ? [] : FIXED_FORMS), ...unknown];
+    const labels = await tokenize(client, labelTexts.map((text) => ({ text, special: false })), signal);
+    kept = { fixed: cached?.fixed ?? checkFixedForms(labels.results), tokensPerPass: Math.min(LIMITS.tokensPerPass, labels.max_tokens_per_pass) };
+    labelCache.set(runtime.fingerprint, kept);
+    unknown.forEach((word, i) => {
+      const first = firstToken(labels.results[labelTexts.length - unknown.length + i]!);
+      learned.set(word, first);
+      learnWord(runtime.fingerprint, word, first);
+    });
+  }
+  // With nothing to learn there is no call: the runtime's identity is checked on every pass's stamp.
+  const { fixed, tokensPerPass } = kept;
   const known = (word: string) => learned.get(word) ?? knownWord(runtime.fingerprint, word)!;
 
   const questions: AdmittedQuestion[] = [];

@@ -1,6 +1,6 @@
 /**
  * Execution of one decision on one runtime (runs in the sidecar, under Bun on the GPU host): admit
- * the request (admission.ts: one tokenize call, no GPU work), then run every pass (the next one
+ * the request (admission.ts: at most a tokenize call, no GPU work), then run every pass (the next one
  * sent while the one before is evaluated) and read the answers out. The sidecar admits before it takes a lane and runs once its turn comes.
  *
  *     const admission = await admitDecision(client, release, { state, questions }, signal);

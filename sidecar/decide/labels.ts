@@ -9,7 +9,7 @@
  *     words only when every first token is distinct and not blank; otherwise the rendering falls back
  *     to letters or digits, so customer text can never make two options share a token.
  *
- *     const fixed = labelCache.get(fingerprint) ?? checkFixedForms(tokenized); // one tokenize call: admission.ts
+ *     const fixed = labelCache.get(fingerprint)?.fixed ?? checkFixedForms(tokenized); // a tokenize call the first time: admission.ts
  *     const words = wordLabels([" Europe", " Asia"], known); // Map or null
  *     labelTokens(new Map([...fixed, ...words]), pass.labels); // [[8438, 10784, ...], [2301, ...]]
  */
@@ -21,11 +21,13 @@ import type { Tokenized } from "../../server-shared/runtime-protocol.ts";
 export type ResolvedLabels = ReadonlyMap<string, number>;
 
 /**
- * Fixed-form tokens per runtime fingerprint. A fingerprint covers the weights, the adapter and the
- * rendering version, so its forms never change. Filled only from a tokenize response whose stamp
- * named the expected fingerprint (admission.ts), so a misrouted runtime cannot poison it.
+ * Fixed-form tokens and the per-pass token limit, per runtime fingerprint. A fingerprint covers the
+ * weights, the adapter and the rendering version, so its forms never change. Filled only from a
+ * tokenize response whose stamp named the expected fingerprint (admission.ts), so a misrouted runtime
+ * cannot poison it. (A runtime restarted with a smaller context keeps its fingerprint: a pass over
+ * its new limit is then refused by the runtime itself, 422 `pass_too_long`, before evaluation.)
  */
-export const labelCache = new Map<string, ResolvedLabels>();
+export const labelCache = new Map<string, { fixed: ResolvedLabels; tokensPerPass: number }>();
 
 /**
  * The model cannot be used with this rendering (a fixed form is not a single self-decoding token, or

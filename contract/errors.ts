@@ -27,6 +27,8 @@ export const ERROR_STATUS = {
   upload_incomplete: 409,
   batch_not_submittable: 409,
   batch_not_finished: 409,
+  /** An image decision whose worst case is more than the account's prepaid credit, refused before any GPU work. */
+  insufficient_credit: 402,
   training_not_submittable: 409,
   report_not_ready: 409,
   /** Another completion of this image asset is running; retry after `retry-after`. */
@@ -36,6 +38,8 @@ export const ERROR_STATUS = {
   length_required: 411,
   already_uploaded: 412,
   payload_too_large: 413,
+  /** An image decision whose actual model context (its visual tokens) is over what the runtime takes. */
+  context_too_large: 413,
   invalid_request: 422,
   pass_too_long: 422,
   task_mismatch: 422,

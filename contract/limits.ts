@@ -71,6 +71,13 @@ export const LIMITS = {
   imagePredictionRetentionMs: 24 * 60 * 60 * 1000,
   /** Training assets live this long after their job is terminal. */
   imageTrainingRetentionMs: 30 * 24 * 60 * 60 * 1000,
+  /** An image model's input (the processor budget): at least and at most this many pixels. */
+  imageInputPixels: { min: 65_536, max: 400_000 },
+  /** Visual tokens an image decision may process (its actual model context). */
+  imageVisualTokens: 4096,
+  /** An image decision's question: 2-16 named answers, the instructions and each description at most this many characters. */
+  imageOutcomes: { min: 2, max: 16 },
+  imageQuestionTextChars: 2000,
   cleanupIntervalMs: 60_000,
   httpConnectionsPerService: 32,
   toolRequestTimeoutMs: 60_000,

@@ -1,7 +1,7 @@
 /**
  * The GPU host's two processes, started for the local stack and for tests (runs on a developer
  * machine or in tests, never in production; production runs them as services): a runtime serving
- * one GGUF, and a sidecar.
+ * one GGUF (or an image runtime serving one ONNX backbone), and a sidecar.
  *
  *     const runtime = await startRuntime({ name: "runtime", modelPath, secret, logDir });
  *     const sidecar = await startSidecar({ name: "sidecar", secret, database, runtimeSecrets, edgeUrl, upstash, logDir });
@@ -47,6 +47,8 @@ export async function startRuntime(opts: {
   env?: Record<string, string>;
   /** A free one when absent (a restart passes the port the registry names). */
   port?: number;
+  /** "image": an image runtime (runtime/image-main.ts) serving the ONNX backbone at `modelPath`. */
+  kind?: "text" | "image";
 }): Promise<StartedRuntime> {
   const port = opts.port ?? (await freePort());
   const logPath = join(opts.logDir, `${opts.name}.log`);
@@ -54,7 +56,7 @@ export async function startRuntime(opts: {
   const child = await start({
     name: opts.name,
     command: BUN,
-    args: ["runtime/main.ts"],
+    args: [opts.kind === "image" ? "runtime/image-main.ts" : "runtime/main.ts"],
     cwd: ROOT,
     env: { ...runtimeEnv(opts.modelPath, opts.secret), RUNTIME_PORT: String(port), ...opts.env },
     logPath,

@@ -15,7 +15,8 @@
 import { AwsV4Signer } from "aws4fetch";
 import type { Upload } from "../contract/batches.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { digestsEqual } from "./crypto.ts";
+import { checkServiceUrl } from "../contract/urls.ts";
+import { digestsEqual, sha256Hex } from "./crypto.ts";
 import { ServiceError } from "./errors.ts";
 
 export interface StorageGrants {
@@ -104,4 +105,31 @@ export async function verifyGrant(grants: StorageGrants, request: Request, now =
   } catch {
     throw new ServiceError("signature_invalid", "this storage URL's path is not a valid object name");
   }
+}
+
+/**
+ * The object a read grant names, checked to be exactly the `bytes` and `sha256` recorded for it
+ * (the sidecar reading an uploaded image, an image runtime reading a canonical one). Throws on any
+ * difference, a plaintext remote URL or a redirect.
+ */
+export async function readGranted(grant: { url: string; headers: ReadonlyMap<string, string> }, expected: { bytes: number; sha256: string }, what: string): Promise<Uint8Array<ArrayBuffer>> {
+  const res = await fetch(checkServiceUrl(grant.url, "storage"), {
+    headers: Object.fromEntries(grant.headers),
+    redirect: "error",
+    signal: AbortSignal.timeout(LIMITS.imageReadGrantMs),
+  });
+  if (!res.ok || !res.body) {
+    await res.body?.cancel();
+    throw new Error(`reading ${what} failed: HTTP ${res.status}`);
+  }
+  const bytes = new Uint8Array(expected.bytes);
+  let at = 0;
+  for await (const chunk of res.body) {
+    if (at + chunk.byteLength > bytes.byteLength) throw new Error(`${what} is longer than recorded`);
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  if (at !== bytes.byteLength) throw new Error(`${what} is shorter than recorded`);
+  if ((await sha256Hex(bytes)) !== expected.sha256) throw new Error(`${what}'s SHA-256 is not the recorded one`);
+  return bytes;
 }

@@ -51,6 +51,18 @@
  *        when the prefix was kept from the pass before.
  *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
  *
+ *   POST /v1/image-features   ImageFeaturesRequest -> ImageFeaturesResponse   (an image runtime)
+ *        One still image through the runtime's image backbone. The runtime reads the canonical PNG
+ *        (sidecar/images/: 8-bit RGB, at most LIMITS.imageCanonicalPixels) through the read grant
+ *        given, checks its length and SHA-256, scales it to the backbone's input (within the
+ *        processor budget of LIMITS.imageInputPixels) and answers the backbone's pooled features
+ *        and the visual tokens it processed: a visual token is one cell of the backbone's final
+ *        feature map (IMAGE_TOKEN_PIXELS square of the input), the positions the features pool over.
+ *        An image needing more visual tokens than `identity.max_tokens_per_pass` is refused with
+ *        413 `context_too_large` before evaluation. An image runtime's identity lists the modality
+ *        "image"; its fingerprint covers the backbone file and IMAGE_PREPROCESSING_VERSION. It
+ *        answers no tokenize or score call (404), as a text runtime answers no image call.
+ *
  *   GET  /v1/stats      -> Stats
  *        Passes evaluated since the runtime started, the tokens they evaluated (kept prefixes not
  *        counted again) and the milliseconds spent evaluating them (for operators and benchmarks: the
@@ -61,7 +73,8 @@
  * `pass_too_long`, 500 `internal_error` for an engine failure.
  */
 import { z } from "zod";
-import { looseFields } from "../contract/fields.ts";
+import { fields, looseFields, orderedMap } from "../contract/fields.ts";
+import { LIMITS } from "../contract/limits.ts";
 
 /** Version of the sidecar's prompt rendering; part of every fingerprint. Bump it when rendering changes. */
 export const RENDERING_VERSION = "render-v3";
@@ -129,6 +142,33 @@ export const ScoreResponse = Stamp.extend({
 });
 export type ScoreResponse = z.infer<typeof ScoreResponse>;
 
+/** Version of the image runtime's preprocessing (crop, scale, normalisation); part of an image release's fingerprint. */
+export const IMAGE_PREPROCESSING_VERSION = "image-v1";
+
+/** The side of the square of model input that one visual token covers (the backbone's total stride). */
+export const IMAGE_TOKEN_PIXELS = 32;
+
+/** A signed URL and the headers to send with it, passed on to whoever reads or writes the object. */
+export const PassedGrant = fields({ url: z.string(), headers: orderedMap(z.string(), z.string()) });
+
+export const ImageFeaturesRequest = fields({
+  /** GET of the canonical PNG (at most LIMITS.imageReadGrantMs). */
+  image: PassedGrant,
+  bytes: z.number().int().positive().max(LIMITS.imageCanonicalBytes),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+export type ImageFeaturesRequest = z.infer<typeof ImageFeaturesRequest>;
+export type ImageFeaturesCall = z.input<typeof ImageFeaturesRequest>;
+
+export const ImageFeaturesResponse = Stamp.extend({
+  /** Visual tokens the backbone processed (IMAGE_TOKEN_PIXELS squares of its input). */
+  visual_tokens: z.number().int().positive(),
+  /** The model input's width times height, within LIMITS.imageInputPixels. */
+  input_pixels: z.number().int().positive(),
+  features: z.array(z.number()),
+});
+export type ImageFeaturesResponse = z.infer<typeof ImageFeaturesResponse>;
+
 /** Bounds of a runtime call's body: a pass holds at most one decision body's state, plus the template. */
 export const RUNTIME_BODY = { maxBytes: 4 * 1024 * 1024, maxDepth: 8 } as const;
 
@@ -145,4 +185,5 @@ export const RUNTIME_PATHS = {
   stats: "/v1/stats",
   tokenize: "/v1/tokenize",
   score: "/v1/score",
+  imageFeatures: "/v1/image-features",
 } as const;

@@ -33,6 +33,7 @@ import { fields, looseFields, orderedMap } from "../contract/fields.ts";
 import { LinkStatus } from "../contract/health.ts";
 import { CanonicalImage, ImageFormat, ImageRefusalCode } from "../contract/images.ts";
 import { LIMITS } from "../contract/limits.ts";
+import { PassedGrant } from "./runtime-protocol.ts";
 
 /** The release the edge resolved for the account. */
 export const ResolvedRelease = fields({
@@ -68,8 +69,6 @@ export type SidecarDecideResponse = z.infer<typeof SidecarDecideResponse>;
 
 export const SidecarHealth = looseFields({ links: z.array(LinkStatus) });
 
-/** A signed URL and the headers to send with it, passed on to the sidecar. */
-const PassedGrant = fields({ url: z.string(), headers: orderedMap(z.string(), z.string()) });
 
 export const PreprocessImageRequest = fields({
   /** The format the asset's filename names; the file must be it. */

@@ -11,7 +11,7 @@
  */
 import { LIMITS } from "../../contract/limits.ts";
 import { checkServiceUrl } from "../../contract/urls.ts";
-import { sha256Hex } from "../../server-shared/crypto.ts";
+import { readGranted } from "../../server-shared/grants.ts";
 import type { PreprocessImageRequest, PreprocessImageResponse } from "../../server-shared/sidecar-protocol.ts";
 import { preprocessImage } from "./preprocess.ts";
 
@@ -49,21 +49,6 @@ export function finalizeImage(request: PreprocessImageRequest, options: Finalize
 }
 
 /** The original's bytes, checked against the length and SHA-256 the asset was created with. */
-async function readSource(request: PreprocessImageRequest): Promise<Uint8Array<ArrayBuffer>> {
-  const res = await fetch(checkServiceUrl(request.source.url, "storage"), {
-    headers: Object.fromEntries(request.source.headers),
-    redirect: "error",
-    signal: AbortSignal.timeout(LIMITS.imageReadGrantMs),
-  });
-  if (!res.ok || !res.body) throw new Error(`reading the uploaded image failed: HTTP ${res.status}`);
-  const bytes = new Uint8Array(request.source_bytes);
-  let at = 0;
-  for await (const chunk of res.body) {
-    if (at + chunk.byteLength > bytes.byteLength) throw new Error("the stored image is longer than declared");
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  if (at !== bytes.byteLength) throw new Error("the stored image is shorter than declared");
-  if ((await sha256Hex(bytes)) !== request.sha256) throw new Error("the stored image's SHA-256 is not the declared one");
-  return bytes;
+function readSource(request: PreprocessImageRequest): Promise<Uint8Array<ArrayBuffer>> {
+  return readGranted(request.source, { bytes: request.source_bytes, sha256: request.sha256 }, "the uploaded image");
 }

@@ -7,13 +7,17 @@
  *   npm run account -- set <account> --max-active-batches none     (none clears a quota)
  *   npm run account -- disable <account>
  *   npm run account -- enable <account>
+ *   npm run account -- credit <account> 5 --note "pilot"     (grants $5 of image credit; the note is optional)
  *
  * <account> is the account's UUID or its user's identity-provider subject (e.g. dev-user). Changes
- * apply to every key of the account on its next request.
+ * apply to every key of the account on its next request. `show` includes the account's image credit
+ * (contract/credit.ts) and its oldest reservations not yet ended.
  */
 import pg from "pg";
 import { runOperatorCommand } from "./command.ts";
 import { QUOTA_SETTINGS, type AccountStatus, type QuotaSetting } from "../server-shared/accounts.ts";
+import { CreditStore } from "../server-shared/credit.ts";
+import type { Db, Row } from "../server-shared/db.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -36,6 +40,35 @@ export function parseSettings(args: string[]): SettingsChange {
   return change;
 }
 
+export interface CreditGrant {
+  amountMicroUsd: number;
+  note: string;
+}
+
+/** Parses `<usd> [--note text]` (`npm run account -- credit <account> ...`); throws with a usage message. */
+export function parseCredit(args: string[]): CreditGrant {
+  const [usd, ...flags] = args;
+  if (usd === undefined) throw new Error("credit needs an amount of US dollars, e.g. 5 or 0.25");
+  let note = "operator grant";
+  for (let i = 0; i < flags.length; i += 2) {
+    if (flags[i] !== "--note") throw new Error(`unknown option ${flags[i]}; known: --note`);
+    const text = flags[i + 1];
+    if (!text?.trim()) throw new Error("--note needs a text");
+    note = text;
+  }
+  return { amountMicroUsd: microUsdOf(usd), note };
+}
+
+/** The micro-USD of a decimal dollar amount, made from its digits so that no float rounds it. */
+function microUsdOf(usd: string): number {
+  const match = /^([0-9]+)(?:\.([0-9]{1,6}))?$/.exec(usd);
+  const micro = match ? Number(match[1]) * 1_000_000 + Number((match[2] ?? "").padEnd(6, "0")) : NaN;
+  if (!Number.isSafeInteger(micro) || micro <= 0) {
+    throw new Error(`credit must be an amount of US dollars above 0 with at most 6 decimals (e.g. 5 or 0.25), got ${usd}`);
+  }
+  return micro;
+}
+
 function accountFilter(account: string): { where: string; value: string } {
   return UUID.test(account) ? { where: "id = $1::uuid", value: account } : { where: "idp_subject = $1", value: account };
 }
@@ -56,10 +89,53 @@ export async function setStatus(db: pg.ClientBase, account: string, status: Acco
   return single(rows, account);
 }
 
+/** How many reservations not yet ended `show` lists (the total of all of them is `reserved_micro_usd`). */
+const SHOWN_RESERVATIONS = 20;
+
 export async function showAccount(db: pg.ClientBase, account: string): Promise<Record<string, unknown>> {
   const { where, value } = accountFilter(account);
   const { rows } = await db.query(`SELECT ${SHOW} FROM accounts WHERE ${where}`, [value]);
-  return single(rows, account);
+  const shown = single(rows, account);
+  const credit = new CreditStore(clientDb(db));
+  const id = String(shown.id);
+  const { balanceMicroUsd, reservedMicroUsd } = await credit.balance(id);
+  const reservations = await credit.outstanding(id, SHOWN_RESERVATIONS);
+  return {
+    ...shown,
+    credit: {
+      balance_micro_usd: balanceMicroUsd,
+      reserved_micro_usd: reservedMicroUsd,
+      oldest_reservations: reservations.map((r) => ({ id: r.id, amount_micro_usd: r.amountMicroUsd, request_id: r.requestId, created_at: r.createdAt, expires_at: r.expiresAt })),
+    },
+  };
+}
+
+/** Grants image credit to the account: the ledger row and the balance together. */
+export async function grantCredit(db: pg.ClientBase, account: string, grant: CreditGrant): Promise<Record<string, unknown>> {
+  const { where, value } = accountFilter(account);
+  const { rows } = await db.query(`SELECT id, idp_subject AS subject FROM accounts WHERE ${where}`, [value]);
+  const { id, subject } = single(rows, account);
+  const balance = await new CreditStore(clientDb(db)).grant(String(id), grant.amountMicroUsd, grant.note);
+  return { id, subject, granted_micro_usd: grant.amountMicroUsd, note: grant.note, balance_micro_usd: balance };
+}
+
+/** The operator's one connection as a `Db`, so that the server's stores run on it unchanged. */
+function clientDb(client: pg.ClientBase): Db {
+  return {
+    query: async (text, params = []) => (await client.query(text, params)).rows,
+    async transaction(statements) {
+      await client.query("BEGIN");
+      try {
+        const results: Row[][] = [];
+        for (const { text, params = [] } of statements) results.push((await client.query(text, params)).rows);
+        await client.query("COMMIT");
+        return results;
+      } catch (err) {
+        await client.query("ROLLBACK");
+        throw err;
+      }
+    },
+  };
 }
 
 function single(rows: Record<string, unknown>[], account: string): Record<string, unknown> {
@@ -70,13 +146,16 @@ function single(rows: Record<string, unknown>[], account: string): Record<string
 
 async function main(db: pg.Client, argv: string[]): Promise<number> {
   const [command, account, ...rest] = argv;
-  if (!command || !account || !["show", "set", "disable", "enable"].includes(command)) {
-    console.error("usage: npm run account -- show|set|disable|enable <account id or subject> [--requests-per-second N|none ...]");
+  if (!command || !account || !["show", "set", "disable", "enable", "credit"].includes(command)) {
+    console.error(
+      "usage: npm run account -- show|set|disable|enable|credit <account id or subject> [--requests-per-second N|none ...] [<usd> --note text]",
+    );
     return 2;
   }
   const result =
     command === "show" ? await showAccount(db, account)
     : command === "set" ? await setSettings(db, account, parseSettings(rest))
+    : command === "credit" ? await grantCredit(db, account, parseCredit(rest))
     : await setStatus(db, account, command === "disable" ? "disabled" : "active");
   console.log(JSON.stringify(result, null, 2));
   return 0;

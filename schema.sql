@@ -52,6 +52,9 @@ CREATE TABLE model_releases (
   task                jsonb,
   head                jsonb,
   training_id         uuid,
+  -- What its runtime reads: text (the decision's state and questions) or an image (a still photo,
+  -- with one choice question). A calibrated or trained release reads what its base reads.
+  modality            text NOT NULL DEFAULT 'text' CHECK (modality IN ('text', 'image')),
   revision            bigint NOT NULL DEFAULT 1,
   created_at          timestamptz NOT NULL DEFAULT now(),
   retired_at          timestamptz
@@ -230,6 +233,9 @@ CREATE TABLE training_examples (
   features     real[],
   zero_shot    jsonb,
   read_at      timestamptz,
+  -- An image training's example: the asset its features are read from (its state is then the
+  -- example's text context, which a trained image model does not read).
+  asset_id     uuid,
   PRIMARY KEY (training_id, line)
 );
 CREATE INDEX training_examples_pending ON training_examples (training_id, line) WHERE features IS NULL;
@@ -320,8 +326,8 @@ BEGIN
   IF NEW.id <> OLD.id OR NEW.fingerprint <> OLD.fingerprint
      OR NEW.base_release IS DISTINCT FROM OLD.base_release OR NEW.calibration IS DISTINCT FROM OLD.calibration
      OR NEW.task IS DISTINCT FROM OLD.task OR NEW.head IS DISTINCT FROM OLD.head
-     OR NEW.training_id IS DISTINCT FROM OLD.training_id THEN
-    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base, calibration, task, head and training cannot change', OLD.id
+     OR NEW.training_id IS DISTINCT FROM OLD.training_id OR NEW.modality <> OLD.modality THEN
+    RAISE EXCEPTION 'release % is immutable: id, fingerprint, base, calibration, task, head, training and modality cannot change', OLD.id
       USING ERRCODE = 'check_violation';
   END IF;
   NEW.revision := OLD.revision + 1;
@@ -340,7 +346,7 @@ CREATE VIEW model_registry AS
          r.owners, r.url, r.token_env, r.release_date, r.description, r.retired_at, r.sidecar_url,
          coalesce(b.id, r.id) AS runtime_release, coalesce(b.fingerprint, r.fingerprint) AS runtime_fingerprint,
          r.calibration, r.calibration_report IS NOT NULL AS has_calibration_report, r.revision,
-         r.task, r.head, r.training_id
+         r.task, r.head, r.training_id, coalesce(b.modality, r.modality) AS modality
     FROM model_releases r
     LEFT JOIN model_releases b ON b.id = r.base_release
     LEFT JOIN model_aliases a ON a.release_id = r.id

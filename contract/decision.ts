@@ -102,6 +102,13 @@ export const ChoiceAnswer = looseFields({
   probabilities: orderedMap(z.string(), Probability),
   confidence: Probability,
   option_mass: OptionMass,
+  /**
+   * An image decision's native unknown mass: the model's probability that the image shows none of
+   * the answers ("Needs review" when it is the largest). The answers' probabilities are then
+   * conditional on a known answer, and `confidence` is the concentration of the whole distribution
+   * (answers and unknown), not a calibrated probability of being right. Absent for text.
+   */
+  unknown_probability: Probability.optional(),
 });
 export const ScoreAnswer = looseFields({
   type: z.literal("score"),

@@ -24,7 +24,9 @@
  */
 import { z } from "zod";
 import { Upload } from "./batches.ts";
+import type { DecisionRequest } from "./decision.ts";
 import { fields } from "./fields.ts";
+import { stringifyJson, type Json } from "./json.ts";
 import { LIMITS } from "./limits.ts";
 
 export const IMAGE_PURPOSES = ["prediction", "training"] as const;
@@ -142,3 +144,34 @@ export const imageObjects = {
   source: (id: string) => `images/${id}/source`,
   canonical: (id: string, attempt: number) => `images/${id}/canonical-${attempt}.png`,
 };
+
+/** An image asset's id as requests name it: a UUID (never a URL or the image's bytes). */
+const ASSET_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Text of an instruction or a description as the image question limit counts it: text as it is, structured JSON as its JSON text. */
+export const flattenedText = (value: Json | undefined): string => (value === null || value === undefined ? "" : typeof value === "string" ? value : stringifyJson(value));
+
+/**
+ * The 422 message of an image decision (or image training example) beyond its schema, or null: one
+ * image named by a finalized asset's id, exactly one `choice` question of 2-16 named answers, its
+ * flattened instructions and each answer's description at most LIMITS.imageQuestionTextChars.
+ */
+export function imageRequestViolation(request: Pick<DecisionRequest, "images" | "questions">): string | null {
+  const images = request.images ?? [];
+  if (images.length !== 1) return `images: an image decision takes exactly one image (${images.length} given)`;
+  if (!ASSET_ID.test(images[0]!.asset_id)) {
+    return "images.0.asset_id: name an image by the id of a finalized image asset (POST /v1/image-assets); URLs and encoded images are not accepted";
+  }
+  if (request.questions.size !== 1) return `questions: an image decision asks exactly one question (${request.questions.size} given)`;
+  const [id, question] = [...request.questions][0]!;
+  const at = `questions.${id.slice(0, 40)}`;
+  if (question.type !== "choice") return `${at}: an image decision asks a choice question, not ${question.type}`;
+  const { min, max } = LIMITS.imageOutcomes;
+  if (question.criteria.size < min || question.criteria.size > max) return `${at}.criteria: an image decision has ${min} to ${max} named answers (${question.criteria.size} given)`;
+  const chars = LIMITS.imageQuestionTextChars;
+  if (flattenedText(question.instructions).length > chars) return `${at}.instructions: at most ${chars} characters in an image decision`;
+  for (const [name, description] of question.criteria) {
+    if (flattenedText(description).length > chars) return `${at}.criteria.${name.slice(0, 40)}: a description of at most ${chars} characters in an image decision`;
+  }
+  return null;
+}

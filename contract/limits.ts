@@ -94,5 +94,8 @@ export const LIMITS = {
 /** The alias every account may use for the shared base model. */
 export const SHARED_ALIAS = "svc-shared";
 
+/** The image backbone image models are trained on (an image training's base model, by default). */
+export const IMAGE_BASE_ALIAS = "svc-image";
+
 /** Request id header read by the third-party clients on every response, errors included. */
 export const REQUEST_ID_HEADER = "x-typesafe-request-id";

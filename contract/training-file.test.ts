@@ -39,7 +39,7 @@ describe("validateTrainingFile", () => {
     expect(checked.task.model).toBe("svc-shared");
     expect([...checked.task.questions.keys()]).toEqual(["refund", "team"]);
     expect(checked.examples).toHaveLength(COUNT);
-    expect(checked.examples[0]).toEqual({ line: 1, customId: "t-0", state: '{"mail":"mail number 0"}', outcomes: [0, 0] });
+    expect(checked.examples[0]).toEqual({ line: 1, customId: "t-0", state: '{"mail":"mail number 0"}', outcomes: [0, 0], assetId: null });
     expect(checked.examples[4]!.outcomes).toEqual([0, 1]); // true, shipping
     expect(checked.examples[5]!.outcomes).toEqual([1, 2]); // false, tech
   });
@@ -120,5 +120,51 @@ describe("validateTrainingFile", () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  describe("an image training file", () => {
+    const DIGIT = { digit: { type: "choice", criteria: { zero: null, one: "a single stroke" } } };
+    const asset = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+    /** Image example i: zero, one, or an image of neither (null), each MIN times or more. */
+    const imageExample = (i: number, body: Record<string, unknown> = {}, label: unknown = [null, "zero", "one"][i % 3]) => ({
+      custom_id: `i-${i}`,
+      body: { model: "svc-image", state: "", images: [{ asset_id: asset(i) }], questions: DIGIT, ...body },
+      labels: { digit: label },
+    });
+    const images = (n = 3 * MIN) => Array.from({ length: n }, (_, i) => imageExample(i));
+
+    it("is told by its first line's image: a label names an answer, or null for an image of none of them (the outcome after the answers)", () => {
+      const checked = validateTrainingFile(file(images()));
+      if (!checked.ok) throw new Error(checked.error.message);
+      expect(checked.task).toMatchObject({ model: "svc-image", modality: "image" });
+      expect(checked.examples.slice(0, 3).map((e) => [e.outcomes, e.assetId])).toEqual([
+        [[2], asset(0)],
+        [[0], asset(1)],
+        [[1], asset(2)],
+      ]);
+    });
+
+    it.each<[string, unknown, string, RegExp]>([
+      ["a line without an image", example(2), "task_mismatch", /all text or all images/],
+      ["an image named by a URL", imageExample(2, { images: [{ asset_id: "https://example.com/a.png" }] }), "invalid_example", /asset_id: name an image by the id of a finalized image asset.*URLs and encoded images/],
+      ["an image as base64", imageExample(2, { images: [{ asset_id: "data:image/png;base64,iVBORw0KGgo=" }] }), "invalid_example", /URLs and encoded images/],
+      ["two images", imageExample(2, { images: [{ asset_id: asset(2) }, { asset_id: asset(99) }] }), "invalid_example", /exactly one image \(2 given\)/],
+      ["two questions", imageExample(2, { questions: { ...DIGIT, other: { type: "noul" } } }), "invalid_example", /exactly one question/],
+      ["a noul question", imageExample(2, { questions: { digit: { type: "noul" } } }), "invalid_example", /a choice question, not noul/],
+      ["17 answers", imageExample(2, { questions: { digit: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 17 }, (_, k) => [`a${k}`, null])) } } }), "invalid_example", /2 to 16 named answers \(17 given\)/],
+      ["a 2,001-character description", imageExample(2, { questions: { digit: { type: "choice", criteria: { zero: "x".repeat(2001), one: null } } } }), "invalid_example", /criteria\.zero: a description of at most 2000 characters/],
+      ["2,001 characters of structured instructions", imageExample(2, { questions: { digit: { type: "choice", instructions: { say: "y".repeat(1995) }, criteria: { zero: null, one: null } } } }), "invalid_example", /instructions: at most 2000/],
+      ["a label that is no answer", imageExample(2, {}, "two"), "invalid_label", /one of its answer names, or null/],
+    ])("refuses %s", (_, line, code, message) => {
+      const lines = images().map((l, i) => (i === 2 ? line : l));
+      const error = refusal(file(lines));
+      expect(error).toMatchObject({ code, line: 3 });
+      expect(error.message).toMatch(message);
+    });
+
+    it("needs as many images of none of the answers as of each answer", () => {
+      const lines = images().map((l, i) => (i % 3 === 0 && i > 0 ? imageExample(i, {}, "zero") : l));
+      expect(refusal(file(lines))).toMatchObject({ code: "too_few_examples", message: expect.stringContaining("1 example(s) of null (an image of none of the answers)") });
+    });
   });
 });

@@ -48,8 +48,16 @@ export const TRAINING_LIST_PAGE = { default: 20, max: 100 } as const;
  * every question of the task, its primary figure (AUROC for a yes/no question, top-1 accuracy
  * otherwise) is at least `margin` above the base release's zero-shot figure on the same items, and
  * its expected calibration error (10 equal-width bins) is at most `maxEce`.
+ *
+ * An image model has no zero-shot answer to beat (its base is an image backbone, which answers no
+ * question): its baseline is chance, the training part's outcome frequencies ("other" included)
+ * given to every held-out image, whose top-1 accuracy is the held-out share of the most common
+ * training outcome; the candidate's top-1 accuracy over its answers and "other" must beat it by
+ * `imageMargin`, its ECE be at most `maxEce`, and every outcome have held-out examples (the file's
+ * checks). Its unknown detection (AUROC of the unknown mass, images of none of the answers against
+ * the rest) is measured and reported, not part of the rule.
  */
-export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10 } as const;
+export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1 } as const;
 
 const noNul = (value: string) => !value.includes("\u0000");
 
@@ -79,7 +87,7 @@ export const TrainingLimits = z.object({
   lifetime_seconds: z.number().int(),
   upload_validity_seconds: z.number().int(),
   data_retention_seconds: z.number().int(),
-  acceptance: z.object({ margin: z.number(), max_ece: z.number(), ece_bins: z.number().int() }),
+  acceptance: z.object({ margin: z.number(), max_ece: z.number(), ece_bins: z.number().int(), image_margin: z.number() }),
 });
 export type TrainingLimits = z.infer<typeof TrainingLimits>;
 
@@ -93,7 +101,7 @@ export const TRAINING_LIMITS: TrainingLimits = {
   lifetime_seconds: LIMITS.trainingLifetimeMs / 1000,
   upload_validity_seconds: LIMITS.signedUploadValidityMs / 1000,
   data_retention_seconds: LIMITS.trainingDataRetentionMs / 1000,
-  acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins },
+  acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins, image_margin: ACCEPTANCE.imageMargin },
 };
 
 const Unit = z.number().min(0).max(1);
@@ -118,10 +126,11 @@ export const ReliabilityBins = z.array(
 export const QuestionEvaluation = z.object({
   question: z.string(),
   type: z.enum(["noul", "choice", "score"]),
-  /** Held-out examples per outcome, in the question's outcome order, and the outcomes' names. */
-  outcomes: z.array(z.union([z.boolean(), z.string(), z.number()])),
+  /** Held-out examples per outcome, in the question's outcome order, and the outcomes' names (an image model's "other" is null, last). */
+  outcomes: z.array(z.union([z.boolean(), z.string(), z.number(), z.null()])),
   held_out_counts: z.array(z.number().int().nonnegative()),
   candidate: QuestionFigures,
+  /** The base's zero-shot answers; for an image model, chance (ACCEPTANCE). */
   zero_shot: QuestionFigures,
   reliability_candidate: ReliabilityBins,
   reliability_zero_shot: ReliabilityBins,
@@ -141,9 +150,20 @@ export const EvaluationReport = z.object({
   decision: z.enum(["accepted", "rejected"]),
   acceptance: TrainingLimits.shape.acceptance,
   examples: z.object({ training: z.number().int(), held_out: z.number().int() }),
-  /** What was trained: a head per question on the base's hidden state at the answer position. */
-  method: z.object({ kind: z.literal("hidden_state_head"), features: z.number().int(), regularisation: z.array(z.number()) }),
+  /**
+   * What was trained: a head per question on the base's hidden state at the answer position, or
+   * (an image model) one head on the image backbone's pooled features, over the answers and "other".
+   */
+  method: z.object({ kind: z.enum(["hidden_state_head", "image_head"]), features: z.number().int(), regularisation: z.array(z.number()) }),
   questions: z.array(QuestionEvaluation),
+  /**
+   * An image model's unknown detection on the held-out images: how well its unknown mass (the
+   * probability of "other") ranks the images of none of the answers above the rest (AUROC; null
+   * when one side is empty), and its mean on each side. Absent for a text model.
+   */
+  unknown: z
+    .object({ held_out_other: z.number().int(), held_out_known: z.number().int(), auroc: Unit.nullable(), mean_other: Unit, mean_known: Unit })
+    .optional(),
   evaluated_at: z.string(),
   training_ms: z.number().nonnegative(),
 });

@@ -14,7 +14,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
-import { SHARED_ALIAS } from "../contract/limits.ts";
+import { IMAGE_BASE_ALIAS, SHARED_ALIAS } from "../contract/limits.ts";
 import { isLoopbackHost } from "../contract/urls.ts";
 import { Identity } from "../server-shared/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
@@ -23,7 +23,8 @@ import { startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
 import { startBridges } from "./bridges.ts";
 import { freePort } from "./ports.ts";
-import { sidecarAddress, startRuntime, startSidecar } from "./tiers.ts";
+import { ensureImageBackbone } from "./image-backbone.ts";
+import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "./tiers.ts";
 import { startEdge, type EdgeKind } from "./edge.ts";
 import { startPostgres } from "./postgres.ts";
 import type { Child } from "./process.ts";
@@ -31,6 +32,8 @@ import { startRedis } from "./redis.ts";
 
 /** The variable that holds the local runtime's secret; the registry entry's `token_env`. */
 export const RUNTIME_TOKEN_ENV = "SVC_RUNTIME_SECRET";
+/** The same for the local image runtime. */
+export const IMAGE_RUNTIME_TOKEN_ENV = "SVC_IMAGE_RUNTIME_SECRET";
 
 export interface StackOptions {
   dataDir: string;
@@ -44,6 +47,11 @@ export interface StackOptions {
   sidecarEnv?: Record<string, string>;
   /** How the edge Worker runs (local/edge.ts); "miniflare" when absent. */
   edge?: EdgeKind;
+  /**
+   * Start the image runtime (the ONNX backbone, local/image-backbone.ts) and register it as
+   * IMAGE_BASE_ALIAS; by default when an image flag is on in `edgeVars`.
+   */
+  images?: boolean;
   /** Progress lines (to stderr by default). */
   log?: (line: string) => void;
 }
@@ -61,11 +69,13 @@ export interface Stack {
   databaseUrl: string;
   redisUrl: string;
   release: Identity;
+  /** The image runtime's identity; null when the stack runs without one. */
+  imageRelease: Identity | null;
   idp: IdpInfo;
   /** Secrets of this stack, for tests that call internal tiers directly. */
-  secrets: { runtime: string; sidecar: string; upstash: string; storage: string };
+  secrets: { runtime: string; imageRuntime: string; sidecar: string; upstash: string; storage: string };
   /** neonBridge is null when DATABASE_URL is remote (Neon): the tiers then use Neon's own endpoints. */
-  urls: { runtime: string; sidecar: string; upstash: string; neonBridge: string | null };
+  urls: { runtime: string; imageRuntime: string | null; sidecar: string; upstash: string; neonBridge: string | null };
   children: Child[];
   /** Another edge over the same services, on a free port, stopped with the stack (benchmarks compare the two kinds; tests give it settings of its own). */
   addEdge(kind: EdgeKind, vars?: Record<string, string>): Promise<{ baseUrl: string; child: Child }>;
@@ -135,6 +145,20 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const identityRes = await fetch(`${runtime.url}/v1/identity`, { headers: { authorization: `Bearer ${runtimeSecret}` } });
     const release = Identity.parse(await identityRes.json());
 
+    const imageRuntimeSecret = secret();
+    const images = opts.images ?? ["IMAGE_API", "IMAGE_BROWSER"].some((flag) => opts.edgeVars?.[flag] === "on");
+    let imageRuntime: StartedRuntime | null = null;
+    let imageRelease: Identity | null = null;
+    if (images) {
+      const backbone = await ensureImageBackbone();
+      imageRuntime = await startRuntime({ name: "image-runtime", kind: "image", modelPath: backbone.path, secret: imageRuntimeSecret, logDir, env: engineSettings });
+      children.push(imageRuntime.child);
+      const started = imageRuntime;
+      stoppers.push(() => started.child.stop());
+      const res = await fetch(`${imageRuntime.url}/v1/identity`, { headers: { authorization: `Bearer ${imageRuntimeSecret}` } });
+      imageRelease = Identity.parse(await res.json());
+    }
+
     const sidecarSecret = secret();
     const sidecarAt = await sidecarAddress();
     const db = new pg.Client({ connectionString: postgres.url });
@@ -151,6 +175,20 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         sidecar_url: sidecarAt.url,
       });
       await pointAlias(db, SHARED_ALIAS, release.release_id);
+      if (imageRuntime && imageRelease) {
+        await registerRelease(db, {
+          id: imageRelease.release_id,
+          fingerprint: imageRelease.fingerprint,
+          url: imageRuntime.url,
+          token_env: IMAGE_RUNTIME_TOKEN_ENV,
+          release_date: new Date().toISOString().slice(0, 10),
+          description: `Local image backbone (${imageRelease.engine}): the base of trained image models`,
+          owners: null,
+          sidecar_url: sidecarAt.url,
+          modality: "image",
+        });
+        await pointAlias(db, IMAGE_BASE_ALIAS, imageRelease.release_id);
+      }
     } finally {
       await db.end();
     }
@@ -163,7 +201,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       address: sidecarAt,
       secret: sidecarSecret,
       database,
-      runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret },
+      runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret, [IMAGE_RUNTIME_TOKEN_ENV]: imageRuntimeSecret },
       edgeUrl: baseUrl,
       upstash: { url: bridges.upstashUrl, token: upstashToken },
       extraEnv: opts.sidecarEnv,
@@ -205,6 +243,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       { name: `edge (${edgeKind === "miniflare" ? "workerd via Miniflare" : "wrangler dev"})`, where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
       { name: "sidecar (bun)", where: sidecarAt.url, pid: sidecar.proc.pid, log: sidecar.logPath },
       { name: `runtime ${release.release_id}`, where: runtime.url, pid: runtime.child.proc.pid, log: runtime.child.logPath },
+      ...(imageRuntime && imageRelease
+        ? [{ name: `image runtime ${imageRelease.release_id}`, where: imageRuntime.url, pid: imageRuntime.child.proc.pid, log: imageRuntime.child.logPath }]
+        : []),
       { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
       { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
       { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
@@ -220,9 +261,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       databaseUrl: postgres.url,
       redisUrl: redis.url,
       release,
+      imageRelease,
       idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
-      secrets: { runtime: runtimeSecret, sidecar: sidecarSecret, upstash: upstashToken, storage: storageSecret },
-      urls: { runtime: runtime.url, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: database.NEON_LOCAL_BRIDGE ? `http://${database.NEON_LOCAL_BRIDGE}` : null },
+      secrets: { runtime: runtimeSecret, imageRuntime: imageRuntimeSecret, sidecar: sidecarSecret, upstash: upstashToken, storage: storageSecret },
+      urls: { runtime: runtime.url, imageRuntime: imageRuntime?.url ?? null, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: database.NEON_LOCAL_BRIDGE ? `http://${database.NEON_LOCAL_BRIDGE}` : null },
       children,
       addEdge: async (kind, vars) => {
         const port = await freePort();

@@ -5,7 +5,7 @@
  *   npm run registry -- list
  *   npm run registry -- add <release-id> --fingerprint <sha256 hex> --url <runtime URL> --token-env <VAR>
  *                          [--sidecar-url <sidecar URL>] [--owners <uuid,uuid>] [--release-date YYYY-MM-DD]
- *                          [--description <text>]
+ *                          [--description <text>] [--modality text|image]
  *   npm run registry -- alias <alias> <release-id>
  *   npm run registry -- retire <release-id>
  *   npm run registry -- calibrate <new-release-id> --base <release-id> --data <labelled.jsonl> [--alias <alias>]
@@ -33,6 +33,12 @@ function flags(args: string[]): Map<string, string> {
   return map;
 }
 
+/** --modality: "text" (the default) or "image" (an image runtime's backbone). */
+function modalityOf(value: string | undefined): "text" | "image" {
+  if (value === undefined || value === "text" || value === "image") return value ?? "text";
+  throw new Error(`--modality must be text or image, got ${JSON.stringify(value)}`);
+}
+
 async function main(db: pg.Client, argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const usage = "usage: npm run registry -- list | add <release-id> --fingerprint F --url U --token-env VAR [--sidecar-url S ...] | alias <alias> <release-id> | retire <release-id> | calibrate <new-release-id> --base B --data FILE [--alias A]";
@@ -54,6 +60,7 @@ async function main(db: pg.Client, argv: string[]): Promise<number> {
       sidecar_url: f.get("sidecar-url") ?? null,
       release_date: f.get("release-date") ?? new Date().toISOString().slice(0, 10),
       description: f.get("description") ?? "",
+      modality: modalityOf(f.get("modality")),
     });
     console.error(`release ${rest[0]} registered`);
   } else if (command === "alias" && rest[0] && rest[1]) {

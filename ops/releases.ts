@@ -16,6 +16,8 @@ export interface ReleaseInput {
   owners: string[] | null;
   /** The sidecar that serves the release; null: not served yet. */
   sidecar_url: string | null;
+  /** What its runtime reads (default "text"); an image runtime's backbone is "image". Fixed once registered. */
+  modality?: "text" | "image";
 }
 
 /** Adds a release, or updates the addresses, secret variable and description of the same release. */
@@ -23,12 +25,12 @@ export async function registerRelease(db: pg.ClientBase, release: ReleaseInput):
   checkServiceUrl(release.url, "runtime");
   if (release.sidecar_url !== null) checkServiceUrl(release.sidecar_url, "sidecar");
   await db.query(
-    `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url, modality)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (id) DO UPDATE
        SET fingerprint = EXCLUDED.fingerprint, url = EXCLUDED.url, token_env = EXCLUDED.token_env,
            description = EXCLUDED.description, owners = EXCLUDED.owners, sidecar_url = EXCLUDED.sidecar_url`,
-    [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description, release.sidecar_url],
+    [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description, release.sidecar_url, release.modality ?? "text"],
   );
 }
 

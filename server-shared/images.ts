@@ -65,6 +65,15 @@ export type Finalized =
   | { ok: true; source: { format: ImageFormat; width: number; height: number }; canonical: CanonicalImage }
   | { ok: false; code: ImageRefusal; message: string };
 
+/** Where a ready asset's canonical PNG is, and what it must be. */
+export interface CanonicalObject {
+  object: string;
+  bytes: number;
+  sha256: string;
+  /** Ms since the epoch; null while a training holds the asset. */
+  expiresAt: number | null;
+}
+
 export class ImageAssetStore {
   constructor(private readonly db: Db) {}
 
@@ -96,6 +105,38 @@ export class ImageAssetStore {
    * Takes the finalization lease of an uploading asset for `leaseMs`, numbering a new attempt; null
    * when another completion holds it, or the asset is no longer uploading (or has expired).
    */
+  /**
+   * Of `ids`, those a training of the account may take: ready training assets, unexpired, held by no
+   * other training that is still open (an asset of a finished training can be trained on again; it
+   * then lives as long as the new training keeps it).
+   */
+  async trainable(ids: readonly string[], accountId: string, trainingId: string): Promise<Set<string>> {
+    const rows = await this.db.query(
+      `SELECT a.id FROM image_assets a
+        WHERE a.id = ANY ($1::uuid[]) AND a.account_id = $2 AND a.purpose = 'training' AND a.status = 'ready' AND ${EXPIRY} > now()
+          AND (a.training_id IS NULL OR a.training_id = $3
+               OR (SELECT training_status_terminal(t.status) FROM trainings t WHERE t.id = a.training_id))`,
+      [ids, accountId, trainingId],
+    );
+    return new Set(rows.map((row) => z.string().parse(row.id)));
+  }
+
+  /**
+   * The canonical PNG of a ready asset of the account (any purpose), for a runtime's read: its object,
+   * size and SHA-256, and when the asset expires (null: a training holds it); null when there is no
+   * such asset, or it is not ready or has expired.
+   */
+  async canonical(id: string, accountId: string): Promise<CanonicalObject | null> {
+    const rows = await this.db.query(
+      `SELECT a.canonical_attempt, a.canonical_bytes, a.canonical_sha256, NULLIF(${EXPIRY}, 'infinity') AS expires_at FROM image_assets a
+        WHERE a.id = $1 AND a.account_id = $2 AND a.status = 'ready' AND ${EXPIRY} > now()`,
+      [id, accountId],
+    );
+    if (!rows[0]) return null;
+    const row = z.object({ canonical_attempt: Column.int, canonical_bytes: Column.int, canonical_sha256: z.string(), expires_at: Column.time.nullable() }).parse(rows[0]);
+    return { object: imageObjects.canonical(id, row.canonical_attempt), bytes: row.canonical_bytes, sha256: row.canonical_sha256, expiresAt: row.expires_at ? Date.parse(row.expires_at) : null };
+  }
+
   async lease(id: string, accountId: string, leaseMs: number): Promise<AssetLease | null> {
     const token = crypto.randomUUID();
     const rows = await this.db.query(

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { Calibration } from "../contract/calibration.ts";
+import { Modality } from "./runtime-protocol.ts";
 import { SavedTask, TrainedHeads } from "./trained.ts";
 
 export const RegistryEntry = z.object({
@@ -32,11 +33,13 @@ export const RegistryEntry = z.object({
   task: SavedTask.nullable(),
   head: TrainedHeads.nullable(),
   training_id: z.string().uuid().nullable(),
+  /** What the release's runtime reads: a decision's text, or a still image (its base's, for a derived release). */
+  modality: Modality,
 });
 export type RegistryEntry = z.infer<typeof RegistryEntry>;
 
 export const REGISTRY_COLUMNS =
-  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report, revision, task, head, training_id";
+  "id, fingerprint, aliases, owners, url, token_env, release_date, description, retired_at, sidecar_url, runtime_release, runtime_fingerprint, calibration, has_calibration_report, revision, task, head, training_id, modality";
 
 /** The fingerprint of a calibrated release: its base's fingerprint and its parameters, hashed together. */
 export async function calibratedFingerprint(baseFingerprint: string, calibration: Calibration): Promise<string> {

@@ -9,7 +9,7 @@
  * fingerprint, as it is of its base's.
  */
 import { z } from "zod";
-import { RENDERING_VERSION } from "./runtime-protocol.ts";
+import { IMAGE_PREPROCESSING_VERSION, RENDERING_VERSION } from "./runtime-protocol.ts";
 
 const Finite = z.number().finite();
 
@@ -25,10 +25,14 @@ export const HeadParams = z.object({
 });
 export type HeadParams = z.infer<typeof HeadParams>;
 
-/** What a trained release adds to its base: a head per question of the task, in the task's order. */
+/**
+ * What a trained release adds to its base: a head per question of the task, in the task's order, on
+ * the base's hidden state ("hidden_state_head"), or on an image backbone's pooled features
+ * ("image_head": one question, its answers and then "other").
+ */
 export const TrainedHeads = z.object({
-  kind: z.literal("hidden_state_head"),
-  /** Width of the base's hidden state. */
+  kind: z.enum(["hidden_state_head", "image_head"]),
+  /** Width of the base's hidden state, or of the backbone's features. */
   features: z.number().int().positive(),
   questions: z.array(HeadParams).min(1),
 });
@@ -57,9 +61,14 @@ async function sha256Hex(text: string): Promise<string> {
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The fingerprint of a trained release: its base's fingerprint, the rendering, the task and the heads, hashed together. */
+/**
+ * The fingerprint of a trained release: its base's fingerprint, how its input is made (the text
+ * rendering for a head on hidden states; an image head's base fingerprint already covers the image
+ * preprocessing), the task and the heads, hashed together.
+ */
 export function trainedFingerprint(baseFingerprint: string, task: SavedTask, heads: TrainedHeads): Promise<string> {
-  const text = `trained-release-v1\n${baseFingerprint}\n${RENDERING_VERSION}\n${task.questions}\n${canonicalJson(TrainedHeads.parse(heads))}`;
+  const input = heads.kind === "image_head" ? IMAGE_PREPROCESSING_VERSION : RENDERING_VERSION;
+  const text = `trained-release-v1\n${baseFingerprint}\n${input}\n${task.questions}\n${canonicalJson(TrainedHeads.parse(heads))}`;
   return sha256Hex(text);
 }
 

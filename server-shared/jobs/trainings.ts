@@ -71,6 +71,8 @@ export interface StoredExample {
   state: string;
   outcomes: number[];
   heldOut: boolean;
+  /** An image example's asset (its features are read from its canonical PNG); null for text. */
+  assetId: string | null;
 }
 
 const ExampleRow = z.object({
@@ -79,6 +81,7 @@ const ExampleRow = z.object({
   state: z.string(),
   outcomes: z.array(Int),
   held_out: z.boolean(),
+  asset_id: z.string().nullable(),
   features: z.array(z.coerce.number()).nullable(),
   zero_shot: z.array(z.array(z.number())).nullable(),
 });
@@ -250,17 +253,23 @@ export class TrainingStore {
     return TRAINING_JOBS.fail(this.db, claim, error);
   }
 
-  /** A validated file's examples and task stored and the training running, in one fenced statement. */
+  /**
+   * A validated file's examples and task stored and the training running, in one fenced statement;
+   * an image training's assets are taken by it in the same statement (image_assets.training_id:
+   * they then live while it runs and 30 days after).
+   */
   async start(claim: Lease, task: SavedTask, examples: StoredExample[]): Promise<boolean> {
     const [row] = await this.db.query(
       `WITH started AS (
          UPDATE trainings SET status = 'running', task = $3, total_examples = $4, held_out_examples = $5
-          WHERE ${TRAINING_JOBS.fence()} AND status = 'validating' RETURNING id),
+          WHERE ${TRAINING_JOBS.fence()} AND status = 'validating' RETURNING id, account_id),
        stored AS (
-         INSERT INTO training_examples (training_id, line, custom_id, state, outcomes, held_out)
-         SELECT started.id, e.line, e.custom_id, e.state, string_to_array(e.outcomes, ',')::int[], e.held_out
-           FROM started, unnest($6::int[], $7::text[], $8::text[], $9::text[], $10::boolean[]) AS e(line, custom_id, state, outcomes, held_out)
-         ON CONFLICT DO NOTHING)
+         INSERT INTO training_examples (training_id, line, custom_id, state, outcomes, held_out, asset_id)
+         SELECT started.id, e.line, e.custom_id, e.state, string_to_array(e.outcomes, ',')::int[], e.held_out, e.asset_id
+           FROM started, unnest($6::int[], $7::text[], $8::text[], $9::text[], $10::boolean[], $11::uuid[]) AS e(line, custom_id, state, outcomes, held_out, asset_id)
+         ON CONFLICT DO NOTHING),
+       taken AS (
+         UPDATE image_assets a SET training_id = started.id FROM started WHERE a.id = ANY ($11::uuid[]) AND a.account_id = started.account_id)
        SELECT count(*) AS started FROM started`,
       [
         claim.id,
@@ -273,6 +282,7 @@ export class TrainingStore {
         examples.map((e) => e.state),
         examples.map((e) => e.outcomes.join(",")),
         examples.map((e) => e.heldOut),
+        examples.map((e) => e.assetId),
       ],
     );
     return Int.parse(row?.started) > 0;
@@ -285,13 +295,13 @@ export class TrainingStore {
    */
   async nextExample(trainingId: string): Promise<StoredExample | null> {
     const [row] = await this.db.query(
-      `SELECT line, custom_id, state, outcomes, held_out, NULL AS features, NULL AS zero_shot FROM training_examples
+      `SELECT line, custom_id, state, outcomes, held_out, asset_id, NULL AS features, NULL AS zero_shot FROM training_examples
         WHERE training_id = $1 AND features IS NULL ORDER BY md5('read:' || custom_id), line LIMIT 1`,
       [trainingId],
     );
     if (!row) return null;
     const e = ExampleRow.parse(row);
-    return { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out };
+    return { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out, assetId: e.asset_id };
   }
 
   /**
@@ -318,21 +328,22 @@ export class TrainingStore {
   }
 
   /** One held-out example of the training (the state a new model's first decision is asked about); null when none is left. */
-  async anyExample(trainingId: string): Promise<{ state: string } | null> {
-    const [row] = await this.db.query("SELECT state FROM training_examples WHERE training_id = $1 ORDER BY held_out DESC, line LIMIT 1", [trainingId]);
-    return row ? { state: z.string().parse(row.state) } : null;
+  async anyExample(trainingId: string): Promise<{ state: string; assetId: string | null } | null> {
+    const [row] = await this.db.query("SELECT state, asset_id FROM training_examples WHERE training_id = $1 ORDER BY held_out DESC, line LIMIT 1", [trainingId]);
+    return row ? { state: z.string().parse(row.state), assetId: z.string().nullable().parse(row.asset_id) } : null;
   }
 
   /** Every example with what its step read, in line order (the fit runs once all have). */
   async readExamples(trainingId: string): Promise<ReadExample[]> {
     const rows = await this.db.query(
-      `SELECT line, custom_id, state, outcomes, held_out, features, zero_shot FROM training_examples
+      `SELECT line, custom_id, state, outcomes, held_out, asset_id, features, zero_shot FROM training_examples
         WHERE training_id = $1 AND features IS NOT NULL ORDER BY line`,
       [trainingId],
     );
     return rows.map((raw) => {
       const e = ExampleRow.parse(raw);
-      return { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out, features: e.features!, zeroShot: e.zero_shot };
+      const example = { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out, assetId: e.asset_id };
+      return { ...example, features: e.features!, zeroShot: e.zero_shot };
     });
   }
 
@@ -358,8 +369,8 @@ export class TrainingStore {
          UPDATE trainings SET status = 'accepted', model_id = $3, report = $4
           WHERE ${TRAINING_JOBS.fence()} AND status = 'running' RETURNING id, account_id),
        registered AS (
-         INSERT INTO model_releases (id, fingerprint, owners, url, token_env, sidecar_url, release_date, description, base_release, task, head, training_id)
-         SELECT $3, $5, ARRAY[accepted.account_id], b.url, b.token_env, NULL, current_date, $6, b.id, $7, $8, accepted.id
+         INSERT INTO model_releases (id, fingerprint, owners, url, token_env, sidecar_url, release_date, description, base_release, task, head, training_id, modality)
+         SELECT $3, $5, ARRAY[accepted.account_id], b.url, b.token_env, NULL, current_date, $6, b.id, $7, $8, accepted.id, b.modality
            FROM accepted, model_releases b WHERE b.id = $9
          RETURNING id)
        SELECT (SELECT count(*) FROM accepted) AS accepted, (SELECT count(*) FROM registered) AS registered`,

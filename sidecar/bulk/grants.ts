@@ -28,6 +28,12 @@ async function grant(edge: EdgeLink, request: GrantRequest, signal?: AbortSignal
   return Grant.parse(await res.json());
 }
 
+/** A GET grant of one object, for another process to read it with (an image runtime reading a canonical PNG). */
+export async function readGrant(edge: EdgeLink, object: string, signal?: AbortSignal): Promise<{ url: string; headers: Record<string, string> }> {
+  const { url, headers } = await grant(edge, { object, method: "GET" }, signal);
+  return { url, headers };
+}
+
 /** The object's bytes, or null when it does not exist; reads at most `maxBytes` (the bulk file limit) plus one byte. */
 export async function readInput(edge: EdgeLink, object: string, signal?: AbortSignal, maxBytes: number = LIMITS.bulkFileBytes): Promise<Uint8Array | null> {
   const { url, headers } = await grant(edge, { object, method: "GET" }, signal);

@@ -27,6 +27,7 @@ function entry(overrides: Partial<RegistryEntry>): RegistryEntry {
     task: null,
     head: null,
     training_id: null,
+    modality: "text",
     ...overrides,
   };
 }

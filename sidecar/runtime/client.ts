@@ -2,6 +2,7 @@
  * How the sidecar reaches a model runtime. `RuntimeClient` is the adapter interface: the HTTP client
  * below speaks this project's runtime protocol (server-shared/runtime-protocol.ts); another engine (a vLLM
  * OpenAI-compatible server, say) is added as another implementation of the same three calls.
+ * `ImageRuntimeClient` is an image runtime's (an ONNX backbone, or a multimodal engine on a GPU host).
  */
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import { z } from "zod";
@@ -11,9 +12,11 @@ import { LIMITS } from "../../contract/limits.ts";
 import { checkServiceUrl } from "../../contract/urls.ts";
 import {
   Identity,
+  ImageFeaturesResponse,
   RUNTIME_PATHS,
   ScoreResponse,
   TokenizeResponse,
+  type ImageFeaturesCall,
   type ScoreRequest,
   type TokenizeRequest,
 } from "../../server-shared/runtime-protocol.ts";
@@ -24,6 +27,12 @@ export interface RuntimeClient {
   identity(signal?: AbortSignal): Promise<Identity>;
   tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse>;
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse>;
+}
+
+/** An image runtime's calls. */
+export interface ImageRuntimeClient {
+  identity(signal?: AbortSignal): Promise<Identity>;
+  imageFeatures(request: ImageFeaturesCall, signal?: AbortSignal): Promise<ImageFeaturesResponse>;
 }
 
 /**
@@ -41,7 +50,7 @@ export class RuntimeError extends ServiceError {
   }
 }
 
-export class HttpRuntimeClient implements RuntimeClient {
+export class HttpRuntimeClient implements RuntimeClient, ImageRuntimeClient {
   private readonly base: URL;
 
   constructor(
@@ -65,6 +74,10 @@ export class HttpRuntimeClient implements RuntimeClient {
     return this.call(RUNTIME_PATHS.score, request, ScoreResponse, signal);
   }
 
+  imageFeatures(request: ImageFeaturesCall, signal?: AbortSignal): Promise<ImageFeaturesResponse> {
+    return this.call(RUNTIME_PATHS.imageFeatures, request, ImageFeaturesResponse, signal);
+  }
+
   private async call<T>(path: string, body: unknown, schema: z.ZodType<T>, signal?: AbortSignal): Promise<T> {
     let res: Response;
     try {
@@ -83,6 +96,8 @@ export class HttpRuntimeClient implements RuntimeClient {
     if (!res.ok) {
       const envelope = ErrorEnvelope.safeParse(json);
       const reason = envelope.success ? envelope.data.error : { code: "runtime_error", message: `HTTP ${res.status}` };
+      // The one runtime refusal that is the caller's to know: an image needing more visual tokens than the runtime takes.
+      if (res.status === 413 && reason.code === "context_too_large") throw new ServiceError("context_too_large", reason.message);
       throw new RuntimeError(`runtime answered ${res.status}: ${reason.message}`, res.status, reason.code);
     }
     const parsed = schema.safeParse(json);
@@ -104,7 +119,7 @@ export function timedClient(inner: RuntimeClient, timings: Timings): RuntimeClie
  * The client for a registry entry, with the secret read from the variable its `token_env` names (or
  * the file `<token_env>_FILE` names; the first of a rotation list is sent).
  */
-export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">, secrets: SecretReader): RuntimeClient {
+export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">, secrets: SecretReader): HttpRuntimeClient {
   let secret: string | undefined;
   try {
     secret = secrets.list(entry.token_env)?.send;

@@ -10,6 +10,8 @@ import type { Question } from "../../contract/decision.ts";
 import { outcomesOf } from "../../contract/training-file.ts";
 import { ACCEPTANCE, type QuestionEvaluation, type QuestionFigures } from "../../contract/trainings.ts";
 import { auroc, binaryBrier, brier, eceOfBins, reliabilityBins } from "../../server-shared/quality.ts";
+import { trainingOutcomes } from "../../contract/training-file.ts";
+import type { EvaluationReport } from "../../contract/trainings.ts";
 
 const FLOOR = 1e-12;
 const unit = (p: number) => Math.min(1, Math.max(0, p));
@@ -74,5 +76,49 @@ export function evaluateQuestion(
     reliability_zero_shot: z.bins,
     passed: reason === null,
     reason,
+  };
+}
+
+/**
+ * An image model's question (its answers, then "other"), against chance: the training part's outcome
+ * frequencies `prior` given to every held-out image. Passed when its top-1 accuracy beats chance's by
+ * ACCEPTANCE.imageMargin and its ECE is within ACCEPTANCE.maxEce.
+ */
+export function evaluateImageQuestion(id: string, question: Question, candidate: readonly (readonly number[])[], prior: readonly number[], truth: readonly number[]): QuestionEvaluation {
+  const outcomes = trainingOutcomes(question, "image");
+  const c = figuresOf("choice", candidate, truth);
+  const z = figuresOf("choice", truth.map(() => prior), truth);
+  const needed = z.figures.primary + ACCEPTANCE.imageMargin;
+  const reason =
+    c.figures.primary < needed
+      ? `held-out top-1 accuracy ${c.figures.primary.toFixed(3)} does not beat chance's ${z.figures.primary.toFixed(3)} by ${ACCEPTANCE.imageMargin}`
+      : c.figures.ece > ACCEPTANCE.maxEce
+        ? `held-out ECE ${c.figures.ece.toFixed(3)} is over the bound ${ACCEPTANCE.maxEce}`
+        : null;
+  return {
+    question: id,
+    type: "choice",
+    outcomes,
+    held_out_counts: outcomes.map((_, k) => truth.filter((t) => t === k).length),
+    candidate: c.figures,
+    zero_shot: z.figures,
+    reliability_candidate: c.bins,
+    reliability_zero_shot: z.bins,
+    passed: reason === null,
+    reason,
+  };
+}
+
+/** How well the unknown mass (outcome `other`, the last) ranks the held-out images of none of the answers above the rest. */
+export function unknownDetection(candidate: readonly (readonly number[])[], truth: readonly number[], other: number): NonNullable<EvaluationReport["unknown"]> {
+  const unknown = candidate.map((p) => unit(p[other]!));
+  const isOther = truth.map((t) => t === other);
+  const mean = (values: number[]) => (values.length === 0 ? 0 : values.reduce((sum, v) => sum + v, 0) / values.length);
+  return {
+    held_out_other: isOther.filter(Boolean).length,
+    held_out_known: isOther.filter((o) => !o).length,
+    auroc: auroc(unknown, isOther),
+    mean_other: unit(mean(unknown.filter((_, i) => isOther[i]))),
+    mean_known: unit(mean(unknown.filter((_, i) => !isOther[i]))),
   };
 }

@@ -22,35 +22,44 @@
  *   through the base's runtime (every response's identity checked); only then is it served here and
  *   the job ready.
  *
+ * An image training (its base an image backbone, registry modality "image") is the same job: its
+ * file's examples name ready training assets of the account, which the job takes when it starts
+ * (they then live while it runs and 30 days after); an example's step is one read of its canonical
+ * PNG by the image runtime, through a grant; the head is fitted over the answers and "other" and
+ * accepted against chance (contract/trainings.ts ACCEPTANCE), with its unknown detection reported.
+ *
  *     const worker = new TrainingWorker({ pool, lanes, selfUrl, secrets, edge });
  *     worker.start();
  *     await worker.stop({ drain: AbortSignal.timeout(25_000) });
  */
 import type { Pool } from "@neondatabase/serverless";
-import { Questions as QuestionsSchema, type Answer, type DecisionRequest } from "../../contract/decision.ts";
+import { Questions as QuestionsSchema, type Answer, type ChoiceQuestion, type DecisionRequest } from "../../contract/decision.ts";
 import type { BatchError } from "../../contract/batches.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { outcomesOf, validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
+import { trainingOutcomes, validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
 import { ACCEPTANCE, type EvaluationReport, type QuestionEvaluation } from "../../contract/trainings.ts";
 import { poolDb } from "../../server-shared/db.ts";
+import { ImageAssetStore } from "../../server-shared/images.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { TrainingStore, type ReadExample, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import { isHeldOut, trainedFingerprint, trainedModelId, type SavedTask, type TrainedHeads } from "../../server-shared/trained.ts";
-import { runtimeClientFor, type RuntimeClient } from "../runtime/client.ts";
+import { runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
-import { readInput, deleteObject, type EdgeLink } from "../bulk/grants.ts";
+import { readInput, deleteObject, readGrant, type EdgeLink } from "../bulk/grants.ts";
 import { HeldSteps } from "../jobs/held-step.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { exampleFeatures, executeDecision } from "../decide/execute.ts";
-import { verifiedRelease, type Release } from "../decide/identity.ts";
+import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
+import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
-import { evaluateQuestion } from "./evaluate.ts";
+import { evaluateImageQuestion, evaluateQuestion, unknownDetection } from "./evaluate.ts";
 import { applyHead, trainHead } from "./head.ts";
 
 type Questions = ReturnType<typeof QuestionsSchema.parse>;
+type Modality = "text" | "image";
 
 export interface TrainingTiming {
   leaseMs: number;
@@ -92,6 +101,7 @@ export class TrainingWorker {
   private readonly timing: TrainingTiming;
   private readonly log: (line: string) => void;
   private readonly store: TrainingStore;
+  private readonly assets: ImageAssetStore;
   private readonly steps = new HeldSteps();
   private loop: Promise<void> | null = null;
   private lastHousekeeping = 0;
@@ -101,6 +111,7 @@ export class TrainingWorker {
     this.timing = deps.timing ?? TRAINING_TIMING;
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new TrainingStore(poolDb(deps.pool));
+    this.assets = new ImageAssetStore(poolDb(deps.pool));
   }
 
   start(): void {
@@ -169,11 +180,11 @@ export class TrainingWorker {
   }
 
   /** The base release the training runs on, checked as every execution checks its release. */
-  private async base(claim: TrainingClaim): Promise<{ entry: RegistryEntry; release: Release; client: RuntimeClient } | null> {
+  private async base(claim: TrainingClaim): Promise<Base | null> {
     const entry = claim.row.base_release && (await servedRelease(this.deps.pool, this.deps.selfUrl, claim.row.base_release));
     if (!entry) return null;
     const release = await verifiedRelease(entry, { id: entry.id, fingerprint: entry.fingerprint });
-    return { entry, release, client: runtimeClientFor(entry, this.deps.secrets) };
+    return { entry, release, client: runtimeClientFor(entry, this.deps.secrets), modality: entry.modality };
   }
 
   private async validate(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
@@ -189,14 +200,52 @@ export class TrainingWorker {
       return;
     }
     const { task, examples } = checked;
+    const base = await this.base(claim);
+    if (!base) return; // no longer served here: another host (or a later registry) takes it up
     const split = await Promise.all(examples.map((e) => isHeldOut(e.customId, LIMITS.trainingHeldOutPercent)));
-    const refused = refusal(claim.row.base_model, task.model, task.questions, examples, split);
+    const refused =
+      modalityRefusal(base, task.modality) ??
+      refusal(claim.row.base_model, task.model, task.questions, task.modality, examples, split) ??
+      (task.modality === "image" ? await this.assetRefusal(claim, examples) : null);
     if (refused) {
       await this.store.fail(claim, refused);
       return;
     }
     const stored: StoredExample[] = examples.map((e, i) => ({ ...e, heldOut: split[i]! }));
     await this.store.start(claim, { questions: stringifyJson(task.questions) }, stored);
+  }
+
+  /**
+   * The first example whose image this training cannot take (not a ready training asset of the
+   * account, expired, held by another open training, or the image of an earlier line again).
+   */
+  private async assetRefusal(claim: TrainingClaim, examples: TrainingExample[]): Promise<BatchError | null> {
+    const ids = examples.map((e) => e.assetId!);
+    const usable = await this.assets.trainable([...new Set(ids)], claim.row.account_id, claim.id);
+    const seen = new Map<string, number>();
+    for (const example of examples) {
+      const id = example.assetId!;
+      const first = seen.get(id);
+      if (first !== undefined) return fileError("invalid_example", `line ${example.line}: images.0.asset_id is line ${first}'s image again: every example has an image of its own`, example.line);
+      seen.set(id, example.line);
+      if (!usable.has(id)) {
+        return fileError(
+          "invalid_example",
+          `line ${example.line}: images.0.asset_id names no ready training image of this account (finalize it with purpose "training"; an asset expires after 24 hours until a training takes it, and an open training's images are its own)`,
+          example.line,
+        );
+      }
+    }
+    return null;
+  }
+
+  /** The backbone's features of a training image: its canonical PNG read by the image runtime through a grant. */
+  private async imageFeatures(claim: TrainingClaim, base: Base, assetId: string, signal: AbortSignal): Promise<{ features: number[] }> {
+    const canonical = await this.assets.canonical(assetId, claim.row.account_id);
+    if (!canonical) throw new Error(`training ${claim.id}: its image ${assetId} is gone`);
+    const grant = await readGrant(this.deps.edge, canonical.object, signal);
+    const call = { image: { url: grant.url, headers: grant.headers }, bytes: canonical.bytes, sha256: canonical.sha256 };
+    return readImageFeatures(base.client, runtimeOf(base.release), call, signal);
   }
 
   /** Runs the next example, or fits and evaluates the candidate once every example is read. */
@@ -212,16 +261,21 @@ export class TrainingWorker {
     const request = { state: parseJson(example.state, { maxDepth: LIMITS.jsonDepth }), questions: task } as DecisionRequest;
     // Two executions, each no longer than a bulk record's, so that real-time never waits longer
     // behind training than behind bulk: the example's hidden-state passes, then (held out) the
-    // base's served zero-shot decision.
-    const features = await this.inBulkLane(claim, signal, () => exampleFeatures(base.client, base.release, request, signal));
-    const zeroShot = features && example.heldOut ? await this.inBulkLane(claim, signal, () => executeDecision(base.client, base.release, request, signal)) : null;
-    if (!features || (example.heldOut && !zeroShot)) return;
+    // base's served zero-shot decision. An image example is one read of its image (its baseline,
+    // chance, needs no pass).
+    const assetId = example.assetId;
+    const features = assetId
+      ? await this.inBulkLane(claim, signal, () => this.imageFeatures(claim, base, assetId, signal))
+      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.client, base.release, request, signal));
+    const zeroShot =
+      features && example.heldOut && !assetId ? await this.inBulkLane(claim, signal, () => executeDecision(base.client, base.release, request, signal)) : null;
+    if (!features || (example.heldOut && !assetId && !zeroShot)) return;
     signal.throwIfAborted();
     const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers));
     // At each quarter of the examples read (the last excepted: the report follows), the current held-out figures.
     const total = claim.row.total_examples;
     if (examplesRead !== null && examplesRead < total && Math.floor((examplesRead * 4) / total) > Math.floor(((examplesRead - 1) * 4) / total)) {
-      const interim = candidateOf(task, await this.store.readExamples(claim.id));
+      const interim = candidateOf(task, base.modality, await this.store.readExamples(claim.id));
       if (interim) {
         await this.store.setInterim(claim, {
           examples_read: examplesRead,
@@ -249,14 +303,14 @@ export class TrainingWorker {
   }
 
   /** Fits a head per question on the training part, evaluates it on the held-out part, and rejects or registers the candidate. */
-  private async finish(claim: TrainingClaim, base: { entry: RegistryEntry }, task: Questions): Promise<void> {
+  private async finish(claim: TrainingClaim, base: Base, task: Questions): Promise<void> {
     const started = performance.now();
-    const candidate = candidateOf(task, await this.store.readExamples(claim.id));
+    const candidate = candidateOf(task, base.modality, await this.store.readExamples(claim.id));
     if (!candidate) {
       // The file's checks make every outcome present in both parts; this is a bug, not the customer's.
       throw new Error(`training ${claim.id}: an outcome is missing from a part of the split after every example was read`);
     }
-    const { heads, evaluations, training, heldOut } = candidate;
+    const { heads, evaluations, training, heldOut, unknown } = candidate;
     const width = heads.features;
     const accepted = evaluations.every((e) => e.passed);
     const savedTask: SavedTask = claim.row.task!;
@@ -267,10 +321,11 @@ export class TrainingWorker {
       model,
       base_release: base.entry.id,
       decision: accepted ? "accepted" : "rejected",
-      acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins },
+      acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins, image_margin: ACCEPTANCE.imageMargin },
       examples: { training, held_out: heldOut },
-      method: { kind: "hidden_state_head", features: width, regularisation: heads.questions.map((h) => h.lambda) },
+      method: { kind: heads.kind, features: width, regularisation: heads.questions.map((h) => h.lambda) },
       questions: evaluations,
+      ...(unknown ? { unknown } : {}),
       evaluated_at: new Date().toISOString(),
       training_ms: Math.round(performance.now() - started),
     };
@@ -300,7 +355,14 @@ export class TrainingWorker {
       const task = savedQuestions(claim.row.task!);
       const probe = await this.store.anyExample(claim.id);
       const request = { state: probe ? parseJson(probe.state, { maxDepth: LIMITS.jsonDepth }) : "", questions: task } as DecisionRequest;
-      const answered = await this.inBulkLane(claim, signal, () => executeDecision(base.client, release, request, signal));
+      const assetId = probe?.assetId;
+      const answered = assetId
+        ? await this.inBulkLane(claim, signal, async () => {
+            const question = [...task.values()][0] as ChoiceQuestion;
+            const { features } = await this.imageFeatures(claim, base, assetId, signal);
+            return imageAnswer(question, applyHead(release.trained!.heads.questions[0]!, features));
+          })
+        : await this.inBulkLane(claim, signal, () => executeDecision(base.client, release, request, signal));
       if (!answered) return;
     } catch (err) {
       if (signal.aborted) throw err;
@@ -317,31 +379,62 @@ export class TrainingWorker {
  * A candidate fitted on the training part of `examples` (those read), evaluated on their held-out
  * part beside the zero-shot answers; null while a part lacks an outcome of some question.
  */
-function candidateOf(task: Questions, examples: ReadExample[]): { heads: TrainedHeads; evaluations: QuestionEvaluation[]; training: number; heldOut: number } | null {
+function candidateOf(task: Questions, modality: Modality, examples: ReadExample[]): Candidate | null {
   const training = examples.filter((e) => !e.heldOut);
   const heldOut = examples.filter((e) => e.heldOut);
   const questions = [...task];
+  const classes = (question: Questions extends Map<string, infer Q> ? Q : never) => trainingOutcomes(question, modality).length;
   const complete = (part: ReadExample[], q: number, outcomes: number) => Array.from({ length: outcomes }, (_, k) => part.some((e) => e.outcomes[q] === k)).every(Boolean);
-  if (!questions.every(([, question], q) => complete(training, q, outcomesOf(question).length) && complete(heldOut, q, outcomesOf(question).length))) return null;
+  if (!questions.every(([, question], q) => complete(training, q, classes(question)) && complete(heldOut, q, classes(question)))) return null;
   const width = examples[0]!.features.length / questions.length;
   const slice = (e: ReadExample, q: number) => e.features.slice(q * width, (q + 1) * width);
   const heads: TrainedHeads = {
-    kind: "hidden_state_head",
+    kind: modality === "image" ? "image_head" : "hidden_state_head",
     features: width,
-    questions: questions.map(([, question], q) =>
-      trainHead(training.map((e) => slice(e, q)), training.map((e) => e.outcomes[q]!), outcomesOf(question).length).params,
-    ),
+    questions: questions.map(([, question], q) => trainHead(training.map((e) => slice(e, q)), training.map((e) => e.outcomes[q]!), classes(question)).params),
   };
-  const evaluations = questions.map(([id, question], q) =>
-    evaluateQuestion(
-      id,
-      question,
-      heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q))),
-      heldOut.map((e) => e.zeroShot![q]!),
-      heldOut.map((e) => e.outcomes[q]!),
-    ),
-  );
-  return { heads, evaluations, training: training.length, heldOut: heldOut.length };
+  const truth = (q: number) => heldOut.map((e) => e.outcomes[q]!);
+  const predicted = (q: number) => heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q)));
+  if (modality === "image") {
+    // One question: its answers and "other", against chance (the training part's outcome frequencies).
+    const [id, question] = questions[0]!;
+    const prior = Array.from({ length: classes(question) }, (_, k) => training.filter((e) => e.outcomes[0] === k).length / training.length);
+    const candidate = predicted(0);
+    return {
+      heads,
+      evaluations: [evaluateImageQuestion(id, question, candidate, prior, truth(0))],
+      unknown: unknownDetection(candidate, truth(0), classes(question) - 1),
+      training: training.length,
+      heldOut: heldOut.length,
+    };
+  }
+  const evaluations = questions.map(([id, question], q) => evaluateQuestion(id, question, predicted(q), heldOut.map((e) => e.zeroShot![q]!), truth(q)));
+  return { heads, evaluations, unknown: null, training: training.length, heldOut: heldOut.length };
+}
+
+interface Candidate {
+  heads: TrainedHeads;
+  evaluations: QuestionEvaluation[];
+  /** An image model's unknown detection on the held-out images; null for text. */
+  unknown: EvaluationReport["unknown"] | null;
+  training: number;
+  heldOut: number;
+}
+
+/** The base release a training runs on, its runtime client and what it reads. */
+interface Base {
+  entry: RegistryEntry;
+  release: Release;
+  client: RuntimeClient & ImageRuntimeClient;
+  modality: Modality;
+}
+
+/** A file whose examples are not what the base reads (images for a text model, or text for an image backbone), as the job's error. */
+function modalityRefusal(base: Base, modality: Modality): BatchError | null {
+  if (modality === base.modality) return null;
+  return modality === "image"
+    ? fileError("task_mismatch", `the examples have images; the base ${JSON.stringify(base.entry.id)} reads text: train an image model on an image base (svc-image)`, 1)
+    : fileError("task_mismatch", `the examples have no images; the base ${JSON.stringify(base.entry.id)} is an image backbone: every example needs one image`, 1);
 }
 
 /** The task's questions, parsed from the saved text (key order kept). */
@@ -363,16 +456,16 @@ function distributions(task: Questions, answers: Map<string, Answer>): number[][
  * naming another base than the training's, a choice too large for one pass, or a part of the hash
  * split without LIMITS.trainingHeldOutPerOutcome examples of some outcome.
  */
-function refusal(baseModel: string, model: string, questions: Questions, examples: TrainingExample[], heldOut: boolean[]): BatchError | null {
+function refusal(baseModel: string, model: string, questions: Questions, modality: Modality, examples: TrainingExample[], heldOut: boolean[]): BatchError | null {
   if (model !== baseModel) {
     return fileError("task_mismatch", `the examples name the base ${JSON.stringify(model.slice(0, 60))}; this training was created for ${JSON.stringify(baseModel.slice(0, 60))}`, 1);
   }
   const need = LIMITS.trainingHeldOutPerOutcome;
   for (const [q, [id, question]] of [...questions].entries()) {
-    if (question.type === "choice" && question.criteria.size > OPTIONS_PER_PASS) {
+    if (modality === "text" && question.type === "choice" && question.criteria.size > OPTIONS_PER_PASS) {
       return fileError("task_not_trainable", `question ${JSON.stringify(id.slice(0, 40))} has ${question.criteria.size} options; a trained model reads at most ${OPTIONS_PER_PASS} in its one pass`, 1);
     }
-    const outcomes = outcomesOf(question);
+    const outcomes = trainingOutcomes(question, modality);
     for (const [part, inPart] of [["held-out", true], ["training", false]] as const) {
       const counts = outcomes.map((_, k) => examples.filter((e, i) => heldOut[i] === inPart && e.outcomes[q] === k).length);
       const short = counts.findIndex((n) => n < need);

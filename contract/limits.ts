@@ -78,6 +78,14 @@ export const LIMITS = {
   /** An image decision's question: 2-16 named answers, the instructions and each description at most this many characters. */
   imageOutcomes: { min: 2, max: 16 },
   imageQuestionTextChars: 2000,
+  /**
+   * How long an image decision's credit reservation lives unless settled or released: longer than
+   * any decision (a lane wait and a runtime call), so only an edge that died in between leaves one
+   * for the sidecar's sweep to release.
+   */
+  imageCreditHoldMs: 5 * 60_000,
+  /** Image models (trainings with a result) GET /v1/image-models lists, newest first. */
+  imageModelsListed: 100,
   cleanupIntervalMs: 60_000,
   httpConnectionsPerService: 32,
   toolRequestTimeoutMs: 60_000,

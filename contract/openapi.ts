@@ -19,6 +19,8 @@ import { jsonSchemaOf, type Io, type JsonSchema } from "./json-schema.ts";
 import { CreatedKey, CreateKeyRequest, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS, REQUEST_ID_HEADER } from "./limits.ts";
 import { CreateImageAssetRequest, ImageAsset } from "./images.ts";
+import { ImageModel, ImageModelList } from "./image-models.ts";
+import { CreditBalance } from "./credit.ts";
 import { ModelItem, ModelList } from "./models.ts";
 import { EmptyRequest, ROUTES, type Credential, type Route } from "./routes.ts";
 
@@ -58,6 +60,9 @@ const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
   ErrorEnvelope: { schema: ErrorEnvelope, io: "output" },
   CreateImageAssetRequest: { schema: CreateImageAssetRequest, io: "input" },
   ImageAsset: { schema: ImageAsset, io: "output" },
+  ImageModel: { schema: ImageModel, io: "output" },
+  ImageModelList: { schema: ImageModelList, io: "output" },
+  CreditBalance: { schema: CreditBalance, io: "output" },
 };
 
 const SECURITY: Record<"api_key" | "user_token", { name: string; scheme: JsonSchema }> = {
@@ -149,7 +154,8 @@ function securityOf(credential: Credential): Record<string, string[]>[] {
   return [{ [SECURITY[credential].name]: [] }];
 }
 
-function operation(route: Route): JsonSchema {
+function operation(route: Route, images: boolean): JsonSchema {
+  const extra = images ? route.images : undefined;
   const success = Object.entries(route.responses).map(([status, { description, body }]) => [
     status,
     {
@@ -161,6 +167,7 @@ function operation(route: Route): JsonSchema {
   return {
     operationId: route.operationId,
     summary: route.summary,
+    ...(extra ? { description: extra.description } : {}),
     tags: [route.tag],
     security: securityOf(route.credential),
     ...(route.parameters
@@ -177,7 +184,7 @@ function operation(route: Route): JsonSchema {
     ...(route.request
       ? { requestBody: { required: !route.request.optional, content: { "application/json": { schema: bodySchema(route.request.schema, "input") } } } }
       : {}),
-    responses: { ...Object.fromEntries(success), ...errorResponses(route.errors) },
+    responses: { ...Object.fromEntries(success), ...errorResponses([...route.errors, ...(extra?.errors ?? [])]) },
   };
 }
 
@@ -198,7 +205,7 @@ export function openApiDocument(
 function build(images: boolean): JsonSchema {
   const routes = ROUTES.filter((route) => route.flag === undefined || images);
   const paths: Record<string, Record<string, JsonSchema>> = {};
-  for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route);
+  for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route, images);
   return {
     openapi: "3.1.0",
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
@@ -209,7 +216,8 @@ function build(images: boolean): JsonSchema {
         "Typed decisions over HTTP: real-time (`POST /v1/systemone`), models, key management and bulk batches. " +
         "Credentials go in `Authorization: Bearer <token>`: an API key for models, decisions and batches, a user access token for key management. " +
         (images
-          ? "Image assets (`/v1/image-assets`) take the owner's API key where IMAGE_API is on and a signed-in user's access token where IMAGE_BROWSER is on. "
+          ? "Image assets (`/v1/image-assets`) and the credit (`/v1/image-credit`) take the owner's API key where IMAGE_API is on and a signed-in user's access token where IMAGE_BROWSER is on; " +
+            "image decisions go to `POST /v1/systemone` with an API key (IMAGE_API) or `POST /v1/image-decisions` from a signed-in session (IMAGE_BROWSER), and `GET /v1/image-models` is a session route. "
           : "The image routes exist only where an image flag is on (IMAGE_API, IMAGE_BROWSER); this deployment has both off. ") +
         `Every error is the one envelope \`{"error": {"code", "message", "status"}}\`. Request bodies hold at most ${LIMITS.decisionBodyBytes} bytes, nest at most ${LIMITS.jsonDepth} levels ` +
         "and are UTF-8 JSON with no duplicate key and no U+0000 in any string or key (such a body is refused, 422 `invalid_request`).",

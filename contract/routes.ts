@@ -19,6 +19,8 @@ import { CreatedKey, CreateKeyRequest, KEY_ID_PATTERN, KeyList, KeyMetadata, Sig
 import { LIMITS } from "./limits.ts";
 import { ModelList, RetiredModel } from "./models.ts";
 import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset } from "./images.ts";
+import { ImageModelList } from "./image-models.ts";
+import { CreditBalance } from "./credit.ts";
 import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList } from "./trainings.ts";
 
 /**
@@ -58,6 +60,8 @@ export interface Route {
   errors: readonly ErrorCode[];
   /** A route that exists only when an image flag is on (IMAGE_API or IMAGE_BROWSER); the served document lists it only then. */
   flag?: "images";
+  /** What an existing route adds where an image flag is on: said in its description, its errors listed, in that variant only. */
+  images?: { description: string; errors: readonly ErrorCode[] };
 }
 
 /**
@@ -333,6 +337,13 @@ export const ROUTES: readonly Route[] = [
     request: { schema: DecisionRequest },
     responses: { 200: { description: "One answer per question, in the request's order.", body: DecisionResponse } },
     errors: [...API_KEY, ...QUOTA, "invalid_request", "task_mismatch", "model_not_found", "bad_gateway", "identity_mismatch", "timeout", "lane_full", ...SERVER],
+    images: {
+      description:
+        "Where IMAGE_API is on, a request with `images: [{asset_id}]` is an image decision: one ready asset of the account, one `choice` question of 2-16 answers, " +
+        "exactly the image model's saved question in its outcome order. Prepaid credit is reserved for the worst case before any GPU work (402 when it cannot be) " +
+        "and settled at what was used. The answer adds `unknown_probability`.",
+      errors: ["insufficient_credit", "not_found", "context_too_large"],
+    },
   },
   {
     method: "post",
@@ -446,5 +457,44 @@ export const ROUTES: readonly Route[] = [
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The finalized asset (`ready`), the same on a repeat.", body: ImageAsset } },
     errors: [...KEY_OR_USER, "invalid_request", "not_found", "upload_incomplete", "asset_finalizing", "upload_mismatch", ...IMAGE_REFUSAL_CODES, ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/image-models",
+    operationId: "listImageModels",
+    summary: "The signed-in user's image models, with their states and saved tasks (IMAGE_BROWSER only)",
+    tag: "Images",
+    credential: "user_token",
+    flag: "images",
+    responses: { 200: { description: "Every image training of the account with a result, newest first: training passed, API ready or rejected.", body: ImageModelList } },
+    errors: [...USER_TOKEN, "account_disabled", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/image-decisions",
+    operationId: "createImageDecision",
+    summary: "Classify one photo with an image model, from a signed-in session (IMAGE_BROWSER only)",
+    tag: "Images",
+    credential: "user_token",
+    flag: "images",
+    request: { schema: DecisionRequest },
+    responses: {
+      200: {
+        description: "The answer: the chosen answer, probabilities conditional on a known answer, `unknown_probability` and `confidence` (the concentration of the whole distribution).",
+        body: DecisionResponse,
+      },
+    },
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "task_mismatch", "model_not_found", "not_found", "insufficient_credit", "context_too_large", "bad_gateway", "identity_mismatch", "timeout", "lane_full", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/image-credit",
+    operationId: "getImageCredit",
+    summary: "The account's prepaid image credit and the published price (image flags only)",
+    tag: "Images",
+    credential: "api_key_or_user_token",
+    flag: "images",
+    responses: { 200: { description: "The balance new decisions may reserve, what decisions in flight hold, and the price per billable token.", body: CreditBalance } },
+    errors: [...KEY_OR_USER, ...SERVER],
   },
 ];

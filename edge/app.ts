@@ -14,6 +14,7 @@ import type { AppEnv } from "./env.ts";
 import { batches } from "./routes/batches.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
+import { imageDecisions } from "./routes/image-decisions.ts";
 import { images } from "./routes/images.ts";
 import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
@@ -22,7 +23,7 @@ import { reference } from "./routes/reference.ts";
 import { signIn } from "./routes/sign-in.ts";
 import { storage } from "./routes/storage.ts";
 import { trainings } from "./routes/trainings.ts";
-import { imageRoutesEnabled } from "./auth/image.ts";
+import { IMAGE_SESSION_PATHS, imageRoutesEnabled } from "./auth/image.ts";
 import { services } from "./services.ts";
 
 export function createApp(): Hono<AppEnv> {
@@ -66,6 +67,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", batches);
   app.route("/", trainings);
   app.route("/", images);
+  app.route("/", imageDecisions);
   app.route("/", storage);
   app.route("/", internal);
 
@@ -81,13 +83,20 @@ export function createApp(): Hono<AppEnv> {
  * not routes of the app.
  */
 function notFoundOrNotAllowed(app: Hono<AppEnv>): NotFoundHandler<AppEnv> {
-  let table: { pattern: RegExp; method: string; image: boolean }[] | undefined;
+  let table: { pattern: RegExp; method: string; image: boolean; session: boolean }[] | undefined;
   return (c) => {
     table ??= app.routes
       .filter((route) => route.method !== "ALL")
-      .map((route) => ({ pattern: routePattern(route.path), method: route.method, image: route.path.startsWith("/v1/image-") }));
+      .map((route) => ({
+        pattern: routePattern(route.path),
+        method: route.method,
+        image: route.path.startsWith("/v1/image-"),
+        session: IMAGE_SESSION_PATHS.includes(route.path),
+      }));
     const images = imageRoutesEnabled(c);
-    const methods = new Set(table.filter((route) => (images || !route.image) && route.pattern.test(c.req.path)).map((route) => route.method));
+    const browser = services(c.env).settings.IMAGE_BROWSER === "on";
+    const exists = (route: { image: boolean; session: boolean }) => (route.session ? browser : images || !route.image);
+    const methods = new Set(table.filter((route) => exists(route) && route.pattern.test(c.req.path)).map((route) => route.method));
     if (methods.size === 0) return notFound(c);
     if (methods.has("GET")) methods.add("HEAD");
     methods.add("OPTIONS");

@@ -17,13 +17,17 @@ export interface Resolution {
   release: ResolvedRelease;
   /** Where the release's decisions go; null when the registry assigns it to no sidecar yet. */
   sidecarUrl: string | null;
+  /** What the release reads: text, or an image (an image backbone, or a model trained on one). */
+  modality: "text" | "image";
+  /** Whether it is a trained model (a saved task its requests must repeat). */
+  trained: boolean;
 }
 
 type Sql = NeonQueryFunction<false, false>;
 
 /** The release a name (parameter `$name`) resolves to for an account (SQL expression `account`): at most one row. */
 const releaseFor = (name: string, account: string) => `
-  SELECT r.id, r.fingerprint, r.sidecar_url, r.revision
+  SELECT r.id, r.fingerprint, r.sidecar_url, r.revision, r.modality, r.task IS NOT NULL AS trained
     FROM model_releases r
    WHERE r.retired_at IS NULL
      AND (r.owners IS NULL OR ${account} = ANY (r.owners))
@@ -34,8 +38,15 @@ const releaseFor = (name: string, account: string) => `
 
 /** A resolved release's row (releaseFor's columns). */
 const ResolvedRow = z
-  .object({ id: z.string(), fingerprint: z.string(), sidecar_url: z.string().nullable(), revision: Column.int })
-  .transform((row): Resolution => ({ release: { id: row.id, fingerprint: row.fingerprint, revision: row.revision }, sidecarUrl: row.sidecar_url }));
+  .object({ id: z.string(), fingerprint: z.string(), sidecar_url: z.string().nullable(), revision: Column.int, modality: z.enum(["text", "image"]), trained: z.boolean() })
+  .transform(
+    (row): Resolution => ({
+      release: { id: row.id, fingerprint: row.fingerprint, revision: row.revision },
+      sidecarUrl: row.sidecar_url,
+      modality: row.modality,
+      trained: row.trained,
+    }),
+  );
 
 export async function resolveModel(sql: Sql, name: string, accountId: string): Promise<Resolution | null> {
   const rows = await sql.query(releaseFor("$1", "$2::uuid"), [name, accountId]);
@@ -50,7 +61,8 @@ export async function resolveModel(sql: Sql, name: string, accountId: string): P
  */
 export async function keyAndModel(sql: Sql, keyId: string, name: string): Promise<{ key: Record<string, unknown> | undefined; model: Resolution | null }> {
   const rows = await sql.query(
-    `SELECT ${KEY_COLUMNS}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url, m.revision AS release_revision
+    `SELECT ${KEY_COLUMNS}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url, m.revision AS release_revision,
+            m.modality AS release_modality, m.trained AS release_trained
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
        LEFT JOIN LATERAL (${releaseFor("$2", "a.id")}) m ON true
       WHERE k.id = $1`,
@@ -60,7 +72,14 @@ export async function keyAndModel(sql: Sql, keyId: string, name: string): Promis
   // The release's columns are prefixed in this row; no release: the name resolves to none for the account.
   const model =
     row && row.release_id !== null
-      ? ResolvedRow.parse({ id: row.release_id, fingerprint: row.release_fingerprint, sidecar_url: row.release_sidecar_url, revision: row.release_revision })
+      ? ResolvedRow.parse({
+          id: row.release_id,
+          fingerprint: row.release_fingerprint,
+          sidecar_url: row.release_sidecar_url,
+          revision: row.release_revision,
+          modality: row.release_modality,
+          trained: row.release_trained,
+        })
       : null;
   return { key: row, model };
 }

@@ -86,6 +86,9 @@ export interface Stack {
   /** Kills the runtime (SIGKILL); `restoreRuntime` starts it again at the same address (crash tests), with more settings when given (benchmarks). */
   crashRuntime(): Promise<void>;
   restoreRuntime(env?: Record<string, string>): Promise<void>;
+  /** Kills the image runtime (SIGKILL); `restoreImageRuntime` starts it again at the same address, with more settings when given. */
+  crashImageRuntime(): Promise<void>;
+  restoreImageRuntime(env?: Record<string, string>): Promise<void>;
   /**
    * Ends the sidecar with `signal` (SIGKILL: a crash) and starts it again at the same address (crash
    * tests); `env` adds settings to the new process (a benchmark's baseline), on top of `sidecarEnv`.
@@ -149,12 +152,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const images = opts.images ?? ["IMAGE_API", "IMAGE_BROWSER"].some((flag) => opts.edgeVars?.[flag] === "on");
     let imageRuntime: StartedRuntime | null = null;
     let imageRelease: Identity | null = null;
+    let imageRuntimeOptions: Parameters<typeof startRuntime>[0] | null = null;
+    let imageRuntimeRestarts = 0;
     if (images) {
       const backbone = await ensureImageBackbone();
-      imageRuntime = await startRuntime({ name: "image-runtime", kind: "image", modelPath: backbone.path, secret: imageRuntimeSecret, logDir, env: engineSettings });
+      imageRuntimeOptions = { name: "image-runtime", kind: "image", modelPath: backbone.path, secret: imageRuntimeSecret, logDir, env: engineSettings };
+      imageRuntime = await startRuntime(imageRuntimeOptions);
       children.push(imageRuntime.child);
-      const started = imageRuntime;
-      stoppers.push(() => started.child.stop());
+      stoppers.push(() => imageRuntime!.child.stop());
       const res = await fetch(`${imageRuntime.url}/v1/identity`, { headers: { authorization: `Bearer ${imageRuntimeSecret}` } });
       imageRelease = Identity.parse(await res.json());
     }
@@ -296,6 +301,22 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         });
         children.splice(children.indexOf(runtime.child), 1, restarted.child);
         runtime = restarted;
+      },
+      crashImageRuntime: async () => {
+        if (!imageRuntime) throw new Error("this stack runs no image runtime");
+        await imageRuntime.child.kill();
+      },
+      restoreImageRuntime: async (env) => {
+        if (!imageRuntime || !imageRuntimeOptions) throw new Error("this stack runs no image runtime");
+        await imageRuntime.child.kill().catch(() => undefined);
+        const restarted = await startRuntime({
+          ...imageRuntimeOptions,
+          env: { ...imageRuntimeOptions.env, ...env },
+          name: `image-runtime-restart-${++imageRuntimeRestarts}`,
+          port: Number(new URL(imageRuntime.url).port),
+        });
+        children.splice(children.indexOf(imageRuntime.child), 1, restarted.child);
+        imageRuntime = restarted;
       },
       restartSidecar: async (signal, env) => {
         if (signal === "SIGKILL") await sidecar.kill();

@@ -9,6 +9,13 @@
  *        edge names a newer revision of its row, and re-checks only what it alone can know:
  *        exact token counts per rendered pass, the runtime's published limits and its identity.
  *
+ *   POST /internal/images/decide   SidecarImageDecideRequest -> SidecarDecideResponse
+ *        One image decision with a trained image model (sidecar/images/decide.ts): the question
+ *        checked against the model's saved task (422 `task_mismatch`), then, in the real-time lane,
+ *        the image runtime's read of the canonical PNG (413 `context_too_large` when the image needs
+ *        more visual tokens than the runtime takes) and the model's head. The edge has reserved the
+ *        account's credit; it settles or releases it on this answer.
+ *
  *   POST /internal/images/preprocess   PreprocessImageRequest -> PreprocessImageResponse
  *        One uploaded image checked and made canonical (sidecar/images/), under the finalization
  *        lease the edge holds: the sidecar reads the original and writes the canonical PNG through
@@ -58,6 +65,24 @@ export const SidecarDecideRequest = fields({
 });
 export type SidecarDecideRequest = z.infer<typeof SidecarDecideRequest>;
 
+/**
+ * One image decision: a trained image model's release, the decision (one choice question, which the
+ * sidecar checks against the model's saved task), and the asset's canonical PNG as the image runtime
+ * will read it (a grant of at most LIMITS.imageReadGrantMs, its size and SHA-256). `key_id` is null
+ * for a signed-in user's decision.
+ */
+export const SidecarImageDecideRequest = fields({
+  release: ResolvedRelease,
+  request: Decision,
+  image: fields({ grant: PassedGrant, bytes: z.number().int().positive().max(LIMITS.imageCanonicalBytes), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
+  account_id: z.string().uuid(),
+  key_id: z.string().nullable(),
+  request_id: z.string(),
+});
+export type SidecarImageDecideRequest = z.infer<typeof SidecarImageDecideRequest>;
+/** The request as the edge writes it (headers as plain objects). */
+export type SidecarImageDecideCall = z.input<typeof SidecarImageDecideRequest>;
+
 export const SidecarDecideResponse = looseFields({
   /** Question id -> answer, in the request's order. */
   answers: orderedMap(z.string(), Answer),
@@ -94,7 +119,12 @@ export const PreprocessImageResponse = z.union([
 ]);
 export type PreprocessImageResponse = z.infer<typeof PreprocessImageResponse>;
 
-export const SIDECAR_PATHS = { health: "/internal/health", decide: "/internal/decide", preprocessImage: "/internal/images/preprocess" } as const;
+export const SIDECAR_PATHS = {
+  health: "/internal/health",
+  decide: "/internal/decide",
+  preprocessImage: "/internal/images/preprocess",
+  imageDecide: "/internal/images/decide",
+} as const;
 
 /** The edge's internal routes, called by sidecars with the sidecar secret. */
 export const EDGE_INTERNAL_PATHS = { grants: "/internal/grants" } as const;

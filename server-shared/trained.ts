@@ -9,6 +9,9 @@
  * fingerprint, as it is of its base's.
  */
 import { z } from "zod";
+import { Questions } from "../contract/decision.ts";
+import { parseJson } from "../contract/json.ts";
+import { LIMITS } from "../contract/limits.ts";
 import { IMAGE_PREPROCESSING_VERSION, RENDERING_VERSION } from "./runtime-protocol.ts";
 
 const Finite = z.number().finite();
@@ -83,4 +86,9 @@ export async function isHeldOut(customId: string, percent: number): Promise<bool
 export function trainedModelId(baseModel: string, trainingId: string): string {
   const base = baseModel.replace(/[^A-Za-z0-9._@-]/g, "-").slice(0, 60) || "base";
   return `ft:${base}:${trainingId.replace(/-/g, "")}`;
+}
+
+/** The task's questions, parsed from the saved text (key order kept). */
+export function savedQuestions(task: SavedTask): z.infer<typeof Questions> {
+  return Questions.parse(parseJson(task.questions, { maxDepth: LIMITS.jsonDepth }));
 }

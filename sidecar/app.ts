@@ -17,10 +17,14 @@ import {
   SIDECAR_BODY,
   SIDECAR_PATHS,
   SidecarDecideRequest,
+  SidecarImageDecideRequest,
   type ResolvedRelease,
   type SidecarDecideResponse,
 } from "../server-shared/sidecar-protocol.ts";
 import { finalizeImage } from "./images/finalize.ts";
+import { checkImageTask, imageAnswer, imageUsage, readImageFeatures } from "./images/decide.ts";
+import { applyHead } from "./train/head.ts";
+import { savedQuestions } from "../server-shared/trained.ts";
 import { admitDecision, runDecision, type Steps } from "./decide/execute.ts";
 import { runtimeOf, verifiedClient, verifiedRelease, type Release } from "./decide/identity.ts";
 import type { Lanes } from "./lanes.ts";
@@ -42,6 +46,8 @@ export interface SidecarDeps {
   steps?: Steps;
   /** Tests only (SVC_TEST_IMAGE_HOLD_MS): how long image preprocessing waits after writing its result. */
   imageHoldMs?: number;
+  /** Tests only (SVC_TEST_CRASH_AFTER_IMAGE_ANSWER): the process kills itself right after an image decision's answer is handed over. */
+  exitAfterImageAnswer?: boolean;
 }
 
 /**
@@ -108,6 +114,33 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     });
     c.header(SERVER_TIMING_HEADER, timings.header());
     return orderedJson(c, { answers: result.answers, usage: result.usage, passes: result.passes } satisfies SidecarDecideResponse);
+  });
+
+  app.post(SIDECAR_PATHS.imageDecide, async (c) => {
+    const call = await readJson(c, SidecarImageDecideRequest, SIDECAR_BODY);
+    const timings = new Timings();
+    const { entry, release } = await timings.time("registry", () => registry.get(call.release));
+    if (entry.modality !== "image" || !release.trained) throw new ServiceError("invalid_request", `the model ${JSON.stringify(release.id)} is not a trained image model`);
+    const { id, question } = checkImageTask(savedQuestions(release.trained.task), call.request.questions);
+    const client = runtimeClientFor(entry, deps.secrets);
+    const signal = c.req.raw.signal;
+    const queued = performance.now();
+    const read = await deps.lanes.run(
+      "realtime",
+      () => {
+        timings.add("queue", performance.now() - queued);
+        const image = { image: call.image.grant, bytes: call.image.bytes, sha256: call.image.sha256 };
+        return timings.time("image", () => readImageFeatures(client, runtimeOf(release), image, signal));
+      },
+      signal,
+    );
+    const answer = imageAnswer(question, applyHead(release.trained.heads.questions[0]!, read.features));
+    const usage = imageUsage(read.visualTokens, call.request.state, call.request.questions);
+    deps.usage.record({ accountId: call.account_id, keyId: call.key_id, releaseId: call.release.id, source: "realtime", requestId: call.request_id, usage });
+    c.header(SERVER_TIMING_HEADER, timings.header());
+    // Long enough for the answer to leave, too short for anything else to happen.
+    if (deps.exitAfterImageAnswer) setTimeout(() => process.kill(process.pid, "SIGKILL"), 100);
+    return orderedJson(c, { answers: new Map([[id, answer]]), usage, passes: 1 } satisfies SidecarDecideResponse);
   });
 
   app.post(SIDECAR_PATHS.preprocessImage, async (c) => {

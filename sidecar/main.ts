@@ -36,7 +36,16 @@ pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", 
 const usage = new UsageWriter(pool);
 const lanes = new Lanes();
 const steps: Steps = { ...SERVED_STEPS, shared: settings.SIDECAR_SHARED_WORK === "on" };
-const app = createSidecarApp({ pool, secrets, selfUrl: settings.SIDECAR_URL, lanes, usage, steps, imageHoldMs: settings.SVC_TEST_IMAGE_HOLD_MS });
+const app = createSidecarApp({
+  pool,
+  secrets,
+  selfUrl: settings.SIDECAR_URL,
+  lanes,
+  usage,
+  steps,
+  imageHoldMs: settings.SVC_TEST_IMAGE_HOLD_MS,
+  exitAfterImageAnswer: settings.SVC_TEST_CRASH_AFTER_IMAGE_ANSWER === "on",
+});
 const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 

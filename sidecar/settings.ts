@@ -20,7 +20,9 @@
  *
  * For tests only (shorter periods than the spec's; never set in production):
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
- *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS
+ *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS,
+ *   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER ("on": the process kills itself right after handing over an
+ *   image decision's answer, the crash a settlement must survive)
  *
  * Runtime secrets are read from the variables the registry's `token_env` names (or `<token_env>_FILE`),
  * when a runtime is called.
@@ -50,5 +52,6 @@ export const SidecarSettings = z.object({
   SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
   SVC_TEST_IMAGE_HOLD_MS: optionalInteger(0, 60_000),
+  SVC_TEST_CRASH_AFTER_IMAGE_ANSWER: flag("off"),
 }).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

@@ -16,6 +16,9 @@ import { services } from "../services.ts";
 import { presentedKey, verifyKey } from "./api-key.ts";
 import { verifiedUser } from "./user.ts";
 
+/** The routes that exist only where IMAGE_BROWSER is on (a signed-in session's). */
+export const IMAGE_SESSION_PATHS: readonly string[] = ["/v1/image-models", "/v1/image-decisions"];
+
 /** Whether any image route exists on this deployment. */
 export function imageRoutesEnabled(c: Context<AppEnv>): boolean {
   const { IMAGE_API, IMAGE_BROWSER } = services(c.env).settings;
@@ -33,17 +36,35 @@ export const imageAuth = createMiddleware<AppEnv>(async (c, next) => {
     c.set("imageAccount", c.get("account").id);
   } else {
     if (IMAGE_BROWSER !== "on") throw new ServiceError("wrong_credential_kind", "this deployment takes image requests with the owner's API key only");
-    const user = await verifiedUser(c, token);
-    const rows = await services(c.env).sql`
-      WITH account AS (
-        INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
-        ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
-        RETURNING id, status
-      ) SELECT id, status FROM account`;
-    const account = rows[0] as { id: string; status: string } | undefined;
-    if (!account || account.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
-    c.set("user", user);
-    c.set("imageAccount", account.id);
+    await signedInAccount(c, token);
   }
   await next();
 });
+
+/**
+ * The session-only image routes (GET /v1/image-models, POST /v1/image-decisions): a signed-in user's
+ * access token, where IMAGE_BROWSER is on; absent (404) otherwise, and an API key is refused.
+ */
+export const imageSession = createMiddleware<AppEnv>(async (c, next) => {
+  if (services(c.env).settings.IMAGE_BROWSER !== "on") return notFound(c);
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ServiceError("missing_credentials", "missing credentials: sign in and send Authorization: Bearer <access token>");
+  if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "this route takes a signed-in session only, not an API key");
+  await signedInAccount(c, token);
+  await next();
+});
+
+/** Sets `user` and `imageAccount` from a signed-in user's token; the account is made on first use, as a first key makes it. */
+async function signedInAccount(c: Context<AppEnv>, token: string): Promise<void> {
+  const user = await verifiedUser(c, token);
+  const rows = await services(c.env).sql`
+    WITH account AS (
+      INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
+      ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
+      RETURNING id, status
+    ) SELECT id, status FROM account`;
+  const account = rows[0] as { id: string; status: string } | undefined;
+  if (!account || account.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
+  c.set("user", user);
+  c.set("imageAccount", account.id);
+}

@@ -16,8 +16,9 @@
  *   cancelled or whose account was disabled commits nothing. Each line has one result at most. The
  *   same round trip releases the batch and makes the worker's next claim, so the runtime waits for
  *   one database round trip between records.
- * - Every few seconds the loop also expires batches past their deadline and, at most once per
- *   interval, runs retention cleanup (cleanup.ts).
+ * - Every few seconds the loop also expires batches past their deadline, releases image credit
+ *   reservations past their expiry (an edge that died between reserving and settling), and, at most
+ *   once per interval, runs retention cleanup (cleanup.ts).
  *
  *     const worker = new BulkWorker({ pool, lanes, redis, selfUrl, secrets, edge, timing });
  *     worker.start();
@@ -27,6 +28,7 @@ import type { Pool } from "@neondatabase/serverless";
 import type { Redis } from "@upstash/redis";
 import { validateInput } from "../../contract/batch-file.ts";
 import { LIMITS } from "../../contract/limits.ts";
+import { CreditStore } from "../../server-shared/credit.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { BatchStore, type BatchClaim, type ClaimRequest } from "../../server-shared/jobs/batches.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
@@ -78,6 +80,9 @@ export interface WorkerDeps {
 const HOUSEKEEPING_EVERY_MS = 5000;
 const SERVED_TTL_MS = 1000;
 
+/** Expired image-credit reservations released per housekeeping run. */
+const EXPIRED_CREDIT_BATCH = 100;
+
 /** The wait after a record's first transient failure; it doubles after the second. */
 const TRANSIENT_BACKOFF_MS = 2000;
 
@@ -91,11 +96,13 @@ export class BulkWorker {
   private served: { at: number; ids: string[] } = { at: 0, ids: [] };
   private readonly entries = new Map<string, RegistryEntry>();
   private readonly store: BatchStore;
+  private readonly credit: CreditStore;
 
   constructor(private readonly deps: WorkerDeps) {
     this.timing = deps.timing ?? WORKER_TIMING;
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new BatchStore(poolDb(deps.pool));
+    this.credit = new CreditStore(poolDb(deps.pool));
   }
 
   start(): void {
@@ -151,6 +158,8 @@ export class BulkWorker {
     this.lastHousekeeping = Date.now();
     await this.store.expire();
     await this.store.completeFinished();
+    // Image credit held by a decision whose edge never settled nor released it (it died in between).
+    await this.credit.releaseExpired(EXPIRED_CREDIT_BATCH);
     if (Date.now() - this.lastCleanup >= this.timing.cleanupEveryMs) {
       this.lastCleanup = Date.now();
       await runCleanup(this.store, this.deps.pool, this.deps.edge, this.timing.retention, this.log);

@@ -204,8 +204,12 @@ function calibrate(p: number[], calibration: HeadParams["calibration"]): number[
 }
 
 export function trainHead(X: readonly (readonly number[])[], y: readonly number[], classes: number, lambdas = LAMBDAS): TrainedHead {
-  // Folds fixed by position (the training order is already a hash order).
-  const fold = (i: number) => i % FOLDS;
+  // Stratified folds, fixed by position within each class: every fold holds every class, whatever
+  // the examples' order (a file that cycles through its labels would otherwise put one class in each
+  // fold, and the cross-validation would score a model that never saw the class it is tested on).
+  const seen = new Array<number>(classes).fill(0);
+  const folds = y.map((label) => seen[label]!++ % FOLDS);
+  const fold = (i: number) => folds[i]!;
   const outOfFold: number[][][] = lambdas.map(() => new Array<number[]>(X.length));
   for (let f = 0; f < FOLDS; f++) {
     const trainIdx = X.map((_, i) => i).filter((i) => fold(i) !== f);

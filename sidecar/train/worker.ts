@@ -45,7 +45,7 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import { TrainingStore, type ReadExample, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
-import { isHeldOut, trainedFingerprint, trainedModelId, type SavedTask, type TrainedHeads } from "../../server-shared/trained.ts";
+import { isHeldOut, savedQuestions, trainedFingerprint, trainedModelId, type SavedTask, type TrainedHeads } from "../../server-shared/trained.ts";
 import { runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, deleteObject, readGrant, type EdgeLink } from "../bulk/grants.ts";
@@ -435,11 +435,6 @@ function modalityRefusal(base: Base, modality: Modality): BatchError | null {
   return modality === "image"
     ? fileError("task_mismatch", `the examples have images; the base ${JSON.stringify(base.entry.id)} reads text: train an image model on an image base (svc-image)`, 1)
     : fileError("task_mismatch", `the examples have no images; the base ${JSON.stringify(base.entry.id)} is an image backbone: every example needs one image`, 1);
-}
-
-/** The task's questions, parsed from the saved text (key order kept). */
-function savedQuestions(task: SavedTask): Questions {
-  return QuestionsSchema.parse(parseJson(task.questions, { maxDepth: LIMITS.jsonDepth }));
 }
 
 /** Each question's answer as a distribution over its outcomes (yes/no: [yes, no]). */

@@ -35,7 +35,7 @@ export const NoulQuestion = z.strictObject({
   criteria: fields({ true: Description, false: Description }).nullable().optional(),
 });
 
-const OptionName = z.string().min(1, "option names must not be empty").max(200, "option names must be at most 200 characters");
+export const OptionName = z.string().min(1, "option names must not be empty").max(200, "option names must be at most 200 characters");
 
 export const ChoiceQuestion = z.strictObject({
   type: z.literal("choice"),

@@ -24,9 +24,9 @@
  */
 import { z } from "zod";
 import { Upload } from "./batches.ts";
-import type { DecisionRequest } from "./decision.ts";
-import { fields } from "./fields.ts";
-import { stringifyJson, type Json } from "./json.ts";
+import { OptionName, QuestionId, State, type DecisionRequest } from "./decision.ts";
+import { fields, looseFields, orderedMap } from "./fields.ts";
+import type { Json } from "./json.ts";
 import { LIMITS } from "./limits.ts";
 
 export const IMAGE_PURPOSES = ["prediction", "training"] as const;
@@ -148,13 +148,31 @@ export const imageObjects = {
 /** An image asset's id as requests name it: a UUID (never a URL or the image's bytes). */
 const ASSET_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** Text of an instruction or a description as the image question limit counts it: text as it is, structured JSON as its JSON text. */
-export const flattenedText = (value: Json | undefined): string => (value === null || value === undefined ? "" : typeof value === "string" ? value : stringifyJson(value));
+/** An image question's instructions or an answer's description: text (or null, or absent), at most LIMITS.imageQuestionTextChars. */
+const ImageText = z.string().max(LIMITS.imageQuestionTextChars).nullable().optional();
+
+/**
+ * An image decision's body exactly as the service takes it (POST /v1/image-decisions, and
+ * POST /v1/systemone with `images`): one image named by a finalized asset's id, exactly one `choice`
+ * question of 2-16 named answers whose instructions and descriptions are text of at most 2,000
+ * characters. The route reads a decision request and checks the rest with imageRequestViolation,
+ * whose messages name the field; this schema is the served document's account of the same rules.
+ */
+export const ImageAnswers = orderedMap(OptionName, ImageText).refine((answers) => answers.size >= LIMITS.imageOutcomes.min && answers.size <= LIMITS.imageOutcomes.max);
+export const ImageQuestions = orderedMap(QuestionId, z.strictObject({ type: z.literal("choice"), instructions: ImageText, criteria: ImageAnswers })).refine(
+  (questions) => questions.size === 1,
+);
+export const ImageDecisionRequest = looseFields({
+  model: z.string().min(1).max(200),
+  state: State,
+  questions: ImageQuestions,
+  images: z.array(fields({ asset_id: z.string().regex(ASSET_ID) })).length(1),
+});
 
 /**
  * The 422 message of an image decision (or image training example) beyond its schema, or null: one
  * image named by a finalized asset's id, exactly one `choice` question of 2-16 named answers, its
- * flattened instructions and each answer's description at most LIMITS.imageQuestionTextChars.
+ * instructions and each answer's description text (or null) of at most LIMITS.imageQuestionTextChars.
  */
 export function imageRequestViolation(request: Pick<DecisionRequest, "images" | "questions">): string | null {
   const images = request.images ?? [];
@@ -169,9 +187,13 @@ export function imageRequestViolation(request: Pick<DecisionRequest, "images" | 
   const { min, max } = LIMITS.imageOutcomes;
   if (question.criteria.size < min || question.criteria.size > max) return `${at}.criteria: an image decision has ${min} to ${max} named answers (${question.criteria.size} given)`;
   const chars = LIMITS.imageQuestionTextChars;
-  if (flattenedText(question.instructions).length > chars) return `${at}.instructions: at most ${chars} characters in an image decision`;
+  const textProblem = (value: Json | undefined) =>
+    value !== undefined && value !== null && typeof value !== "string" ? "must be text in an image decision" : typeof value === "string" && value.length > chars ? `at most ${chars} characters in an image decision` : null;
+  const instructions = textProblem(question.instructions);
+  if (instructions) return `${at}.instructions: ${instructions}`;
   for (const [name, description] of question.criteria) {
-    if (flattenedText(description).length > chars) return `${at}.criteria.${name.slice(0, 40)}: a description of at most ${chars} characters in an image decision`;
+    const problem = textProblem(description);
+    if (problem) return `${at}.criteria.${name.slice(0, 40)}: a description ${problem}`;
   }
   return null;
 }

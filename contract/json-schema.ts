@@ -15,6 +15,7 @@
  */
 import { z } from "zod";
 import { ChoiceQuestion, DecisionRequest, NoulQuestion, Questions, ScoreQuestion, State } from "./decision.ts";
+import { ImageAnswers, ImageQuestions } from "./images.ts";
 import { JsonValue } from "./fields.ts";
 import { LIMITS } from "./limits.ts";
 
@@ -38,6 +39,8 @@ const OVERRIDES = new Map<unknown, { replace: JsonSchema } | { add: JsonSchema }
   [customOf(JsonValue), { replace: { description: "Any JSON value." } }],
   [Questions, { add: { minProperties: 1 } }],
   [ChoiceQuestion.shape.criteria, { add: { minProperties: LIMITS.choiceOptions.min, maxProperties: LIMITS.choiceOptions.max } }],
+  [ImageQuestions, { add: { minProperties: 1, maxProperties: 1 } }],
+  [ImageAnswers, { add: { minProperties: LIMITS.imageOutcomes.min, maxProperties: LIMITS.imageOutcomes.max } }],
   [ScoreQuestion.shape.criteria.element, { add: { not: { type: "null" }, description: "A level: text or structured JSON, never null." } }],
   [
     DecisionRequest.out.shape.images,

@@ -18,7 +18,7 @@ import { ERROR_STATUS, ErrorEnvelope, type ErrorCode } from "./errors.ts";
 import { jsonSchemaOf, type Io, type JsonSchema } from "./json-schema.ts";
 import { CreatedKey, CreateKeyRequest, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS, REQUEST_ID_HEADER } from "./limits.ts";
-import { CreateImageAssetRequest, ImageAsset } from "./images.ts";
+import { CreateImageAssetRequest, ImageAsset, ImageDecisionRequest } from "./images.ts";
 import { ImageModel, ImageModelList } from "./image-models.ts";
 import { CreditBalance } from "./credit.ts";
 import { ModelItem, ModelList } from "./models.ts";
@@ -60,6 +60,7 @@ const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
   ErrorEnvelope: { schema: ErrorEnvelope, io: "output" },
   CreateImageAssetRequest: { schema: CreateImageAssetRequest, io: "input" },
   ImageAsset: { schema: ImageAsset, io: "output" },
+  ImageDecisionRequest: { schema: ImageDecisionRequest, io: "input" },
   ImageModel: { schema: ImageModel, io: "output" },
   ImageModelList: { schema: ImageModelList, io: "output" },
   CreditBalance: { schema: CreditBalance, io: "output" },
@@ -182,7 +183,18 @@ function operation(route: Route, images: boolean): JsonSchema {
         }
       : {}),
     ...(route.request
-      ? { requestBody: { required: !route.request.optional, content: { "application/json": { schema: bodySchema(route.request.schema, "input") } } } }
+      ? {
+          requestBody: {
+            required: !route.request.optional,
+            content: {
+              "application/json": {
+                schema: extra?.request
+                  ? { oneOf: [bodySchema(route.request.schema, "input"), bodySchema(extra.request, "input")] }
+                  : bodySchema(route.request.schema, "input"),
+              },
+            },
+          },
+        }
       : {}),
     responses: { ...Object.fromEntries(success), ...errorResponses([...route.errors, ...(extra?.errors ?? [])]) },
   };

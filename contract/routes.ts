@@ -18,7 +18,7 @@ import { fields } from "./fields.ts";
 import { CreatedKey, CreateKeyRequest, KEY_ID_PATTERN, KeyList, KeyMetadata, SignInTarget } from "./keys.ts";
 import { LIMITS } from "./limits.ts";
 import { ModelList, RetiredModel } from "./models.ts";
-import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset } from "./images.ts";
+import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset, ImageDecisionRequest } from "./images.ts";
 import { ImageModelList } from "./image-models.ts";
 import { CreditBalance } from "./credit.ts";
 import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList } from "./trainings.ts";
@@ -60,8 +60,11 @@ export interface Route {
   errors: readonly ErrorCode[];
   /** A route that exists only when an image flag is on (IMAGE_API or IMAGE_BROWSER); the served document lists it only then. */
   flag?: "images";
-  /** What an existing route adds where an image flag is on: said in its description, its errors listed, in that variant only. */
-  images?: { description: string; errors: readonly ErrorCode[] };
+  /**
+   * What an existing route adds where an image flag is on, in that variant of the document only: said
+   * in its description, its errors listed, and a second body it takes (the request is either).
+   */
+  images?: { description: string; errors: readonly ErrorCode[]; request?: z.ZodType };
 }
 
 /**
@@ -343,6 +346,7 @@ export const ROUTES: readonly Route[] = [
         "exactly the image model's saved question in its outcome order. Prepaid credit is reserved for the worst case before any GPU work (402 when it cannot be) " +
         "and settled at what was used. The answer adds `unknown_probability`.",
       errors: ["insufficient_credit", "not_found", "context_too_large"],
+      request: ImageDecisionRequest,
     },
   },
   {
@@ -477,7 +481,7 @@ export const ROUTES: readonly Route[] = [
     tag: "Images",
     credential: "user_token",
     flag: "images",
-    request: { schema: DecisionRequest },
+    request: { schema: ImageDecisionRequest },
     responses: {
       200: {
         description: "The answer: the chosen answer, probabilities conditional on a known answer, `unknown_probability` and `confidence` (the concentration of the whole distribution).",

@@ -152,8 +152,10 @@ describe("validateTrainingFile", () => {
       ["two questions", imageExample(2, { questions: { ...DIGIT, other: { type: "noul" } } }), "invalid_example", /exactly one question/],
       ["a noul question", imageExample(2, { questions: { digit: { type: "noul" } } }), "invalid_example", /a choice question, not noul/],
       ["17 answers", imageExample(2, { questions: { digit: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 17 }, (_, k) => [`a${k}`, null])) } } }), "invalid_example", /2 to 16 named answers \(17 given\)/],
-      ["a 2,001-character description", imageExample(2, { questions: { digit: { type: "choice", criteria: { zero: "x".repeat(2001), one: null } } } }), "invalid_example", /criteria\.zero: a description of at most 2000 characters/],
-      ["2,001 characters of structured instructions", imageExample(2, { questions: { digit: { type: "choice", instructions: { say: "y".repeat(1995) }, criteria: { zero: null, one: null } } } }), "invalid_example", /instructions: at most 2000/],
+      ["a 2,001-character description", imageExample(2, { questions: { digit: { type: "choice", criteria: { zero: "x".repeat(2001), one: null } } } }), "invalid_example", /criteria\.zero: a description at most 2000 characters/],
+      ["2,001 characters of instructions", imageExample(2, { questions: { digit: { type: "choice", instructions: "y".repeat(2001), criteria: { zero: null, one: null } } } }), "invalid_example", /instructions: at most 2000/],
+      ["structured instructions", imageExample(2, { questions: { digit: { type: "choice", instructions: { say: "y" }, criteria: { zero: null, one: null } } } }), "invalid_example", /instructions: must be text/],
+      ["a structured description", imageExample(2, { questions: { digit: { type: "choice", criteria: { zero: ["a"], one: null } } } }), "invalid_example", /criteria\.zero: a description must be text/],
       ["a label that is no answer", imageExample(2, {}, "two"), "invalid_label", /one of its answer names, or null/],
     ])("refuses %s", (_, line, code, message) => {
       const lines = images().map((l, i) => (i === 2 ? line : l));

@@ -16,17 +16,16 @@ import { creditFor, textTokensOf } from "../contract/credit.ts";
 import { DecisionResponse, type ChoiceAnswer } from "../contract/decision.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { ImageModelList } from "../contract/image-models.ts";
-import { ImageAsset } from "../contract/images.ts";
 import { CreatedKey } from "../contract/keys.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { EvaluationReport, Training } from "../contract/trainings.ts";
+import { EvaluationReport, type Training } from "../contract/trainings.ts";
 import { DEMO_QUESTION, DEMO_QUESTION_ID, demoImage, demoImages, type DemoImage } from "../local/demo-images.ts";
+import { imageTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
 import { startStack, type Stack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
 import { grantCredit } from "../ops/accounts.ts";
 import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
 import { isHeldOut } from "../server-shared/trained.ts";
-import { sha256 } from "./support/images.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-image-models-"));
 chmodSync(dataDir, 0o711);
@@ -70,55 +69,23 @@ async function call(path: string, token: string, body?: unknown, base = stack.ba
 const errorOf = (reply: Reply) => ErrorEnvelope.parse(reply.body).error;
 
 /** An asset created, uploaded and completed with `token`; its id. */
-async function upload(png: Uint8Array, token: string, purpose: "prediction" | "training" = "prediction"): Promise<string> {
-  const created = await call("/v1/image-assets", token, { purpose, filename: "drawing.png", source_bytes: png.byteLength, sha256: sha256(png) });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
-  const asset = ImageAsset.parse(created.body);
-  const put = await fetch(asset.upload!.url, { method: "PUT", headers: asset.upload!.headers, body: png });
-  expect(put.status).toBe(200);
-  const done = await call(`/v1/image-assets/${asset.id}/complete`, token, {});
-  expect(done.status, JSON.stringify(done.body)).toBe(200);
-  return asset.id;
-}
+const upload = (png: Uint8Array, token: string, purpose: "prediction" | "training" = "prediction") => uploadImage(stack.baseUrl, token, png, purpose);
 
 /** The demonstration question, as the model saved it. */
 const QUESTIONS = { [DEMO_QUESTION_ID]: DEMO_QUESTION };
 
-/**
- * A training file over `images` (each uploaded as a training asset), each labelled by `label` (by
- * default its own); custom_ids are chosen so that every outcome has held-out examples.
- */
-async function imageTrainingFile(account: Owner, images: DemoImage[], label: (image: DemoImage, heldOut: boolean) => string | null = (image) => image.label): Promise<string> {
-  const ids = await Promise.all(images.map((image) => upload(image.png, account.key, "training")));
-  const lines: string[] = [];
-  for (const [i, image] of images.entries()) {
+/** A training file over `images`, each uploaded as a training asset and labelled by `label` (by default its own). */
+async function imageFile(account: Owner, images: DemoImage[], label: (image: DemoImage, heldOut: boolean) => string | null = (image) => image.label): Promise<string> {
+  const labelled: LabelledImage[] = [];
+  for (const image of images) {
     const customId = `${image.kind}-${image.seed}`;
     const heldOut = await isHeldOut(customId, LIMITS.trainingHeldOutPercent);
-    lines.push(
-      JSON.stringify({
-        custom_id: customId,
-        body: { model: "svc-image", state: "", images: [{ asset_id: ids[i] }], questions: QUESTIONS },
-        labels: { [DEMO_QUESTION_ID]: label(image, heldOut) },
-      }),
-    );
+    labelled.push({ customId, assetId: await upload(image.png, account.key, "training"), label: label(image, heldOut) });
   }
-  return lines.join("\n") + "\n";
+  return imageTrainingFile(labelled, QUESTIONS);
 }
 
-async function train(account: Owner, file: string): Promise<Training> {
-  const created = await call("/v1/trainings", account.userToken, { idempotency_key: `image-${Math.random()}`, model: "svc-image" });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
-  const training = Training.parse(created.body);
-  const put = await fetch(training.upload!.url, { method: "PUT", headers: training.upload!.headers, body: file });
-  expect(put.status).toBe(200);
-  expect((await call(`/v1/trainings/${training.id}/submit`, account.userToken, {})).status).toBe(200);
-  const deadline = Date.now() + 240_000;
-  for (;;) {
-    const status = Training.parse((await call(`/v1/trainings/${training.id}`, account.userToken)).body);
-    if (status.finished_at !== null || Date.now() > deadline) return status;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
+const train = (account: Owner, file: string) => trainImageModel(stack.baseUrl, account.userToken, file);
 
 const decisionBody = (model: string, assetId: string, questions: unknown = QUESTIONS) => ({ model, state: "", images: [{ asset_id: assetId }], questions });
 
@@ -154,7 +121,7 @@ beforeAll(async () => {
   db = new pg.Client({ connectionString: stack.databaseUrl });
   await db.connect();
   [alice, bob] = [await owner("alice-image-models"), await owner("bob-image-models")];
-  done = await train(alice, await imageTrainingFile(alice, await demoImages(40)));
+  done = await train(alice, await imageFile(alice, await demoImages(40)));
   model = done.model!;
   await grant(alice, 100 * WORST);
 }, 420_000);
@@ -289,12 +256,14 @@ describe("an image decision", () => {
     expect(errorOf(theirs)).toEqual(errorOf(none));
   });
 
-  it("refuses the backbone itself and text models for images, and images for text, with 422", async () => {
+  it("answers 404 for the backbone itself or a text model named in an image decision, and for an image model named in a text decision, saying why", async () => {
     const asset = await upload(await demoImage("circle", 906), alice.key);
-    expect(errorOf(await call("/v1/systemone", alice.key, decisionBody("svc-image", asset))).message).toMatch(/image backbone/);
-    expect(errorOf(await call("/v1/systemone", alice.key, decisionBody("svc-shared", asset))).message).toMatch(/reads text, not images/);
+    const backbone = await call("/v1/systemone", alice.key, decisionBody("svc-image", asset));
+    expect(backbone.status).toBe(404);
+    expect(errorOf(backbone)).toMatchObject({ code: "model_not_found", message: expect.stringMatching(/image backbone/) });
+    expect(errorOf(await call("/v1/systemone", alice.key, decisionBody("svc-shared", asset)))).toMatchObject({ code: "model_not_found", message: expect.stringMatching(/reads text/) });
     const text = await call("/v1/systemone", alice.key, { model, state: "a circle", questions: QUESTIONS });
-    expect(text.status).toBe(422);
+    expect(text.status).toBe(404);
     expect(errorOf(text).message).toMatch(/reads images/);
   });
 });
@@ -380,7 +349,7 @@ describe("a rejected image model", () => {
   it("is saved with its report, listed as rejected with no id, and never served", async () => {
     // Held-out drawings labelled wrongly: whatever the head learns, it cannot beat chance on them.
     const wrong = (image: DemoImage, heldOut: boolean) => (heldOut ? (image.label === "circle" ? "square" : image.label === "square" ? null : "circle") : image.label);
-    const rejected = await train(alice, await imageTrainingFile(alice, await demoImages(16, 500), wrong));
+    const rejected = await train(alice, await imageFile(alice, await demoImages(16, 500), wrong));
     expect(rejected.status, JSON.stringify(rejected)).toBe("rejected");
     expect(rejected.model).toBeNull();
     const report = EvaluationReport.parse((await call(rejected.evaluation!.report, alice.userToken)).body);

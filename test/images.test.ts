@@ -352,7 +352,15 @@ describe("the image flags", () => {
     const off = await stack.addEdge("miniflare", { IMAGE_API: "off", IMAGE_BROWSER: "off" });
     try {
       const unknownRoute = await call("/v1/no-such-route", alice.key, undefined, off.baseUrl);
-      for (const [path, body] of [["/v1/image-assets", {}], [`/v1/image-assets/${crypto.randomUUID()}`, undefined], [`/v1/image-assets/${crypto.randomUUID()}/complete`, {}]] as const) {
+      const routes = [
+        ["/v1/image-assets", {}],
+        [`/v1/image-assets/${crypto.randomUUID()}`, undefined],
+        [`/v1/image-assets/${crypto.randomUUID()}/complete`, {}],
+        ["/v1/image-models", undefined],
+        ["/v1/image-decisions", {}],
+        ["/v1/image-credit", undefined],
+      ] as const;
+      for (const [path, body] of routes) {
         for (const token of [alice.key, alice.userToken]) {
           const reply = await call(path, token, body, off.baseUrl);
           expect(reply.status, path).toBe(404);
@@ -366,7 +374,14 @@ describe("the image flags", () => {
       const doc = (await call(OPENAPI_PATH, "", undefined, off.baseUrl)).body as { paths: Record<string, unknown> };
       expect(Object.keys(doc.paths).filter((p) => p.startsWith("/v1/image-"))).toEqual([]);
       const onDoc = (await call(OPENAPI_PATH, "")).body as { paths: Record<string, unknown> };
-      expect(Object.keys(onDoc.paths).filter((p) => p.startsWith("/v1/image-")).sort()).toEqual(["/v1/image-assets", "/v1/image-assets/{id}", "/v1/image-assets/{id}/complete"]);
+      expect(Object.keys(onDoc.paths).filter((p) => p.startsWith("/v1/image-")).sort()).toEqual([
+        "/v1/image-assets",
+        "/v1/image-assets/{id}",
+        "/v1/image-assets/{id}/complete",
+        "/v1/image-credit",
+        "/v1/image-decisions",
+        "/v1/image-models",
+      ]);
       // A decision with images keeps its refusal.
       const decision = await call("/v1/systemone", alice.key, { state: "s", questions: { q: { type: "noul" } }, images: [{ asset_id: "a" }] }, off.baseUrl);
       expect(decision.status).toBe(422);

@@ -48,8 +48,8 @@ export const imageAuth = createMiddleware<AppEnv>(async (c, next) => {
 export const imageSession = createMiddleware<AppEnv>(async (c, next) => {
   if (services(c.env).settings.IMAGE_BROWSER !== "on") return notFound(c);
   const token = bearerToken(c.req.header("authorization"));
-  if (!token) throw new ServiceError("missing_credentials", "missing credentials: sign in and send Authorization: Bearer <access token>");
-  if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "this route takes a signed-in session only, not an API key");
+  if (!token) throw new ServiceError("missing_credentials", "missing user access token: sign in and send Authorization: Bearer <token>");
+  if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "this route takes a signed-in user's access token only, not an API key");
   await signedInAccount(c, token);
   await next();
 });

@@ -58,7 +58,7 @@ decisions.post(
     if (request.images !== undefined) return imageDecision(c, { accountId: account.id, keyId: c.get("keyId"), request, resolved });
     if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
     if (resolved.modality === "image") {
-      throw new ServiceError("invalid_request", `images: the model ${JSON.stringify(resolved.release.id)} reads images: send one as images: [{asset_id}], with its question`);
+      throw new ServiceError("model_not_found", `no text model of that name is available to this account: ${JSON.stringify(resolved.release.id)} reads images (send one as images: [{asset_id}])`);
     }
     const { release, sidecarUrl } = resolved;
     if (!sidecarUrl) {

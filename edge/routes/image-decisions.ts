@@ -66,9 +66,10 @@ export async function imageDecision(
   const { accountId, keyId, request, resolved } = args;
   if (!resolved) throw new ServiceError("model_not_found", "no model of that name is available to this account");
   const { release, sidecarUrl } = resolved;
-  if (resolved.modality !== "image") throw new ServiceError("invalid_request", `images: the model ${JSON.stringify(release.id)} reads text, not images: name an image model`);
+  // Not an image model of this account: the spec's 404 ("image or model unavailable to the account"), saying why.
+  if (resolved.modality !== "image") throw new ServiceError("model_not_found", `no image model of that name is available to this account: ${JSON.stringify(release.id)} reads text (GET /v1/image-models lists yours)`);
   if (!resolved.trained) {
-    throw new ServiceError("invalid_request", `model: ${JSON.stringify(release.id)} is the image backbone image models are trained on; it answers no question itself: train an image model on it (POST /v1/trainings)`);
+    throw new ServiceError("model_not_found", `no image model of that name is available to this account: ${JSON.stringify(release.id)} is the image backbone image models are trained on (POST /v1/trainings)`);
   }
   if (!sidecarUrl) throw new ServiceError("unavailable", "this model is not being served right now; retry later", `release ${release.id} has no sidecar_url in the registry`);
   const { sql } = services(c.env);

@@ -6,7 +6,8 @@
  * from the named fakes of clients/sdk-python/tests/fakes.py). Trainings take the signed-in user's
  * access token: the suite gets the main account's, and a small training file (one training, ready in
  * seconds, test/support/training.ts); image assets, photos written by sharp here (Pillow is no tool
- * of the suite). Either tool failing fails this test, with its output.
+ * of the suite); the image credit, image models and image decisions, the main account as it is (no
+ * credit, no image model). Either tool failing fails this test, with its output.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,8 +1,9 @@
 /**
  * The TypeScript SDK (clients/sdk-ts) against the real stack: every resource (image assets with
- * photos written at test time), every error class the stack can produce on demand, retries, the
- * connection cap, the URL policy, where settings come from, and the packed tarball installed and run
- * by plain Node without Bun. Answers the real stack cannot give on demand (529, 503, 504, a hang, a
+ * photos written at test time; image decisions as far as an account without a trained image model
+ * goes), every error class the stack can produce on demand, retries, the connection cap, the URL
+ * policy, where settings come from, and the packed tarball installed and run by plain Node without
+ * Bun. Answers the real stack cannot give on demand (529, 503, 504, a hang, a
  * dropped connection, a redirect) come from the named fakes of test/support/fake-service.ts.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -23,20 +24,26 @@ import {
   GatewayTimeoutError,
   GoneError,
   IMAGE_REFUSALS,
+  IMAGE_BASE_ALIAS,
   ImageRefusedError,
   InputError,
   LIMITS,
   noul,
   NotFoundError,
   OverloadedError,
+  PayloadTooLargeError,
+  PaymentRequiredError,
   RateLimitError,
   score,
   ServiceUnavailableError,
   SHARED_ALIAS,
   UnprocessableEntityError,
   VERSION,
+  type ChoiceAnswer,
   type ClientOptions,
+  type CreditBalance,
   type ImageAsset,
+  type ImageModel,
   type ImageRefusal,
   type InputRecord,
 } from "../clients/sdk-ts/src/index.ts";
@@ -680,7 +687,7 @@ describe("client.trainings", () => {
     for (const call of calls) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training takes the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
+      expect((err as Error).message).toMatch(/^no access token: training, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
     }
     const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
     expect(await rejection(tokenOnly.systemOne({ state: "s", questions: { q: noul() } }))).toMatchObject({ name: "ConfigurationError", message: expect.stringMatching(/^no API key: .*SVC_API_KEY/) });
@@ -921,6 +928,99 @@ describe("client.imageAssets", () => {
   });
 });
 
+describe("image decisions, image models and the image credit", () => {
+  // A fresh account has no credit and no image model; a decision a trained image model answers (its
+  // unknown_probability, a 402 for too little credit) needs a training of its own, which
+  // test/image-models.test.ts runs. Here: what the real stack answers before any model does.
+  const SHAPE = { shape: choice(["circle", "square", "triangle"], "Which shape is drawn?") };
+  const images = [{ asset_id: UNKNOWN_BATCH }];
+  const sessionOf = (user: Account, options: ClientOptions = {}) => stackClient(user.key.secret, { accessToken: user.userToken, ...options });
+
+  it("imageCredit.retrieve: a fresh account has none, with the published price, whichever credential reads it", async () => {
+    const recorder = recordingFetch();
+    const credit = await sessionOf(account, { fetch: recorder.fetch }).imageCredit.retrieve();
+    expect(credit).toEqual({ object: "credit_balance", balance_micro_usd: 0, reserved_micro_usd: 0, pricing: { currency: "USD", micro_usd_per_billable_token: 2 } });
+    expect(credit._request_id).toMatch(/^req_/);
+    expectTypeOf(credit).toMatchTypeOf<CreditBalance>();
+    // A client with both credentials sends the API key, as for image assets; one with the token alone, the token.
+    expect(recorder.sent.map((s) => [s.url, s.headers.get("authorization")])).toEqual([[`${stack().baseUrl}/v1/image-credit`, `Bearer ${account.key.secret}`]]);
+    expect(await new Client({ accessToken: account.userToken, baseURL: stack().baseUrl }).imageCredit.retrieve()).toEqual(credit);
+  });
+
+  it("imageModels.list: a fresh account's is an empty list, read with the access token even by a client that has an API key", async () => {
+    const recorder = recordingFetch();
+    const listing = await sessionOf(account, { fetch: recorder.fetch }).imageModels.list();
+    expect(listing).toEqual({ object: "list", data: [] });
+    expect(listing._request_id).toMatch(/^req_/);
+    expectTypeOf(listing.data).toEqualTypeOf<ImageModel[]>();
+    expect(recorder.sent.map((s) => s.headers.get("authorization"))).toEqual([`Bearer ${account.userToken}`]);
+  });
+
+  it("an image decision naming an unknown model is a NotFoundError, from the session and with the API key", async () => {
+    const recorder = recordingFetch();
+    const session = sessionOf(account, { fetch: recorder.fetch });
+    const model = "ft:svc-image:no-such-model";
+    for (const decide of [() => session.imageDecisions.create({ model, state: "", questions: SHAPE, images }), () => session.systemOne({ model, state: "", questions: SHAPE, images })]) {
+      const err = await rejection(decide());
+      expect(err).toBeInstanceOf(NotFoundError);
+      expect(err).toMatchObject({ status: 404, code: "model_not_found", requestId: expect.stringMatching(/^req_/) });
+    }
+    const [fromSession, withKey] = recorder.sent as [Sent, Sent];
+    expect([fromSession.url, fromSession.headers.get("authorization")]).toEqual([`${stack().baseUrl}/v1/image-decisions`, `Bearer ${account.userToken}`]);
+    expect([withKey.url, withKey.headers.get("authorization")]).toEqual([`${stack().baseUrl}/v1/systemone`, `Bearer ${account.key.secret}`]);
+    // The same body both ways, the answers in the order given (the outcome order a model checks).
+    expect(fromSession.body).toBe(withKey.body);
+    expect(fromSession.body).toBe(stringifyJson({ model, state: "", questions: SHAPE, images }));
+    // A request naming no model sends the client's defaultModel, as systemOne does.
+    const misnamed = sessionOf(account, { defaultModel: "no-such-image-model" });
+    expect(await rejection(misnamed.imageDecisions.create({ state: "", questions: SHAPE, images }))).toMatchObject({ name: "NotFoundError", code: "model_not_found" });
+  });
+
+  it("an image decision naming a text model, or the backbone itself, is an UnprocessableEntityError", async () => {
+    const session = sessionOf(account);
+    for (const [model, says] of [[SHARED_ALIAS, /reads text, not images/], [IMAGE_BASE_ALIAS, /image backbone/]] as const) {
+      for (const decide of [() => session.imageDecisions.create({ model, state: "", questions: SHAPE, images }), () => session.systemOne({ model, state: "", questions: SHAPE, images })]) {
+        const err = await rejection(decide());
+        expect(err).toBeInstanceOf(UnprocessableEntityError);
+        expect(err).toMatchObject({ status: 422, code: "invalid_request" });
+        expect((err as Error).message).toMatch(says);
+      }
+    }
+  });
+
+  it("imageModels and imageDecisions take the access token: a client without one sends nothing; an API key in its place is refused by the service", async () => {
+    const recorder = recordingFetch();
+    const keyOnly = stackClient(account.key.secret, { fetch: recorder.fetch });
+    for (const call of [() => keyOnly.imageModels.list(), () => keyOnly.imageDecisions.create({ state: "", questions: SHAPE, images })]) {
+      const err = await rejection(call());
+      expect(err).toBeInstanceOf(ConfigurationError);
+      expect((err as Error).message).toMatch(/^no access token: training, image models and image decisions take the signed-in user's access token, not an API key/);
+    }
+    expect(recorder.sent).toEqual([]);
+    const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
+    for (const call of [() => confused.imageModels.list(), () => confused.imageDecisions.create({ state: "", questions: SHAPE, images })]) {
+      expect(await rejection(call())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
+    }
+  });
+
+  it("402 is a PaymentRequiredError and 413 a PayloadTooLargeError; a choice answer may carry unknown_probability", () => {
+    const errorOf = (status: number, code: string) => APIError.fromResponse(status, new Headers(), JSON.stringify({ error: { code, message: "m", status } }));
+    const typed: [number, string, typeof APIError][] = [
+      [402, "insufficient_credit", PaymentRequiredError],
+      [413, "context_too_large", PayloadTooLargeError],
+      [413, "payload_too_large", PayloadTooLargeError],
+      [422, "task_mismatch", UnprocessableEntityError],
+    ];
+    for (const [status, code, Class] of typed) {
+      const err = errorOf(status, code);
+      expect(Object.getPrototypeOf(err), code).toBe(Class.prototype);
+      expect(err).toMatchObject({ name: Class.name, status, code });
+    }
+    expect(Object.getPrototypeOf(errorOf(412, "already_uploaded"))).toBe(APIError.prototype);
+    expectTypeOf<ChoiceAnswer["unknown_probability"]>().toEqualTypeOf<number | undefined>();
+  });
+});
+
 describe("the packed package", () => {
   it("installs from its tarball with npm and makes a real call under plain Node, without Bun", { timeout: 300_000 }, () => {
     const dir = mkdtempSync(join(tmpdir(), "sdk-pack-"));
@@ -962,13 +1062,19 @@ console.log(JSON.stringify({ version: VERSION, models: models.map((m) => m.name)
       // The declarations work for a strict TypeScript user with Node's own module resolution.
       writeFileSync(
         join(app, "typed.ts"),
-        `import { Client, choice, type DecisionResponse } from "@decision-service/sdk";
+        `import { Client, choice, type CreditBalance, type DecisionResponse } from "@decision-service/sdk";
 import { resolveSettings, type Settings } from "@decision-service/sdk/settings";
 export const settingsOf = (env: Record<string, string | undefined>): Settings => resolveSettings(env);
 export async function topic(client: Client): Promise<"billing" | "bug"> {
   const reply = await client.systemOne({ state: "s", questions: { topic: choice(["billing", "bug"]) } });
   const whole: DecisionResponse = reply;
   return whole.model === "" ? "bug" : reply.answers.topic.choice;
+}
+export async function needsReview(client: Client, asset_id: string): Promise<boolean> {
+  const reply = await client.imageDecisions.create({ model: "m", state: "", questions: { shape: choice(["circle", "square"]) }, images: [{ asset_id }] });
+  const { choice: best, probabilities, unknown_probability = 0 } = reply.answers.shape;
+  const credit: CreditBalance = await client.imageCredit.retrieve();
+  return credit.balance_micro_usd >= 0 && unknown_probability > (1 - unknown_probability) * probabilities[best];
 }
 `,
       );

@@ -9,10 +9,12 @@
 import { join } from "node:path";
 import { z } from "zod";
 import { BATCH_LIST_PAGE, BATCH_STATUSES, Batch, BatchList, ResultRecord, ResultsPage, TERMINAL_STATUSES } from "../../contract/batches.ts";
+import { CreditBalance } from "../../contract/credit.ts";
 import { ChoiceAnswer, DecisionResponse, NoulAnswer, ScoreAnswer, Usage } from "../../contract/decision.ts";
 import { ErrorEnvelope } from "../../contract/errors.ts";
+import { IMAGE_MODEL_STATES, ImageModel, ImageModelList } from "../../contract/image-models.ts";
 import { CreateImageAssetRequest, IMAGE_ASSET_STATUSES, IMAGE_PURPOSES, IMAGE_REFUSALS, ImageAsset } from "../../contract/images.ts";
-import { LIMITS, REQUEST_ID_HEADER, SHARED_ALIAS } from "../../contract/limits.ts";
+import { IMAGE_BASE_ALIAS, LIMITS, REQUEST_ID_HEADER, SHARED_ALIAS } from "../../contract/limits.ts";
 import { ModelItem, ModelList, RetiredModel } from "../../contract/models.ts";
 import { EvaluationReport, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
 import { must, pythonVenv, ROOT } from "./python-venv.ts";
@@ -57,6 +59,9 @@ export function contractDump(): object {
     EvaluationReport,
     RetiredModel,
     ImageAsset,
+    ImageModel,
+    ImageModelList,
+    CreditBalance,
   };
   const requests = { CreateImageAssetRequest };
   return {
@@ -86,6 +91,8 @@ export function contractDump(): object {
       IMAGE_PURPOSES,
       IMAGE_ASSET_STATUSES,
       IMAGE_REFUSALS,
+      IMAGE_BASE_ALIAS,
+      IMAGE_MODEL_STATES,
     },
   };
 }

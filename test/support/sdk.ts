@@ -14,6 +14,8 @@ export interface Sent {
   method: string;
   url: string;
   headers: Headers;
+  /** The request body when it was text (JSON); undefined otherwise. */
+  body: string | undefined;
   status: number;
   responseHeaders: Headers;
   startedAt: number;
@@ -30,6 +32,7 @@ export function recordingFetch(): { fetch: Fetch; sent: Sent[] } {
       method: init?.method ?? "GET",
       url: String(input),
       headers: new Headers(init?.headers),
+      body: typeof init?.body === "string" ? init.body : undefined,
       status: res.status,
       responseHeaders: res.headers,
       startedAt,

@@ -41,6 +41,8 @@ ROOTS: dict[type[Any], str] = {
     sdk.EvaluationReport: "EvaluationReport",
     sdk.RetiredModel: "RetiredModel",
     sdk.ImageAsset: "ImageAsset",
+    sdk.ImageModelList: "ImageModelList",
+    sdk.CreditBalance: "CreditBalance",
 }
 # Where the OpenAPI document gives a root it has no component for: its route's success response.
 ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
@@ -299,6 +301,8 @@ def test_the_sdks_constants_are_the_contracts() -> None:
     assert list(sdk.IMAGE_ASSET_STATUSES) == constants["IMAGE_ASSET_STATUSES"] == list(typing.get_args(sdk.ImageAssetStatus))
     assert sdk.IMAGE_REFUSALS == constants["IMAGE_REFUSALS"]
     assert list(typing.get_args(sdk.ImageRefusal)) == list(constants["IMAGE_REFUSALS"])
+    assert sdk.IMAGE_BASE_ALIAS == constants["IMAGE_BASE_ALIAS"]
+    assert list(sdk.IMAGE_MODEL_STATES) == constants["IMAGE_MODEL_STATES"] == list(typing.get_args(sdk.ImageModelState))
 
 
 def test_there_is_a_contract_to_compare_with_when_the_service_is_there() -> None:

@@ -50,7 +50,7 @@ LIMITS = {
     "lifetime_seconds": 86400,
     "upload_validity_seconds": 3600,
     "data_retention_seconds": 2592000,
-    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10},
+    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1},
 }
 
 
@@ -82,29 +82,29 @@ def training(status: str = "queued", **changes: Any) -> dict[str, Any]:
 
 FIGURES = {"items": 12, "primary": 1, "primary_metric": "auroc", "accuracy": 1, "log_loss": 0.05, "ece": 0.04, "brier": 0.01}
 BINS = [{"lower": 0, "upper": 0.1, "count": 6, "mean_confidence": 0.03, "accuracy": 0}, {"lower": 0.1, "upper": 0.2, "count": 0, "mean_confidence": None, "accuracy": None}]
+QUESTION: dict[str, Any] = {
+    "question": "q",
+    "type": "noul",
+    "outcomes": [True, False],
+    "held_out_counts": [6, 6],
+    "candidate": FIGURES,
+    "zero_shot": {**FIGURES, "primary": 0.61, "added": "a newer service's field"},
+    "reliability_candidate": BINS,
+    "reliability_zero_shot": BINS,
+    "passed": True,
+    "reason": None,
+}
+
 REPORT = {
     "object": "training.report",
     "training": TRAINING_ID,
     "model": MODEL_ID,
     "base_release": "svc-base-1",
     "decision": "accepted",
-    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10},
+    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1},
     "examples": {"training": 36, "held_out": 12},
     "method": {"kind": "hidden_state_head", "features": 896, "regularisation": [0.1, 1, 10]},
-    "questions": [
-        {
-            "question": "q",
-            "type": "noul",
-            "outcomes": [True, False],
-            "held_out_counts": [6, 6],
-            "candidate": FIGURES,
-            "zero_shot": {**FIGURES, "primary": 0.61, "added": "a newer service's field"},
-            "reliability_candidate": BINS,
-            "reliability_zero_shot": BINS,
-            "passed": True,
-            "reason": None,
-        }
-    ],
+    "questions": [QUESTION],
     "evaluated_at": "2026-11-22T10:00:15.000Z",
     "training_ms": 15234,
 }
@@ -228,7 +228,7 @@ def test_list_pages_newest_first_with_limit_and_after() -> None:
 
 
 def test_every_training_method_without_an_access_token_raises_before_any_request(tmp_path: Path) -> None:
-    missing = r"no access token: trainings and retiring a model take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
+    missing = r"no access token: trainings, retiring a model, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
     with FakeServiceRecording() as fake, Client(api_key="svc_key", base_url=fake.url) as client:
         for call in (
             # The file is not even read: the missing token is said first.
@@ -333,6 +333,22 @@ def test_refuses_a_training_file_that_cannot_be_accepted_before_sending_anything
 def test_a_training_is_terminal_in_exactly_the_contracts_terminal_states() -> None:
     for status in TRAINING_STATUSES:
         assert Training.model_validate(training(status)).is_terminal == (status in TRAINING_TERMINAL_STATUSES), status
+
+
+def test_an_image_models_report_reads_its_head_its_other_outcome_and_its_unknown_detection() -> None:
+    # An image training's report (test/image-models.test.ts trains one): one head over the answers and "other" (None, last).
+    question = {**QUESTION, "type": "choice", "outcomes": ["circle", "square", None], "held_out_counts": [4, 4, 4]}
+    report = EvaluationReport.model_validate(
+        {
+            **REPORT,
+            "method": {"kind": "image_head", "features": 1280, "regularisation": [0.1, 1]},
+            "questions": [question],
+            "unknown": {"held_out_other": 4, "held_out_known": 8, "auroc": 0.97, "mean_other": 0.71, "mean_known": 0.08},
+        }
+    )
+    assert (report.method.kind, report.questions[0].outcomes, report.acceptance.image_margin) == ("image_head", ["circle", "square", None], 0.1)
+    assert report.unknown is not None and (report.unknown.auroc, report.unknown.held_out_other) == (0.97, 4)
+    assert EvaluationReport.model_validate(REPORT).unknown is None
 
 
 def test_the_async_client_creates_waits_and_retires() -> None:

@@ -12,10 +12,11 @@
  * host; redirects are never followed.
  *
  * Two credentials, as the service has two: the account's API key for decisions, models and batches,
- * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`),
- * which the service refuses an API key for. Image assets (`client.imageAssets`) take either: the API
- * key when the client has one. A client needs at least one; a call whose credential the client lacks
- * throws ConfigurationError before anything is sent.
+ * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`) and
+ * a session's image models and decisions (`client.imageModels`, `client.imageDecisions`), which the
+ * service refuses an API key for. Image assets and the image credit (`client.imageAssets`,
+ * `client.imageCredit`) take either: the API key when the client has one. A client needs at least
+ * one; a call whose credential the client lacks throws ConfigurationError before anything is sent.
  */
 import { LIMITS, SHARED_ALIAS } from "../../../contract/limits.ts";
 import { stringifyJson } from "../../../contract/json.ts";
@@ -25,6 +26,9 @@ import type { DecisionRequest, DecisionResponse, Questions } from "./decisions.t
 import { ConfigurationError } from "./errors.ts";
 import { Batches } from "./resources/batches.ts";
 import { ImageAssets } from "./resources/image-assets.ts";
+import { ImageCredit } from "./resources/image-credit.ts";
+import { ImageDecisions } from "./resources/image-decisions.ts";
+import { ImageModels } from "./resources/image-models.ts";
 import { Models } from "./resources/models.ts";
 import { Trainings } from "./resources/trainings.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -33,8 +37,9 @@ export interface ClientOptions {
   /** The account's API key (decisions, models, batches); `SVC_API_KEY` when absent. */
   apiKey?: string | undefined;
   /**
-   * The signed-in user's access token of the identity provider, which training takes instead of an
-   * API key (`trainings`, `models.retire`); `SVC_ACCESS_TOKEN` when absent.
+   * The signed-in user's access token of the identity provider, which training and a session's image
+   * routes take instead of an API key (`trainings`, `models.retire`, `imageModels`, `imageDecisions`);
+   * `SVC_ACCESS_TOKEN` when absent.
    */
   accessToken?: string | undefined;
   /** The service's address, without `/v1/...`; `SVC_BASE_URL` when absent. */
@@ -62,6 +67,9 @@ export class Client {
   readonly batches: Batches;
   readonly trainings: Trainings;
   readonly imageAssets: ImageAssets;
+  readonly imageDecisions: ImageDecisions;
+  readonly imageModels: ImageModels;
+  readonly imageCredit: ImageCredit;
   private readonly transport: Transport;
 
   /**
@@ -105,6 +113,9 @@ export class Client {
     this.batches = new Batches(this.transport, () => this.defaultModel);
     this.trainings = new Trainings(this.transport, () => this.defaultModel);
     this.imageAssets = new ImageAssets(this.transport);
+    this.imageDecisions = new ImageDecisions(this.transport, () => this.defaultModel);
+    this.imageModels = new ImageModels(this.transport);
+    this.imageCredit = new ImageCredit(this.transport);
   }
 
   /**
@@ -123,6 +134,10 @@ export class Client {
    *     reply.answers.refund.noul;        // 0.93
    *     reply.answers.topic.choice;       // "billing"
    *     reply.answers.severity.score;     // 1.4
+   *
+   * With `images: [{ asset_id }]` (where the service has IMAGE_API on) it is an image decision: a
+   * trained image model, its one `choice` question, an answer with `unknown_probability`, paid from
+   * the account's prepaid credit (PaymentRequiredError when it cannot cover it); see `imageDecisions`.
    */
   async systemOne<const Q extends Questions>(request: DecisionRequest<Q>, options?: RequestOptions): Promise<WithRequestId<DecisionResponse<Q>>> {
     // Written with stringifyJson so a Map (an order JavaScript objects cannot keep) is sent in its order.

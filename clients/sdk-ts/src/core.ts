@@ -30,8 +30,9 @@ export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promi
 
 /**
  * Which credential a call sends: the account's API key (decisions, models, batches), or the signed-in
- * user's access token (training, which the service refuses an API key for). A route that takes
- * either (image assets) names both, in the order of preference.
+ * user's access token (training, a session's image models and decisions, which the service refuses
+ * an API key for). A route that takes either (image assets, the image credit) names both, in the
+ * order of preference.
  */
 export type Credential = "api_key" | "access_token";
 
@@ -39,7 +40,7 @@ export type Credential = "api_key" | "access_token";
 const MISSING_CREDENTIAL: Record<Credential, string> = {
   api_key: "no API key: this call takes the account's API key; pass { apiKey } to new Client() or set SVC_API_KEY",
   access_token:
-    "no access token: training takes the signed-in user's access token, not an API key; pass { accessToken } to new Client() or set SVC_ACCESS_TOKEN (`svc login` saves one, which @decision-service/sdk/settings resolveSession reads)",
+    "no access token: training, image models and image decisions take the signed-in user's access token, not an API key; pass { accessToken } to new Client() or set SVC_ACCESS_TOKEN (`svc login` saves one, which @decision-service/sdk/settings resolveSession reads)",
 };
 
 export interface TransportSettings {

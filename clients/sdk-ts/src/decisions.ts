@@ -59,7 +59,10 @@ export interface DecisionRequest<Q extends Questions = Questions> {
   /** What the questions are about: text, a JSON object or an array. */
   state: string | object;
   questions: Q;
-  /** Finalized image assets (only where the service's image vertical is on). */
+  /**
+   * One ready image asset (`client.imageAssets.upload`) makes this an image decision, with a trained
+   * image model and exactly its one `choice` question (only where the service's IMAGE_API is on).
+   */
   images?: ReadonlyArray<{ asset_id: string }>;
 }
 
@@ -79,6 +82,13 @@ export interface ChoiceAnswer<O extends string = string> {
   probabilities: Record<O, number>;
   confidence: number;
   option_mass?: number;
+  /**
+   * An image decision's unknown mass: the model's probability that the image shows none of the
+   * answers (show "Needs review" when it is the largest). `probabilities` are then conditional on a
+   * known answer, and `confidence` is the concentration of the whole distribution, unknown included,
+   * not a calibrated probability of being right. Absent for text.
+   */
+  unknown_probability?: number;
 }
 
 export interface ScoreAnswer {

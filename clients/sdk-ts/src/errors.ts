@@ -90,7 +90,23 @@ export class APIError extends Error {
 export class AuthenticationError extends APIError {
   override name = "AuthenticationError";
 }
-/** 404: an unknown model (or one this account may not use), or an unknown batch (or another account's). */
+/**
+ * 402: an image decision whose worst case is more than the account's prepaid credit
+ * (`insufficient_credit`), refused before any GPU work: nothing was charged. Add credit and retry.
+ *
+ *     try {
+ *       await client.imageDecisions.create({ model, state: "", questions, images: [{ asset_id }] });
+ *     } catch (err) {
+ *       if (err instanceof PaymentRequiredError) console.log((await client.imageCredit.retrieve()).balance_micro_usd);
+ *     }
+ */
+export class PaymentRequiredError extends APIError {
+  override name = "PaymentRequiredError";
+}
+/**
+ * 404: an unknown model (or one this account may not use), or an unknown batch, training or image
+ * asset (or another account's); an image decision's asset that is not a ready asset of the account.
+ */
 export class NotFoundError extends APIError {
   override name = "NotFoundError";
 }
@@ -102,7 +118,17 @@ export class ConflictError extends APIError {
 export class GoneError extends APIError {
   override name = "GoneError";
 }
-/** 422: an invalid request body (a bad question, too few options, an empty state). */
+/**
+ * 413: an image decision whose image needs more visual tokens than the serving runtime takes
+ * (`context_too_large`), or a file sent to a signed storage address over its limit (`payload_too_large`).
+ */
+export class PayloadTooLargeError extends APIError {
+  override name = "PayloadTooLargeError";
+}
+/**
+ * 422: an invalid request body (a bad question, too few options, an empty state, an image decision
+ * naming a text model), or a question a trained model was not trained on (`task_mismatch`).
+ */
 export class UnprocessableEntityError extends APIError {
   override name = "UnprocessableEntityError";
 }
@@ -174,9 +200,11 @@ export class InputError extends Error {
 
 const STATUS_CLASSES: Record<number, typeof APIError | undefined> = {
   401: AuthenticationError,
+  402: PaymentRequiredError,
   404: NotFoundError,
   409: ConflictError,
   410: GoneError,
+  413: PayloadTooLargeError,
   422: UnprocessableEntityError,
   429: RateLimitError,
   503: ServiceUnavailableError,

@@ -8,9 +8,10 @@
  *       questions: { refund: noul("Refund?"), topic: choice(["billing", "bug"]) },
  *     });
  *
- * Training (`client.trainings`, `client.models.retire`) takes the signed-in user's access token
- * instead of the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
- * (`client.imageAssets.upload("cat.jpg")`) take either.
+ * Training (`client.trainings`, `client.models.retire`) and a session's image models and decisions
+ * (`client.imageModels`, `client.imageDecisions`) take the signed-in user's access token instead of
+ * the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
+ * (`client.imageAssets.upload("cat.jpg")`) and the image credit (`client.imageCredit`) take either.
  *
  * The key and deployment the `svc` tools use (their saved credentials) are a second entry point,
  * `@decision-service/sdk/settings` (settings.ts), so that this one never reads that file.
@@ -53,6 +54,8 @@ export {
   InputError,
   NotFoundError,
   OverloadedError,
+  PayloadTooLargeError,
+  PaymentRequiredError,
   RateLimitError,
   ServiceUnavailableError,
   UnprocessableEntityError,
@@ -69,6 +72,9 @@ export {
   type WaitOptions,
 } from "./resources/batches.ts";
 export { ImageAssets, type ImageFile, type UploadImageParams } from "./resources/image-assets.ts";
+export { ImageCredit } from "./resources/image-credit.ts";
+export { ImageDecisions, type ImageDecisionRequest } from "./resources/image-decisions.ts";
+export { ImageModels } from "./resources/image-models.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
 export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
@@ -102,4 +108,6 @@ export {
   type ImagePurpose,
   type ImageRefusal,
 } from "../../../contract/images.ts";
-export { LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";
+export { IMAGE_MODEL_STATES, type ImageModel, type ImageModelList, type ImageModelState } from "../../../contract/image-models.ts";
+export type { CreditBalance } from "../../../contract/credit.ts";
+export { IMAGE_BASE_ALIAS, LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";

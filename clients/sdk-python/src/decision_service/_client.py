@@ -17,6 +17,9 @@ from ._settings import Settings, check_max_retries, check_timeout, resolve
 from ._transport import AsyncTransport, Call, SyncTransport, encode_json, read
 from .resources.batches import AsyncBatches, Batches
 from .resources.image_assets import AsyncImageAssets, ImageAssets
+from .resources.image_credit import AsyncImageCredit, ImageCredit
+from .resources.image_decisions import AsyncImageDecisions, ImageDecisions
+from .resources.image_models import AsyncImageModels, ImageModels
 from .resources.models import AsyncModels, Models
 from .resources.trainings import AsyncTrainings, Trainings
 
@@ -76,15 +79,19 @@ class Client(_Settings):
         local = Client(api_key="svc_...", base_url="http://127.0.0.1:8787", timeout=10)
 
     `api_key` (SVC_API_KEY) is what models, decisions and batches take; `access_token`
-    (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings and retiring a trained
-    model take; image assets take either (the API key when the client has one). A client needs at
-    least one; a method whose credential it lacks raises ConfigurationError before sending anything.
+    (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings, retiring a trained model,
+    and a session's image models and image decisions take; image assets and the image credit take
+    either (the API key when the client has one). A client needs at least one; a method whose
+    credential it lacks raises ConfigurationError before sending anything.
     """
 
     models: Models
     batches: Batches
     trainings: Trainings
     image_assets: ImageAssets
+    image_decisions: ImageDecisions
+    image_models: ImageModels
+    image_credit: ImageCredit
 
     def __init__(
         self,
@@ -102,6 +109,9 @@ class Client(_Settings):
         self.batches = Batches(self._transport, lambda: self._settings.default_model)
         self.trainings = Trainings(self._transport, lambda: self._settings.default_model)
         self.image_assets = ImageAssets(self._transport)
+        self.image_decisions = ImageDecisions(self._transport, lambda: self._settings.default_model)
+        self.image_models = ImageModels(self._transport)
+        self.image_credit = ImageCredit(self._transport)
 
     def system_one(
         self,
@@ -124,6 +134,11 @@ class Client(_Settings):
             )
             reply.noul_answer("refund").noul       # 0.93
             reply.choice_answer("topic").choice    # "billing"
+
+        With `images=[{"asset_id": ...}]` (where the service has IMAGE_API on) it is an image
+        decision: a trained image model, its one `choice` question, an answer with
+        `unknown_probability`, paid from the account's prepaid credit (PaymentRequiredError when it
+        cannot cover it); see `image_decisions`.
         """
         _check_call(timeout, max_retries)
         call = _decision_call(self._settings, state, questions, model, images)
@@ -152,6 +167,9 @@ class AsyncClient(_Settings):
     batches: AsyncBatches
     trainings: AsyncTrainings
     image_assets: AsyncImageAssets
+    image_decisions: AsyncImageDecisions
+    image_models: AsyncImageModels
+    image_credit: AsyncImageCredit
 
     def __init__(
         self,
@@ -169,6 +187,9 @@ class AsyncClient(_Settings):
         self.batches = AsyncBatches(self._transport, lambda: self._settings.default_model)
         self.trainings = AsyncTrainings(self._transport, lambda: self._settings.default_model)
         self.image_assets = AsyncImageAssets(self._transport)
+        self.image_decisions = AsyncImageDecisions(self._transport, lambda: self._settings.default_model)
+        self.image_models = AsyncImageModels(self._transport)
+        self.image_credit = AsyncImageCredit(self._transport)
 
     async def system_one(
         self,

@@ -1,6 +1,7 @@
 """
 The service's numbers this client depends on. They are written once in the wire contract
-(contract/limits.ts, contract/batches.ts, contract/trainings.ts, contract/images.ts);
+(contract/limits.ts, contract/batches.ts, contract/trainings.ts, contract/images.ts,
+contract/image-models.ts);
 tests/test_contract.py checks these copies against it.
 """
 
@@ -8,6 +9,9 @@ from typing import Final
 
 SHARED_ALIAS: Final = "svc-shared"
 """The alias every account may use for the shared base model."""
+
+IMAGE_BASE_ALIAS: Final = "svc-image"
+"""The image backbone's alias: the base image models are trained on (it answers no decision itself)."""
 
 REQUEST_ID_HEADER: Final = "x-typesafe-request-id"
 """The response header naming the service's request id (quote it when asking for help)."""
@@ -59,3 +63,6 @@ IMAGE_REFUSALS: Final = {
     "image_undecodable": "the image data cannot be decoded",
 }
 """Why the service refuses an image on completion (ImageRefusedError.code), and what each means."""
+
+IMAGE_MODEL_STATES: Final = ("training_passed", "api_ready", "rejected")
+"""An image model's states: accepted and registered, serving decisions, or refused by the acceptance rule."""

@@ -98,8 +98,23 @@ class AuthenticationError(APIError):
     """
 
 
+class PaymentRequiredError(APIError):
+    """
+    402: an image decision whose worst case is more than the account's prepaid credit
+    (`insufficient_credit`), refused before any GPU work: nothing was charged. Add credit and retry::
+
+        try:
+            client.image_decisions.create(model=model, state="", questions=questions, images=[{"asset_id": asset.id}])
+        except PaymentRequiredError:
+            print(client.image_credit.retrieve().balance_micro_usd)
+    """
+
+
 class NotFoundError(APIError):
-    """404: an unknown model (or one this account may not use), or an unknown batch or training (or another account's)."""
+    """
+    404: an unknown model (or one this account may not use), or an unknown batch, training or image
+    asset (or another account's); an image decision's asset that is not a ready asset of the account.
+    """
 
 
 class ConflictError(APIError):
@@ -110,8 +125,18 @@ class GoneError(APIError):
     """410: a batch's results after their retention period."""
 
 
+class PayloadTooLargeError(APIError):
+    """
+    413: an image decision whose image needs more visual tokens than the serving runtime takes
+    (`context_too_large`), or a file sent to a signed storage address over its limit (`payload_too_large`).
+    """
+
+
 class UnprocessableEntityError(APIError):
-    """422: an invalid request body (a bad question, too few options, an empty state)."""
+    """
+    422: an invalid request body (a bad question, too few options, an empty state, an image decision
+    naming a text model), or a question a trained model was not trained on (`task_mismatch`).
+    """
 
 
 class ImageRefusedError(UnprocessableEntityError):
@@ -161,9 +186,11 @@ class APIConnectionTimeoutError(APIConnectionError):
 
 _STATUS_CLASSES: dict[int, type[APIError]] = {
     401: AuthenticationError,
+    402: PaymentRequiredError,
     404: NotFoundError,
     409: ConflictError,
     410: GoneError,
+    413: PayloadTooLargeError,
     422: UnprocessableEntityError,
     429: RateLimitError,
     503: ServiceUnavailableError,

@@ -1,6 +1,7 @@
 """
 What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
-the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts, images.ts); tests/test_contract.py compares every
+the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts, images.ts, image-models.ts,
+credit.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
@@ -35,6 +36,7 @@ ImageRefusal: TypeAlias = Literal[
     "image_unsupported", "image_type_mismatch", "image_truncated", "image_animated", "image_too_large", "image_undecodable"
 ]
 """Why the service refused an image (IMAGE_REFUSALS says what each means)."""
+ImageModelState: TypeAlias = Literal["training_passed", "api_ready", "rejected"]
 
 
 # Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
@@ -76,6 +78,11 @@ class ChoiceAnswer(_Model, frozen=True):
     """Option name -> probability, in the criteria's order."""
     confidence: float
     option_mass: float | None = None
+    unknown_probability: float | None = None
+    """An image decision's unknown mass: the model's probability that the image shows none of the
+    answers (show "Needs review" when it is the largest). `probabilities` are then conditional on a
+    known answer, and `confidence` is the concentration of the whole distribution, unknown included,
+    not a calibrated probability of being right. None for text."""
 
 
 class ScoreAnswer(_Model, frozen=True):
@@ -263,11 +270,13 @@ class UploadResult(_Model, frozen=True):
 
 class TrainingAcceptance(_Model, frozen=True):
     """The published acceptance rule: on held-out examples, every question's primary figure at least
-    `margin` above the base's zero-shot figure, and its expected calibration error at most `max_ece`."""
+    `margin` above the base's zero-shot figure, and its expected calibration error at most `max_ece`.
+    An image model's top-1 accuracy (its answers and "other") must beat chance by `image_margin`."""
 
     margin: float
     max_ece: float
     ece_bins: int
+    image_margin: float
 
 
 class TrainingLimits(_Model, frozen=True):
@@ -409,8 +418,8 @@ class ReliabilityBin(_Model, frozen=True):
 class QuestionEvaluation(_Model, frozen=True):
     question: str
     type: Literal["noul", "choice", "score"]
-    outcomes: list[bool | str | int | float]
-    """The question's outcomes in order: true and false, the option names, or the levels."""
+    outcomes: list[bool | str | int | float | None]
+    """The question's outcomes in order: true and false, the option names, or the levels; an image model's "other" is None, last."""
     held_out_counts: list[int]
     """Held-out examples per outcome, in the order of `outcomes`."""
     candidate: QuestionFigures
@@ -428,9 +437,21 @@ class EvaluationExamples(_Model, frozen=True):
 
 
 class TrainingMethod(_Model, frozen=True):
-    kind: Literal["hidden_state_head"]
+    kind: Literal["hidden_state_head", "image_head"]
+    """A head per question on the base's hidden state, or an image model's one head on the backbone's pooled features."""
     features: int
     regularisation: list[float]
+
+
+class UnknownDetection(_Model, frozen=True):
+    """How well an image model's unknown mass ranks the held-out images of none of the answers above the rest."""
+
+    held_out_other: int
+    held_out_known: int
+    auroc: float | None
+    """None when one side has no images."""
+    mean_other: float
+    mean_known: float
 
 
 class EvaluationReport(_Response, frozen=True):
@@ -448,6 +469,8 @@ class EvaluationReport(_Response, frozen=True):
     questions: list[QuestionEvaluation]
     evaluated_at: str
     training_ms: float
+    unknown: UnknownDetection | None = None
+    """An image model's unknown detection on the held-out images; None for a text model."""
 
 
 class ImageSource(_Model, frozen=True):
@@ -497,6 +520,69 @@ class ImageAsset(_Response, frozen=True):
     """Once rejected: why; None otherwise."""
     upload: Upload | None = None
     """On create only: where to PUT the file, with exactly these headers."""
+
+
+class ImageModelTask(_Model, frozen=True):
+    """What every decision with an image model must repeat: its one question, exactly as saved."""
+
+    question_id: str
+    """The question's id in `questions`."""
+    question: JsonValue
+    """The question exactly as a decision sends it (a `choice`, its answers in outcome order)."""
+    outcome_order: list[str]
+    """The answers' names in outcome order: the key order of `question["criteria"]`."""
+
+
+class ImageModelEvaluation(_Model, frozen=True):
+    """Held-out figures from an image model's report."""
+
+    accuracy: float
+    """Top-1 accuracy over the answers and "other"."""
+    chance: float
+    """Chance's top-1 accuracy (the training part's outcome frequencies)."""
+    ece: float
+    unknown_auroc: float | None
+    """AUROC of the unknown mass, images of none of the answers against the rest; None without such images."""
+
+
+class ImageModel(_Model, frozen=True):
+    """An image training of the account with a result, as `client.image_models.list()` shows it."""
+
+    object: Literal["image_model"]
+    id: str | None
+    """What decisions name as `model`; None for a rejected result."""
+    training: str
+    """The training that made it (`client.trainings.retrieve`, and its report)."""
+    state: ImageModelState
+    """`training_passed` (registered, not served yet), `api_ready` (decisions may use it) or `rejected`."""
+    task: ImageModelTask
+    evaluation: ImageModelEvaluation | None
+    created_at: str
+    finished_at: str | None
+
+
+class ImageModelList(_Response, frozen=True):
+    object: Literal["list"]
+    data: list[ImageModel]
+    """Newest first."""
+
+
+class CreditPricing(_Model, frozen=True):
+    """The published price of image decisions."""
+
+    currency: Literal["USD"]
+    micro_usd_per_billable_token: int
+
+
+class CreditBalance(_Response, frozen=True):
+    """The account's prepaid credit for image decisions, in integer micro-USD (millionths of a dollar)."""
+
+    object: Literal["credit_balance"]
+    balance_micro_usd: int
+    """What new image decisions may reserve: granted credit less what was charged and what is reserved."""
+    reserved_micro_usd: int
+    """Held by image decisions in flight; given back, in whole or in part, when each ends."""
+    pricing: CreditPricing
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)

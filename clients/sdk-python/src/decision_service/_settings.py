@@ -7,9 +7,10 @@ with `saved_access_token()`. The service publishes no default address, so a base
 must be https, or http to a loopback host.
 
 Two credentials, as the service has two kinds: an API key (models, decisions, batches) and a
-signed-in user's access token (trainings, retiring a trained model); image assets take either (the
-API key when the client has one). A client needs at least one; a method whose kind of credential the
-client lacks raises ConfigurationError before any request.
+signed-in user's access token (trainings, retiring a trained model, a session's image models and
+image decisions); image assets and the image credit take either (the API key when the client has
+one). A client needs at least one; a method whose kind of credential the client lacks raises
+ConfigurationError before any request.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ Credential: TypeAlias = Literal["api_key", "access_token"]
 MISSING_CREDENTIAL = {
     "api_key": "this client has no API key, which models, decisions and batches take: pass api_key= to Client() or set SVC_API_KEY",
     "access_token": (
-        "this client has no access token: trainings and retiring a model take a signed-in user's access token, never an API key; "
-        "pass access_token= to Client() or set SVC_ACCESS_TOKEN (after `svc login`, access_token=saved_access_token() reads the one it saved)"
+        "this client has no access token: trainings, retiring a model, image models and image decisions take a signed-in user's "
+        "access token, never an API key; pass access_token= to Client() or set SVC_ACCESS_TOKEN (after `svc login`, access_token=saved_access_token() reads the one it saved)"
     ),
 }
 

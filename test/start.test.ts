@@ -1,7 +1,8 @@
 /**
- * `npm start`'s launcher (local/start.ts under Bun) as a user runs it: it comes up and prints where
- * everything listens, a second start says plainly that one is running, and Ctrl-C stops every
- * process it started.
+ * `npm start`'s launcher (local/start.ts under Bun) as a user runs it, with the image flags on: it
+ * comes up and prints where everything listens, `npm run images:demo` trains the demonstration image
+ * model and answers an image decision with it, a second start says plainly that one is running, and
+ * Ctrl-C stops every process it started.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -55,7 +56,7 @@ beforeAll(async () => {
   chmodSync(dataDir, 0o711);
   // npm start listens on PORT and PORT+1: both must be free (an outgoing connection may hold PORT+1).
   const port = await freePortPair();
-  env = { ...process.env, SVC_STACK_DIR: dataDir, PORT: String(port) };
+  env = { ...process.env, SVC_STACK_DIR: dataDir, PORT: String(port), IMAGE_API: "on", IMAGE_BROWSER: "on" };
   delete env.DATABASE_URL;
   delete env.REDIS_URL;
   launcher = spawn(BUN, [join(ROOT, "local/start.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
@@ -77,7 +78,7 @@ describe("npm start", () => {
     expect(output).toContain("Decision service is up");
     const base = /Base URL: (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
     expect(base).toBe(`http://127.0.0.1:${env.PORT}`);
-    for (const piece of ["edge (workerd via Miniflare)", "sidecar (bun)", "runtime local-", "identity provider", "postgres (embedded)", "redis (private)", "neon bridge", "upstash bridge", "r2 (local)"]) {
+    for (const piece of ["edge (workerd via Miniflare)", "sidecar (bun)", "runtime local-", "image runtime local-efficientnet-lite0-256-", "identity provider", "postgres (embedded)", "redis (private)", "neon bridge", "upstash bridge", "r2 (local)"]) {
       expect(output).toContain(piece);
     }
     expect(output).toContain("npm run -s user-token");
@@ -85,6 +86,15 @@ describe("npm start", () => {
     const health = await fetch(`${base}/health`);
     expect(health.status).toBe(200);
   });
+
+  it("with the image flags on, trains the demonstration image model with `npm run images:demo` and answers an image decision", () => {
+    const demo = spawnSync(BUN, [join(ROOT, "local/image-demo.ts")], { cwd: ROOT, env, encoding: "utf8", timeout: 240_000 });
+    expect(demo.status, demo.stderr).toBe(0);
+    expect(demo.stderr).toMatch(/ready: ft:svc-image:[0-9a-f]{32} \(held-out top-1 accuracy/);
+    const answer = JSON.parse(demo.stdout) as { answers: Record<string, { choice: string; unknown_probability: number }> };
+    expect(answer.answers.shape!.choice).toBe("circle");
+    expect(answer.answers.shape!.unknown_probability).toBeLessThan(0.5);
+  }, 300_000);
 
   it("refuses a second start while one runs, saying so plainly", () => {
     const second = spawnSync(BUN, [join(ROOT, "local/start.ts")], { cwd: ROOT, env, encoding: "utf8", timeout: 30_000 });

@@ -50,6 +50,14 @@ const decision = (): Json => ({
   },
 });
 
+/** An image decision of an unknown model about an unknown asset: its body is all that is tested. */
+const imageDecision = (): Json => ({
+  model: "ft:svc-image:00000000000000000000000000000000",
+  state: "",
+  images: [{ asset_id: crypto.randomUUID() }],
+  questions: { shape: { type: "choice", instructions: "Which shape?", criteria: { circle: "round", square: null } } },
+});
+
 const ROUTES: Route[] = [
   { name: "POST /v1/systemone", url: () => `${stack().baseUrl}/v1/systemone`, token: () => account.key.secret, body: decision },
   { name: "POST /v1/keys", url: () => `${stack().baseUrl}/v1/keys`, token: () => account.userToken, body: () => ({ name: "a key name" }), maxBytes: LIMITS.controlBodyBytes },
@@ -123,6 +131,39 @@ const ROUTES: Route[] = [
       unexpected: "a field the request does not have",
     }),
     maxBytes: 16 * 1024,
+  },
+  {
+    name: "POST /v1/systemone (an image decision)",
+    url: () => `${stack().baseUrl}/v1/systemone`,
+    token: () => account.key.secret,
+    body: imageDecision,
+  },
+  {
+    name: "POST /v1/image-decisions",
+    url: () => `${stack().baseUrl}/v1/image-decisions`,
+    token: () => account.userToken,
+    body: imageDecision,
+  },
+  {
+    name: "sidecar image decide",
+    url: () => `${stack().sidecarUrl}${SIDECAR_PATHS.imageDecide}`,
+    token: () => stack().secrets.sidecar,
+    body: () => ({
+      release,
+      request: { state: "", questions: { shape: { type: "choice", criteria: { circle: null, square: null } } } },
+      image: { grant: { url: "http://127.0.0.1:9/canonical", headers: {} }, bytes: 10, sha256: "ab".repeat(32) },
+      account_id: account.accountId,
+      key_id: null,
+      request_id: "req_hostile",
+      // A field the request does not have: every variant is refused before anything is read.
+      unexpected: "a field the request does not have",
+    }),
+  },
+  {
+    name: "image runtime image-features",
+    url: () => `${stack().imageRuntimeUrl}${RUNTIME_PATHS.imageFeatures}`,
+    token: () => stack().secrets.imageRuntime,
+    body: () => ({ image: { url: "http://127.0.0.1:9/canonical", headers: {} }, bytes: 10, sha256: "ab".repeat(32), unexpected: "a field the request does not have" }),
   },
   ...(["submit", "cancel"] as const).map((action) => ({
     name: `POST /v1/batches/{id}/${action}`,

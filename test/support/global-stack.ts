@@ -20,6 +20,8 @@ export interface StackInfo {
   secrets: Stack["secrets"];
   releaseId: string;
   runtimeUrl: string;
+  /** The image runtime (the global stack runs with the image flags on). */
+  imageRuntimeUrl: string;
   /** `127.0.0.1:<port>` of the stack's Neon bridge, for extra sidecars a test starts. */
   neonBridge: string;
   logDir: string;
@@ -50,6 +52,7 @@ export async function setup(project: TestProject): Promise<() => Promise<void>> 
     secrets: stack.secrets,
     releaseId: stack.release.release_id,
     runtimeUrl: stack.urls.runtime,
+    imageRuntimeUrl: stack.urls.imageRuntime!,
     neonBridge: stack.urls.neonBridge!.replace("http://", ""),
     logDir: join(dataDir, "logs"),
     ledgerPath,

@@ -976,13 +976,13 @@ describe("image decisions, image models and the image credit", () => {
     expect(await rejection(misnamed.imageDecisions.create({ state: "", questions: SHAPE, images }))).toMatchObject({ name: "NotFoundError", code: "model_not_found" });
   });
 
-  it("an image decision naming a text model, or the backbone itself, is an UnprocessableEntityError", async () => {
+  it("an image decision naming a text model, or the backbone itself, is the NotFoundError of an unknown model, saying why", async () => {
     const session = sessionOf(account);
-    for (const [model, says] of [[SHARED_ALIAS, /reads text, not images/], [IMAGE_BASE_ALIAS, /image backbone/]] as const) {
+    for (const [model, says] of [[SHARED_ALIAS, /reads text/], [IMAGE_BASE_ALIAS, /image backbone/]] as const) {
       for (const decide of [() => session.imageDecisions.create({ model, state: "", questions: SHAPE, images }), () => session.systemOne({ model, state: "", questions: SHAPE, images })]) {
         const err = await rejection(decide());
-        expect(err).toBeInstanceOf(UnprocessableEntityError);
-        expect(err).toMatchObject({ status: 422, code: "invalid_request" });
+        expect(err).toBeInstanceOf(NotFoundError);
+        expect(err).toMatchObject({ status: 404, code: "model_not_found" });
         expect((err as Error).message).toMatch(says);
       }
     }

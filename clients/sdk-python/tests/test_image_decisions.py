@@ -120,8 +120,8 @@ def test_an_image_decision_naming_an_unknown_model_is_not_found_from_the_session
     assert asyncio.run(scenario()).code == "model_not_found"
 
 
-@pytest.mark.parametrize(("model", "says"), [(SHARED_ALIAS, "reads text, not images"), (IMAGE_BASE_ALIAS, "image backbone")])
-def test_an_image_decision_naming_a_model_that_answers_no_image_question_is_unprocessable(stack: Stack, model: str, says: str) -> None:
+@pytest.mark.parametrize(("model", "says"), [(SHARED_ALIAS, "reads text"), (IMAGE_BASE_ALIAS, "image backbone")])
+def test_an_image_decision_naming_a_model_that_answers_no_image_question_is_the_not_found_of_an_unknown_model(stack: Stack, model: str, says: str) -> None:
     token = require(stack.access_token, "SVC_TEST_ACCESS_TOKEN")
     with Client(api_key=stack.api_key, access_token=token, base_url=stack.base_url) as client:
         attempts: list[Callable[[], DecisionResponse]] = [
@@ -129,9 +129,9 @@ def test_an_image_decision_naming_a_model_that_answers_no_image_question_is_unpr
             lambda: client.system_one(model=model, state="", questions=SHAPE, images=IMAGES),
         ]
         for attempt in attempts:
-            with pytest.raises(UnprocessableEntityError) as refused:
+            with pytest.raises(NotFoundError) as refused:
                 attempt()
-            assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+            assert (refused.value.status, refused.value.code) == (404, "model_not_found")
             assert says in refused.value.message
 
 

@@ -112,8 +112,9 @@ class PaymentRequiredError(APIError):
 
 class NotFoundError(APIError):
     """
-    404: an unknown model (or one this account may not use), or an unknown batch, training or image
-    asset (or another account's); an image decision's asset that is not a ready asset of the account.
+    404: an unknown model (or one this account may not use, or of the wrong kind: a text model for an
+    image decision), or an unknown batch, training or image asset (or another account's); an image
+    decision's asset that is not a ready asset of the account.
     """
 
 
@@ -134,8 +135,8 @@ class PayloadTooLargeError(APIError):
 
 class UnprocessableEntityError(APIError):
     """
-    422: an invalid request body (a bad question, too few options, an empty state, an image decision
-    naming a text model), or a question a trained model was not trained on (`task_mismatch`).
+    422: an invalid request body (a bad question, too few options, an empty state), or a question a
+    trained model was not trained on (`task_mismatch`).
     """
 
 

@@ -26,6 +26,7 @@ import { SecretSource } from "../server-shared/secrets.ts";
 import { integer, optional, parseSettings, required } from "../server-shared/settings.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
 import { ImageEngine } from "./image-engine.ts";
+import { serveRuntime } from "./serve.ts";
 import { createImageRuntimeApp } from "./server.ts";
 
 const ImageRuntimeSettings = z.object({
@@ -63,20 +64,7 @@ async function main(): Promise<void> {
     engine: engine.description,
   });
   const app = createImageRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted);
-  const server = Bun.serve({ hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch });
-
-  const shutdown = async () => {
-    await server.stop();
-    await engine.dispose();
-    process.exit(0);
-  };
-  process.once("SIGTERM", () => void shutdown());
-  process.once("SIGINT", () => void shutdown());
-  process.on("SIGHUP", () => {
-    const failed = secrets.reload();
-    console.error(failed.length === 0 ? "image runtime: secrets read again" : `image runtime: could not read ${failed.join(", ")} again; kept the previous value`);
-  });
-  console.log(`RUNTIME READY ${JSON.stringify({ port: server.port, release_id: identity.release_id, fingerprint })}`);
+  serveRuntime({ label: "image runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
 }
 
 main().catch((err: unknown) => {

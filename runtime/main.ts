@@ -31,6 +31,7 @@ import { Identity, RENDERING_VERSION } from "../server-shared/runtime-protocol.t
 import { cachedSha256 } from "../server-shared/digest.ts";
 import { Engine, type EngineOptions } from "./engine.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
+import { serveRuntime } from "./serve.ts";
 import { createRuntimeApp } from "./server.ts";
 
 const RuntimeSettings = z.object({
@@ -89,24 +90,7 @@ async function main(): Promise<void> {
     engine: engine.description,
   });
   const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted);
-  const server = Bun.serve({ hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch });
-
-  // SIGTERM: stop listening, let the passes already sent finish (the sidecar stops first and drains
-  // through them), then free the engine. SIGHUP: read the secret file again.
-  const shutdown = async () => {
-    await server.stop();
-    await engine.dispose();
-    process.exit(0);
-  };
-  process.once("SIGTERM", () => void shutdown());
-  process.once("SIGINT", () => void shutdown());
-  process.on("SIGHUP", () => {
-    const failed = secrets.reload();
-    console.error(failed.length === 0 ? "runtime: secrets read again" : `runtime: could not read ${failed.join(", ")} again; kept the previous value`);
-  });
-
-  const ready = { port: server.port, release_id: identity.release_id, fingerprint };
-  console.log(`RUNTIME READY ${JSON.stringify(ready)}`);
+  serveRuntime({ label: "runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
 }
 
 main().catch((err: unknown) => {

@@ -54,29 +54,9 @@ export function evaluateQuestion(
   zeroShot: readonly (readonly number[])[],
   truth: readonly number[],
 ): QuestionEvaluation {
-  const outcomes = outcomesOf(question);
   const c = figuresOf(question.type, candidate, truth);
-  const z = figuresOf(question.type, zeroShot, truth);
   const metric = c.figures.primary_metric === "auroc" ? "AUROC" : "top-1 accuracy";
-  const needed = z.figures.primary + ACCEPTANCE.margin;
-  const reason =
-    c.figures.primary < needed
-      ? `held-out ${metric} ${c.figures.primary.toFixed(3)} does not beat the base's zero-shot ${z.figures.primary.toFixed(3)} by ${ACCEPTANCE.margin}`
-      : c.figures.ece > ACCEPTANCE.maxEce
-        ? `held-out ECE ${c.figures.ece.toFixed(3)} is over the bound ${ACCEPTANCE.maxEce}`
-        : null;
-  return {
-    question: id,
-    type: question.type,
-    outcomes,
-    held_out_counts: outcomes.map((_, k) => truth.filter((t) => t === k).length),
-    candidate: c.figures,
-    zero_shot: z.figures,
-    reliability_candidate: c.bins,
-    reliability_zero_shot: z.bins,
-    passed: reason === null,
-    reason,
-  };
+  return judged(id, question.type, outcomesOf(question), c, figuresOf(question.type, zeroShot, truth), truth, ACCEPTANCE.margin, (z) => `the base's zero-shot ${z} by ${ACCEPTANCE.margin}`, metric);
 }
 
 /**
@@ -85,19 +65,34 @@ export function evaluateQuestion(
  * ACCEPTANCE.imageMargin and its ECE is within ACCEPTANCE.maxEce.
  */
 export function evaluateImageQuestion(id: string, question: Question, candidate: readonly (readonly number[])[], prior: readonly number[], truth: readonly number[]): QuestionEvaluation {
-  const outcomes = trainingOutcomes(question, "image");
   const c = figuresOf("choice", candidate, truth);
   const z = figuresOf("choice", truth.map(() => prior), truth);
-  const needed = z.figures.primary + ACCEPTANCE.imageMargin;
+  return judged(id, "choice", trainingOutcomes(question, "image"), c, z, truth, ACCEPTANCE.imageMargin, (z) => `chance's ${z} by ${ACCEPTANCE.imageMargin}`, "top-1 accuracy");
+}
+
+type Figures = ReturnType<typeof figuresOf>;
+
+/** The rule applied: the candidate's primary figure at least `margin` above the baseline's, and its ECE within the bound. */
+function judged(
+  id: string,
+  type: Question["type"],
+  outcomes: QuestionEvaluation["outcomes"],
+  c: Figures,
+  z: Figures,
+  truth: readonly number[],
+  margin: number,
+  baseline: (figure: string) => string,
+  metric: string,
+): QuestionEvaluation {
   const reason =
-    c.figures.primary < needed
-      ? `held-out top-1 accuracy ${c.figures.primary.toFixed(3)} does not beat chance's ${z.figures.primary.toFixed(3)} by ${ACCEPTANCE.imageMargin}`
+    c.figures.primary < z.figures.primary + margin
+      ? `held-out ${metric} ${c.figures.primary.toFixed(3)} does not beat ${baseline(z.figures.primary.toFixed(3))}`
       : c.figures.ece > ACCEPTANCE.maxEce
         ? `held-out ECE ${c.figures.ece.toFixed(3)} is over the bound ${ACCEPTANCE.maxEce}`
         : null;
   return {
     question: id,
-    type: "choice",
+    type,
     outcomes,
     held_out_counts: outcomes.map((_, k) => truth.filter((t) => t === k).length),
     candidate: c.figures,

@@ -17,12 +17,12 @@ import { InputError } from "./errors.ts";
 /**
  * One labelled example: `body` a decision request (every example asks the same questions of the
  * same base), `labels` each question id's answer: true or false (noul), an option name (choice), a
- * zero-based level (score).
+ * zero-based level (score); for an image example, an answer's name or null (an image of none of them).
  */
 export interface TrainingExample {
   custom_id: string;
   body: DecisionRequest;
-  labels: Readonly<Record<string, boolean | string | number>>;
+  labels: Readonly<Record<string, boolean | string | number | null>>;
 }
 
 /** Examples, the path of a JSONL training file, or the file's bytes. */

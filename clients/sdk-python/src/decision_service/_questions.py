@@ -70,8 +70,8 @@ class InputRecord(TypedDict):
     body: DecisionRequest
 
 
-Label: TypeAlias = "bool | str | int"
-"""A question's right answer in a training example: true or false (noul), an option name (choice), a zero-based level (score)."""
+Label: TypeAlias = "bool | str | int | None"
+"""A question's right answer in a training example: true or false (noul), an option name (choice), a zero-based level (score); for an image example, an answer's name or None (an image of none of them)."""
 
 
 class TrainingExample(TypedDict):

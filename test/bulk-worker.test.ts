@@ -7,7 +7,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { Batch, type ResultRecord } from "../contract/batches.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { setStatus } from "../ops/accounts.ts";
-import { call, newAccount, query, withDb } from "./support/api.ts";
+import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
+import { call, newAccount, query, stack, withDb } from "./support/api.ts";
 import { heldSubmitted, lines, poll, results, submitted, type Account } from "./support/bulk.ts";
 
 const noul = (i: number) => ({ custom_id: `t-${i}`, body: { state: `ticket ${i}: I was charged twice`, questions: { money: { type: "noul", instructions: "Is it about money?" } } } });
@@ -63,6 +64,29 @@ describe("a batch through the worker", () => {
     const shared = order.slice(from, to + 1);
     expect(shared.length, order).toBeGreaterThanOrEqual(6);
     expect(shared, order).not.toMatch(/aa|bb/);
+  });
+
+  it("evaluates every record once while it prepares the next one during each: alone, and while two batches take turns (nothing prepared is dropped)", async () => {
+    const passes = async () => {
+      const res = await fetch(`${stack().runtimeUrl}${RUNTIME_PATHS.stats}`, { headers: { authorization: `Bearer ${stack().secrets.runtime}` } });
+      return Stats.parse(await res.json()).passes;
+    };
+    // The question's content-free reading is kept from the tests above: one pass a record.
+    await poll(account, await submitted(account, lines([noul(100)])));
+    const before = await passes();
+    await poll(account, await submitted(account, lines(Array.from({ length: 8 }, (_, i) => noul(200 + i)))));
+    expect((await passes()) - before).toBe(8);
+
+    // Two batches released together: while the other waits for its turn, nothing is prepared ahead.
+    const other = await newAccount();
+    const file = (tag: string) => lines(Array.from({ length: 6 }, (_, i) => ({ ...noul(300 + i), custom_id: `${tag}-${i}` })));
+    const held = [await heldSubmitted(account, file("a")), await heldSubmitted(other, file("b"))];
+    const mid = await passes();
+    await Promise.all(held.map((h) => h.release()));
+    await Promise.all([poll(account, held[0]!.id), poll(other, held[1]!.id)]);
+    expect((await passes()) - mid).toBe(12);
+    const answers = await query<{ n: number }>("SELECT count(*)::int AS n FROM batch_results WHERE batch_id = ANY ($1)", [held.map((h) => h.id)]);
+    expect(answers[0]!.n).toBe(12);
   });
 
   it("fails a bad file as a whole, naming the first offending line, with no inference", async () => {

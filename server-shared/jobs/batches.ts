@@ -230,6 +230,30 @@ export class BatchStore {
     return BATCH_JOBS.renew(this.db, claim, leaseMs);
   }
 
+  /**
+   * The record the worker's next claim will most likely give it while it runs `line` of `batchId`:
+   * the batch's next record as bulk_claim would choose it, past `line`, read without a lease; null
+   * when there is none, or when another batch is waiting for a turn (bulk_claim gives that one the
+   * next claim). Only a guess: the commit's claim decides, and a record prepared on a wrong guess is
+   * dropped (sidecar/bulk/worker.ts).
+   */
+  async peekNext(batchId: string, line: number, served: string[]): Promise<{ record: StoredRecord; releaseId: string | null } | null> {
+    const rows = await this.db.query(
+      `SELECT r.line, r.custom_id, r.body, r.release_id FROM batch_records r
+        WHERE r.batch_id = $1 AND r.line > $2 AND NOT r.done
+          AND (r.release_id IS NULL OR r.release_id = ANY ($3) OR release_retired(r.release_id))
+          AND (r.not_before IS NULL OR r.not_before <= now())
+          AND NOT EXISTS (
+            SELECT 1 FROM batches c JOIN accounts ca ON ca.id = c.account_id
+             WHERE c.id <> $1 AND c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
+               AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()))
+        ORDER BY r.line LIMIT 1`,
+      [batchId, line, served],
+    );
+    const row = rows[0] && z.object({ line: Int, custom_id: z.string(), body: z.string(), release_id: z.string().nullable() }).parse(rows[0]);
+    return row ? { record: { line: row.line, customId: row.custom_id, body: row.body }, releaseId: row.release_id } : null;
+  }
+
   release(claim: Lease): Promise<void> {
     return BATCH_JOBS.release(this.db, claim);
   }

@@ -31,7 +31,7 @@ import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { RuntimeError, runtimeClientFor } from "../runtime/client.ts";
 
 export interface RecordContext {
-  lanes: Lanes;
+  lanes: Pick<Lanes, "run">;
   /** Null when no Redis is configured: accounts with quotas then wait (as real-time answers 503). */
   redis: Redis | null;
   /** The runtime secrets, by the name a registry entry's `token_env` gives. */

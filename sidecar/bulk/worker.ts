@@ -14,8 +14,15 @@
  * - A later step runs one record (records.ts) and commits its result, its usage row and the batch's
  *   counts in one transaction fenced by the claim: a worker whose lease was lost, whose batch was
  *   cancelled or whose account was disabled commits nothing. Each line has one result at most. The
- *   same round trip releases the batch and makes the worker's next claim, so the runtime waits for
- *   one database round trip between records.
+ *   same round trip releases the batch and makes the worker's next claim.
+ * - Lookahead: while a record runs, the worker reads the record its next claim will most likely give
+ *   it (the same batch's next one, when no other batch waits for a turn: BatchStore.peekNext) and
+ *   prepares it (its checks, quota admission and runtime admission), its passes queued to enter the
+ *   bulk lane the moment the running record's are done; the runtime then waits for no database round
+ *   trip between records. A prepared record is committed only under the claim that gives it, as any
+ *   record is; when that claim names another record (another batch took its turn, the lease was
+ *   lost), the prepared one is dropped and runs again when its turn comes (its quota admission then
+ *   counts twice: a reservation, unused ones are not refunded).
  * - Every few seconds the loop also expires batches past their deadline, releases image credit
  *   reservations past their expiry (an edge that died between reserving and settling), and, at most
  *   once per interval, runs retention cleanup (cleanup.ts).
@@ -39,7 +46,7 @@ import { HeldSteps } from "../jobs/held-step.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { runCleanup, type Retention } from "./cleanup.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
-import { errorRecord, frozenRelease, modelOf, processRecord, type ResultOutcome } from "./records.ts";
+import { errorRecord, frozenRelease, modelOf, processRecord, type Outcome, type RecordContext, type ResultOutcome } from "./records.ts";
 
 export interface WorkerTiming {
   leaseMs: number;
@@ -96,6 +103,8 @@ export class BulkWorker {
   private served: { at: number; ids: string[] } = { at: 0, ids: [] };
   private readonly entries = new Map<string, RegistryEntry>();
   private readonly store: BatchStore;
+  /** The record prepared ahead (lookahead), if any: its batch, and its line and outcome once read. */
+  private prepared: Prepared | null = null;
   private readonly credit: CreditStore;
 
   constructor(private readonly deps: WorkerDeps) {
@@ -115,6 +124,8 @@ export class BulkWorker {
    * lease it holds (at least `leaseMs - renewMs` is left of it). Either way its batch is released.
    */
   stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
+    this.drop(this.prepared);
+    this.prepared = null;
     return this.steps.stop(this.loop, opts.drain);
   }
 
@@ -136,6 +147,11 @@ export class BulkWorker {
           break;
         }
         next = await this.step(claim);
+        // No claim made with the commit: nothing prepared can be the next record.
+        if (!next) {
+          this.drop(this.prepared);
+          this.prepared = null;
+        }
       } catch (err) {
         // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
         if (!this.steps.stopping) this.log(`sidecar: bulk worker: ${err instanceof Error ? err.message : String(err)}`);
@@ -255,7 +271,18 @@ export class BulkWorker {
       deadline: claim.deadline,
       steps: this.deps.steps,
     };
-    const outcome = await processRecord(ctx, record, entry, signal);
+    // The record prepared ahead when it is this one; else this record, run now.
+    const prepared = await this.takePrepared(claim.id, record.line);
+    const running = prepared?.outcome ?? processRecord(ctx, record, entry, signal);
+    this.prepareAfter(claim, ctx, entry, record.line, running);
+    let outcome: Outcome;
+    try {
+      outcome = await running;
+    } catch (err) {
+      // A prepared record's failure that is not this step's is this step's to retry, once, itself.
+      if (!prepared || signal.aborted) throw err;
+      outcome = await processRecord(ctx, record, entry, signal);
+    }
     if (outcome.kind === "deadline") return null; // the batch expires; this record stays unfinished
     let result: ResultOutcome;
     if (outcome.kind === "result") result = outcome;
@@ -270,7 +297,63 @@ export class BulkWorker {
     }
     signal.throwIfAborted();
     const commit = { record, text: result.text, usage: result.usage };
+    // A record prepared ahead waits for no commit; a stopping worker prepares nothing.
     // A stopping worker makes no next claim.
     return { next: await this.store.commit(claim, commit, this.steps.stopping ? undefined : await this.claimRequest()) };
   }
+
+  /**
+   * Reads the record after `line` that the next claim will most likely give (BatchStore.peekNext) and
+   * prepares it while `running` runs: its checks, quota admission and runtime admission now, its
+   * passes queued for the bulk lane once `running` has settled (so they never overtake it).
+   */
+  private prepareAfter(claim: BatchClaim, ctx: RecordContext, entry: RegistryEntry | null, line: number, running: Promise<Outcome>): void {
+    this.drop(this.prepared);
+    this.prepared = null;
+    if (!entry || this.steps.stopping) return;
+    const abort = new AbortController();
+    const settled = running.then(
+      () => undefined,
+      () => undefined,
+    );
+    const lanes: RecordContext["lanes"] = {
+      run: async (lane, work, signal) => {
+        await settled;
+        return ctx.lanes.run(lane, work, signal);
+      },
+    };
+    const ready = (async () => {
+      const after = await this.store.peekNext(claim.id, line, await this.servedReleases());
+      // A record on another release (or on none) is left to its own turn.
+      if (!after || after.releaseId !== entry.id || abort.signal.aborted) return null;
+      const outcome = processRecord({ ...ctx, lanes }, after.record, entry, abort.signal);
+      outcome.catch(() => undefined); // awaited by the step that takes it, or dropped
+      return { line: after.record.line, outcome };
+    })().catch(() => null);
+    this.prepared = { batchId: claim.id, abort, ready };
+  }
+
+  /** The outcome prepared for `line` of `batchId`, when that is what was prepared; anything else prepared is dropped. */
+  private async takePrepared(batchId: string, line: number): Promise<{ outcome: Promise<Outcome> } | null> {
+    const prepared = this.prepared;
+    this.prepared = null;
+    if (!prepared) return null;
+    const ready = prepared.batchId === batchId ? await prepared.ready : null;
+    if (ready && ready.line === line) return ready;
+    this.drop(prepared);
+    return null;
+  }
+
+  /** Stops a prepared record's work (a waiting lane entry leaves at once; a running pass finishes unused). */
+  private drop(prepared: Prepared | null): void {
+    prepared?.abort.abort(new Error("the prepared record was not the next claim's"));
+  }
 }
+
+/** A record prepared ahead: the batch it belongs to, and its line and outcome once the peek has read it (null: nothing to prepare). */
+interface Prepared {
+  batchId: string;
+  abort: AbortController;
+  ready: Promise<{ line: number; outcome: Promise<Outcome> } | null>;
+}
+

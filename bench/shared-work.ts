@@ -25,25 +25,26 @@
  *     npm run bench:shared-work                    # about 20 minutes on 2 CPU cores
  *     PARTS=a,b RUNS=3 npm run bench:shared-work   # (a) and (b) only, fewer runs
  *
- * Figures of the runs on 2026-11-25 (2-core CPU, no GPU; Gemma 3 270M Q4_K_M, render-v3,
- * node-llama-cpp 3.22.1):
+ * Figures of the run on 2026-11-25 after the bulk lookahead (2-core CPU, no GPU; Gemma 3 270M
+ * Q4_K_M, render-v3, node-llama-cpp 3.22.1; RUNS=5):
  *
  *     (a) 1,529-token state, 5 questions   passes  evaluated  x bound  wall ms
- *         when filed (both orders)          12.0      9,618     5.68   18,771
- *         today (every pass in full)        10.0      8,013     4.73   16,339
- *         shared, content-free kept          5.0      1,693     1.00    3,485   4.16x today, 5.32x when filed
- *     (b) one noul question, 50 states     2.0 -> 1.0 passes per request after the first; 139 -> 103 ms
- *     (c) 1,000-record batch               records/min: when filed 278, today 510, shared 681: 2.45x when
- *                                          filed (target 1.8x), 1.33x today; runtime busy 95.9 %, 94.0 %,
- *                                          93.3 % (target 97 %: missed)
+ *         when filed (both orders)          12.0      9,618     5.68   15,545
+ *         today (every pass in full)        10.0      8,013     4.73   13,055
+ *         shared, content-free kept          5.0      1,693     1.00    2,974   4.45x today, 5.22x when filed
+ *     (b) one noul question, 50 states     2.0 -> 1.0 passes per request after the first; 147 -> 108 ms
+ *     (c) 1,000-record batch               records/min: when filed 272.5, today 493.5, shared 702.6: 2.58x
+ *                                          when filed (target 1.8x), 1.42x today; runtime busy 97.8 %,
+ *                                          97.7 %, 97.8 % (target 97 %)
  *
  * In (c) a record is one short pass (39 tokens): the label read took the per-pass cost of reading
  * probabilities from about 56 ms to a few (runtime/engine.ts readLabels), which is most of the gain
  * over the filing time; sharing adds the content-free reading kept (one pass a record instead of
  * two), less the second llama.cpp decode a split pass costs (a 29-token pass: 70 ms in one decode,
- * 80 ms as prefix then rest). What the runtime waits for between records, about 6 ms of the
- * service's own work (the admission's tokenize call, quota admission, the commit that is also the
- * next claim), is now a larger share of a shorter pass: hence the busy share.
+ * 80 ms as prefix then rest). The busy share was 93.3 % before the bulk worker's lookahead
+ * (sidecar/bulk/worker.ts): the runtime waited about 6 ms a record for the service's own work (the
+ * commit that is also the next claim, quota admission, the record's checks); the worker now
+ * prepares the next record while one runs, its passes queued right behind.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

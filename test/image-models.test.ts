@@ -339,6 +339,13 @@ describe("prepaid credit", () => {
     expect(await balance(alice)).toEqual({ balance: before.balance - CHARGE, reserved: 0 });
   });
 
+  it("is not touched by text decisions: they are not charged", async () => {
+    const before = await balance(alice);
+    const text = await call("/v1/systemone", alice.key, { model: "svc-shared", state: "a circle", questions: { q: { type: "noul", instructions: "Is it round?" } } });
+    expect(text.status, JSON.stringify(text.body)).toBe(200);
+    expect(await balance(alice)).toEqual(before);
+  });
+
   it("is shown by GET /v1/image-credit with the published price, to either credential", async () => {
     const reply = await call("/v1/image-credit", alice.userToken);
     expect(reply.body).toMatchObject({ object: "credit_balance", pricing: { currency: "USD", micro_usd_per_billable_token: 2 } });

@@ -14,16 +14,14 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { creditFor, textTokensOf } from "../contract/credit.ts";
 import { DecisionResponse, type ChoiceAnswer } from "../contract/decision.ts";
-import { ErrorEnvelope } from "../contract/errors.ts";
 import { ImageModelList } from "../contract/image-models.ts";
-import { CreatedKey } from "../contract/keys.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { EvaluationReport, type Training } from "../contract/trainings.ts";
 import { DEMO_QUESTION, DEMO_QUESTION_ID, demoImage, demoImages, type DemoImage } from "../local/demo-images.ts";
 import { imageTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
 import { startStack, type Stack } from "../local/stack.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
 import { grantCredit } from "../ops/accounts.ts";
+import { callJson, errorOf, owner as stackOwner, type Owner as StackOwner } from "./support/own-stack.ts";
 import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
 import { isHeldOut } from "../server-shared/trained.ts";
 
@@ -32,41 +30,17 @@ chmodSync(dataDir, 0o711);
 let stack: Stack;
 let db: pg.Client;
 
-interface Owner {
-  userToken: string;
-  key: string;
+interface Owner extends StackOwner {
   accountId: string;
 }
 
 async function owner(login: string): Promise<Owner> {
-  const userToken = await getUserAccessToken({ issuer: stack.idp.issuer, login });
-  const res = await fetch(`${stack.baseUrl}/v1/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${userToken}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "images" }),
-  });
-  const key = CreatedKey.parse(await res.json()).secret;
+  const signedIn = await stackOwner(stack, login);
   const { rows } = await db.query("SELECT id FROM accounts WHERE idp_subject = $1", [login]);
-  return { userToken, key, accountId: rows[0].id as string };
+  return { ...signedIn, accountId: rows[0].id as string };
 }
 
-interface Reply {
-  status: number;
-  body: Record<string, unknown>;
-  headers: Headers;
-}
-
-async function call(path: string, token: string, body?: unknown, base = stack.baseUrl): Promise<Reply> {
-  const res = await fetch(`${base}${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, headers: res.headers };
-}
-
-const errorOf = (reply: Reply) => ErrorEnvelope.parse(reply.body).error;
+const call = (path: string, token: string, body?: unknown, base = stack.baseUrl) => callJson(base, path, token, body);
 
 /** An asset created, uploaded and completed with `token`; its id. */
 const upload = (png: Uint8Array, token: string, purpose: "prediction" | "training" = "prediction") => uploadImage(stack.baseUrl, token, png, purpose);

@@ -12,36 +12,20 @@ import fc from "fast-check";
 import pg from "pg";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ErrorEnvelope } from "../contract/errors.ts";
 import { CreateImageAssetRequest, ImageAsset, imageObjects, type ImageRefusal } from "../contract/images.ts";
-import { CreatedKey } from "../contract/keys.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { OPENAPI_PATH } from "../contract/openapi.ts";
 import { EDGE_INTERNAL_PATHS, Grant } from "../server-shared/sidecar-protocol.ts";
 import { startStack, type Stack } from "../local/stack.ts";
-import { getUserAccessToken } from "../local/user-token.ts";
 import { animatedPng, flat, photo, pixelAt, pngChunks, pngWithComment, QUADRANT_COLOURS, quadrants, sha256 } from "./support/images.ts";
+import { callJson, errorOf, owner, type Owner, type Reply } from "./support/own-stack.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-images-"));
 chmodSync(dataDir, 0o711);
 let stack: Stack;
 
-interface Owner {
-  userToken: string;
-  key: string;
-}
 let alice: Owner;
 let bob: Owner;
-
-async function owner(login: string): Promise<Owner> {
-  const userToken = await getUserAccessToken({ issuer: stack.idp.issuer, login });
-  const res = await fetch(`${stack.baseUrl}/v1/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${userToken}`, "content-type": "application/json" },
-    body: JSON.stringify({ name: "images" }),
-  });
-  return { userToken, key: CreatedKey.parse(await res.json()).secret };
-}
 
 beforeAll(async () => {
   stack = await startStack({
@@ -50,7 +34,7 @@ beforeAll(async () => {
     edgeVars: { IMAGE_API: "on", IMAGE_BROWSER: "on" },
     sidecarEnv: { SVC_TEST_BULK_CLEANUP_EVERY_MS: "500" },
   });
-  [alice, bob] = await Promise.all([owner("alice-images"), owner("bob-images")]);
+  [alice, bob] = await Promise.all([owner(stack, "alice-images"), owner(stack, "bob-images")]);
 }, 180_000);
 
 afterAll(async () => {
@@ -58,23 +42,7 @@ afterAll(async () => {
   if (!process.env.KEEP_IMAGES_STACK) rmSync(dataDir, { recursive: true, force: true });
 });
 
-interface Reply {
-  status: number;
-  body: Record<string, unknown>;
-  headers: Headers;
-}
-
-async function call(path: string, token: string, body?: unknown, base = stack.baseUrl): Promise<Reply> {
-  const res = await fetch(`${base}${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, headers: res.headers };
-}
-
-const errorOf = (reply: Reply) => ErrorEnvelope.parse(reply.body).error;
+const call = (path: string, token: string, body?: unknown, base = stack.baseUrl) => callJson(base, path, token, body);
 
 async function create(bytes: Uint8Array, filename: string, token = alice.key, base = stack.baseUrl, purpose = "prediction"): Promise<ImageAsset> {
   const reply = await call("/v1/image-assets", token, { purpose, filename, source_bytes: bytes.byteLength, sha256: sha256(bytes) }, base);

@@ -5,7 +5,7 @@
  * the health check, run with Bun as the units run it, against the shared stack's sidecar and runtime.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -73,9 +73,9 @@ function schemaKeys(schema: unknown): string[] {
   return schemaKeys(inner);
 }
 
-/** The settings runtime/main.ts reads: its private schema's keys and the names its header documents. */
-function runtimeSettingNames(): string[] {
-  const source = readFileSync(join(ROOT, "runtime/main.ts"), "utf8");
+/** The settings a runtime's entry reads: its private schema's keys and the names its header documents. */
+function runtimeSettingNames(entry = "runtime/main.ts"): string[] {
+  const source = readFileSync(join(ROOT, entry), "utf8");
   const header = source.slice(0, source.indexOf("*/"));
   const schema = source.slice(source.indexOf("z.object({"), source.indexOf("});", source.indexOf("z.object({")));
   const names = [...header.matchAll(/\bRUNTIME_[A-Z_]+\b/g), ...schema.matchAll(/^\s+(RUNTIME_[A-Z_]+):/gm)].map((m) => m[1] ?? m[0]);
@@ -125,7 +125,7 @@ describe("the GPU host's systemd units", () => {
       expect(service.EnvironmentFile, name).toEqual([env]);
       expect(value(u, "Service", "User"), name).toBe("decision-service");
       expect(value(u, "Service", "WorkingDirectory"), name).toBe(INSTALL_ROOT);
-      expect(value(u, "Service", "ExecStart"), name).toBe(`${INSTALL_ROOT}/node_modules/.bin/bun ${name.startsWith("decision-runtime") ? "runtime" : "sidecar"}/main.ts`);
+      expect(value(u, "Service", "ExecStart"), name).toBe(`${INSTALL_ROOT}/node_modules/.bin/bun ${name.startsWith("decision-runtime") ? "${RUNTIME_ENTRY}" : "sidecar/main.ts"}`);
       expect(value(u, "Service", "Restart"), name).toBe("on-failure");
       expect(value(u, "Service", "RestartSec"), name).toBe("5");
       expect(value(u, "Service", "ExecReload"), name).toBe("/bin/kill -HUP $MAINPID");
@@ -215,8 +215,20 @@ describe("the example env files", () => {
     expect(env).toMatchObject({ RUNTIME_HOST: "127.0.0.1", RUNTIME_GPU: "auto" });
   });
 
+  it("start a text runtime by default, and an image runtime where its env file says so, naming every setting the image runtime reads", () => {
+    expect(unit("decision-runtime@.service").Service!.Environment).toEqual(["RUNTIME_ENTRY=runtime/main.ts"]);
+    const { names, env } = envExample("image-runtime.env.example");
+    expect(env.RUNTIME_ENTRY).toBe("runtime/image-main.ts");
+    expect(existsSync(join(ROOT, env.RUNTIME_ENTRY!))).toBe(true);
+    const expected = runtimeSettingNames("runtime/image-main.ts");
+    expect(expected).toEqual(expect.arrayContaining(["RUNTIME_MODEL_PATH", "RUNTIME_SECRET", "RUNTIME_PORT", "RUNTIME_MAX_VISUAL_TOKENS"]));
+    expect(expected.filter((name) => !gives(names, name))).toEqual([]);
+    expect(names).not.toContain("RUNTIME_SECRET");
+    expect(env).toMatchObject({ RUNTIME_HOST: "127.0.0.1" });
+  });
+
   it("explain every setting in a comment line above it", () => {
-    for (const file of ["sidecar.env.example", "runtime.env.example"]) {
+    for (const file of ["sidecar.env.example", "runtime.env.example", "image-runtime.env.example"]) {
       const lines = envExample(file).text.split("\n");
       const unexplained = lines.filter((line, i) => /^[A-Z]/.test(line) && !lines[i - 1]?.startsWith("# "));
       expect(unexplained, file).toEqual([]);

@@ -24,6 +24,7 @@
  *
  *     npm run bench:shared-work                    # about 20 minutes on 2 CPU cores
  *     PARTS=a,b RUNS=3 npm run bench:shared-work   # (a) and (b) only, fewer runs
+ *     STACK=runtime PARTS=a,b RUNTIME_GPU=cuda npm run bench:shared-work   # the runtime alone (a GPU host)
  *
  * Figures of the run on 2026-11-25 after the bulk lookahead (2-core CPU, no GPU; Gemma 3 270M
  * Q4_K_M, render-v3, node-llama-cpp 3.22.1; RUNS=5):
@@ -46,14 +47,16 @@
  * commit that is also the next claim, quota admission, the record's checks); the worker now
  * prepares the next record while one runs, its passes queued right behind.
  */
+import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Batch } from "../contract/batches.ts";
 import { Question, type Answer } from "../contract/decision.ts";
-import { startStack } from "../local/stack.ts";
+import { ensureModel } from "../local/model.ts";
+import { startRuntime } from "../local/tiers.ts";
 import { benchKey, callWith } from "./keys.ts";
-import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
+import { Identity, RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
 import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
 import { executeDecision, SERVED_STEPS, type Execution, type Steps } from "../sidecar/decide/execute.ts";
@@ -71,11 +74,23 @@ const FILED: Steps = { ...SERVED_STEPS, bothOrders: true, shared: false };
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
 chmodSync(dataDir, 0o711);
-const stack = await startStack({ dataDir, log: () => {} });
-const client = new HttpRuntimeClient(stack.urls.runtime, stack.secrets.runtime);
-const release = { id: stack.release.release_id, fingerprint: stack.release.fingerprint };
-const runtimeHeaders = { authorization: `Bearer ${stack.secrets.runtime}` };
-const stats = async () => Stats.parse(await (await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
+/**
+ * STACK=runtime: the runtime alone, no database, cache, edge or sidecar process, for (a) and (b) on a
+ * GPU host (RUNTIME_GPU and RUNTIME_THREADS pass through; the default model, or SVC_MODEL_PATH).
+ */
+const runtimeOnly = process.env.STACK === "runtime";
+if (runtimeOnly && parts.has("c")) throw new Error("STACK=runtime runs (a) and (b) only: (c) needs the whole stack (PARTS=a,b)");
+// Imported only for the whole stack, so that a GPU host needs none of its packages.
+const stack = runtimeOnly ? null : await (await import("../local/stack.ts")).startStack({ dataDir, log: () => {} });
+const runtimeSecret = stack?.secrets.runtime ?? randomBytes(24).toString("hex");
+const runtimeSettings = { RUNTIME_GPU: process.env.RUNTIME_GPU ?? "", RUNTIME_THREADS: process.env.RUNTIME_THREADS ?? "2" };
+const runtime = stack ? null : await startRuntime({ name: "runtime", modelPath: (await ensureModel()).path, secret: runtimeSecret, logDir: dataDir, env: runtimeSettings });
+const runtimeUrl = stack?.urls.runtime ?? runtime!.url;
+const client = new HttpRuntimeClient(runtimeUrl, runtimeSecret);
+const runtimeHeaders = { authorization: `Bearer ${runtimeSecret}` };
+const identity = Identity.parse(await (await fetch(`${runtimeUrl}${RUNTIME_PATHS.identity}`, { headers: runtimeHeaders })).json());
+const release = { id: identity.release_id, fingerprint: identity.fingerprint };
+const stats = async () => Stats.parse(await (await fetch(`${runtimeUrl}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
 
 /** What one measured stretch cost the runtime, by its own counters. */
 interface Cost {
@@ -175,7 +190,7 @@ const FIVE = Decision.parse({
 });
 
 try {
-  console.log(`shared work: ${stack.release.engine}, release ${release.id}, ${new Date().toISOString()}`);
+  console.log(`shared work: ${identity.engine}, release ${release.id}, ${new Date().toISOString()}`);
 
   // (a) five questions over one long state, each run a new request: nothing of its state kept.
   if (parts.has("a")) {
@@ -243,7 +258,7 @@ try {
   }
 
   // (c) a batch through the whole product, per path.
-  if (parts.has("c")) {
+  if (stack && parts.has("c")) {
     const call = callWith(stack.baseUrl, await benchKey(stack, "bench-shared"));
     const api = async (path: string, body?: unknown) => (await call(path, body)).body;
     const QUESTION = Question.parse({ type: "noul", instructions: "Does the customer ask for money back?" });
@@ -286,6 +301,6 @@ try {
     console.log(`  runtime busy: when filed ${busy(c.filed!).toFixed(1)} %, today ${busy(c.baseline!).toFixed(1)} %, shared ${busy(c.shared!).toFixed(1)} % (target >= 97 %)`);
   }
 } finally {
-  await stack.stop();
+  await (stack ?? runtime!.child).stop();
   rmSync(dataDir, { recursive: true, force: true });
 }

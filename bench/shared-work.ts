@@ -38,6 +38,20 @@
  *                                          when filed (target 1.8x), 1.42x today; runtime busy 97.8 %,
  *                                          97.7 %, 97.8 % (target 97 %)
  *
+ * On an NVIDIA H100 (2026-11-26, STACK=runtime PARTS=a,b: the runtime alone; the Vulkan build, since
+ * the CUDA build's code for that GPU is PTX its driver, 580.159.04, cannot compile: docs/deploy.md
+ * section 7), RUNS=5, and that host's 16 CPU cores (RUNTIME_GPU=false RUNTIME_THREADS=16), RUNS=3:
+ *
+ *                                          H100, Vulkan build        16 CPU cores
+ *     (a) when filed / today / shared      472 / 447 / 143 ms        5,811 / 4,881 / 1,342 ms
+ *         shared against today, filed      3.13x, 3.30x              3.64x, 4.33x   (means; medians 3.01x, 3.58x and 3.69x, 4.53x)
+ *     (b) today / shared, per request      28 / 21 ms                64 / 44 ms
+ *
+ * Evaluated tokens are the same as on the 2-core CPU (1,693 = the bound; 1 pass a request after the
+ * first in (b)). On the GPU a pass's fixed cost, not its tokens, is most of the time (5 passes of
+ * 1,693 tokens take 143 ms, 10 of 8,013 take 447 ms), so there the passes saved count more than the
+ * tokens saved, and the 4x target of (a), met on CPUs, is not met on this GPU.
+ *
  * In (c) a record is one short pass (39 tokens): the label read took the per-pass cost of reading
  * probabilities from about 56 ms to a few (runtime/engine.ts readLabels), which is most of the gain
  * over the filing time; sharing adds the content-free reading kept (one pass a record instead of

@@ -297,7 +297,6 @@ export class BulkWorker {
     }
     signal.throwIfAborted();
     const commit = { record, text: result.text, usage: result.usage };
-    // A record prepared ahead waits for no commit; a stopping worker prepares nothing.
     // A stopping worker makes no next claim.
     return { next: await this.store.commit(claim, commit, this.steps.stopping ? undefined : await this.claimRequest()) };
   }

@@ -12,6 +12,7 @@ import { errorRenderer, notFound } from "../server-shared/http.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import type { AppEnv } from "./env.ts";
 import { batches } from "./routes/batches.ts";
+import { consolePage } from "./routes/console.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
 import { imageDecisions } from "./routes/image-decisions.ts";
@@ -60,6 +61,7 @@ export function createApp(): Hono<AppEnv> {
   app.get("/", (c) => c.json({ service: "decision-service", api: "/v1" }));
   app.route("/", health);
   app.route("/", reference);
+  app.route("/", consolePage);
   app.route("/", signIn);
   app.route("/", keys);
   app.route("/", models);

@@ -7,6 +7,8 @@ import type { Resolution } from "./models.ts";
 /** What workerd binds: R2 and the raw settings (parsed once in edge/settings.ts). */
 export interface Env {
   BUCKET: R2Bucket;
+  /** The web console's built files (wrangler.toml `[assets]`); absent where the Worker runs without them. */
+  ASSETS?: Fetcher;
   [setting: string]: unknown;
 }
 

@@ -12,6 +12,8 @@
  *                               `new,old` while rotating: the first is sent, both are accepted
  *   OIDC_ISSUER, OIDC_AUDIENCE, OIDC_JWKS_URL   the identity provider whose user tokens manage keys
  *   OIDC_CLI_CLIENT_ID          the provider's public client for `svc login` (GET /v1/sign-in); default svc-cli
+ *   OIDC_CONSOLE_CLIENT_ID      the provider's public client for the web console (/console, a single-page
+ *                               application: code + PKCE, redirect <base_url>/console/); unset: no sign-in there
  *   ALLOWED_ORIGIN              the one browser origin allowed (CORS); unset allows none
  *   STORAGE_ACCESS_KEY_ID,      the key pair that signs storage grants (edge/storage.ts): an R2 API
  *   STORAGE_SECRET_ACCESS_KEY   token's S3 credentials when grants point at R2, any random pair otherwise
@@ -39,6 +41,7 @@ export const EdgeSettings = z.object({
   OIDC_AUDIENCE: required(),
   OIDC_JWKS_URL: serviceUrl(),
   OIDC_CLI_CLIENT_ID: optional().transform((value) => value ?? "svc-cli"),
+  OIDC_CONSOLE_CLIENT_ID: optional(),
   ALLOWED_ORIGIN: optional(),
   STORAGE_ACCESS_KEY_ID: required(),
   STORAGE_SECRET_ACCESS_KEY: required(),

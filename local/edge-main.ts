@@ -24,6 +24,7 @@ interface WranglerConfig {
   compatibility_date: string;
   compatibility_flags?: string[];
   r2_buckets?: { binding: string }[];
+  assets?: { directory: string; binding: string; run_worker_first?: boolean };
 }
 const configPath = join(ROOT, "wrangler.toml");
 const config = Bun.TOML.parse(readFileSync(configPath, "utf8")) as WranglerConfig;
@@ -56,6 +57,16 @@ const mf = new Miniflare({
   compatibilityFlags: config.compatibility_flags ?? [],
   bindings,
   r2Buckets: (config.r2_buckets ?? []).map((bucket) => bucket.binding),
+  // The web console's files, built by wrangler's [build] step above, behind the Worker as deployed.
+  ...(config.assets
+    ? {
+        assets: {
+          directory: join(ROOT, config.assets.directory),
+          binding: config.assets.binding,
+          routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: config.assets.run_worker_first ?? false },
+        },
+      }
+    : {}),
   // Where `wrangler dev --persist-to <dataDir>` keeps R2 too, so both ways of running share objects.
   r2Persist: r2Dir(dataDir),
   host: "127.0.0.1",

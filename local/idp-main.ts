@@ -1,15 +1,17 @@
 /**
  * Entry of the local OpenID provider (`bun local/idp-main.ts`, started by local/idp.ts; runs on a
- * developer machine or in tests, never in production). A real oidc-provider with one public native
- * client, `svc-cli`, which signs in with authorization code + PKCE and a loopback redirect, and
- * receives JWT access tokens for the `svc-api` resource.
+ * developer machine or in tests, never in production). A real oidc-provider with two public clients,
+ * `svc-cli` and the web console's `svc-console`, which sign in with authorization code + PKCE and a
+ * loopback redirect, and receive JWT access tokens for the `svc-api` resource. The console's client
+ * is registered as native, so that its redirect (the edge's `/console/`) matches on any loopback port
+ * (RFC 8252, section 7.3), and its token calls are allowed from that origin (CORS).
  *
  * Any login name is accepted at the sign-in page and becomes the token's subject, so tests and
  * developers can act as several users. Settings: IDP_PORT, IDP_DATA_DIR (holds idp-keys.json).
  */
 import { randomBytes } from "node:crypto";
 import Provider, { errors } from "oidc-provider";
-import { CLI_CLIENT_ID, CLI_REDIRECT_URI, loadIdpKeys, SIGNING_ALG, SVC_API_AUDIENCE } from "./idp.ts";
+import { CLI_CLIENT_ID, CLI_REDIRECT_URI, CONSOLE_CLIENT_ID, CONSOLE_REDIRECT_URI, loadIdpKeys, SIGNING_ALG, SVC_API_AUDIENCE } from "./idp.ts";
 
 const port = Number(process.env.IDP_PORT);
 const dataDir = process.env.IDP_DATA_DIR;
@@ -19,6 +21,13 @@ if (!port || !dataDir) {
 }
 
 const issuer = `http://127.0.0.1:${port}`;
+
+/** Whether `origin` is `uri`'s scheme and loopback host on any port. */
+function sameLoopbackHost(uri: string, origin: string): boolean {
+  const a = URL.parse(uri);
+  const b = URL.parse(origin);
+  return !!a && !!b && a.protocol === "http:" && b.protocol === "http:" && a.hostname === "127.0.0.1" && b.hostname === "127.0.0.1";
+}
 // oidc-provider wants resource indicators to be absolute URIs; the token's `aud` is the plain name.
 const RESOURCE = `urn:${SVC_API_AUDIENCE}`;
 const API_SCOPE = "keys";
@@ -35,7 +44,19 @@ const provider = new Provider(issuer, {
       grant_types: ["authorization_code", "refresh_token"],
       response_types: ["code"],
     },
+    {
+      client_id: CONSOLE_CLIENT_ID,
+      application_type: "native",
+      token_endpoint_auth_method: "none",
+      redirect_uris: [CONSOLE_REDIRECT_URI],
+      post_logout_redirect_uris: [CONSOLE_REDIRECT_URI],
+      grant_types: ["authorization_code"],
+      response_types: ["code"],
+    },
   ],
+  // A browser's token call comes from the page's origin: the origin of one of the client's redirects,
+  // whatever its loopback port.
+  clientBasedCORS: (_ctx: unknown, origin: string, client: { redirectUris: string[] }) => client.redirectUris.some((uri) => sameLoopbackHost(uri, origin)),
   clientDefaults: { id_token_signed_response_alg: SIGNING_ALG },
   responseTypes: ["code"],
   // A public client has no secret, so every code must be bound to a verifier (S256 is the only method).

@@ -25,6 +25,9 @@ export const SVC_API_AUDIENCE = "svc-api";
 export const CLI_CLIENT_ID = "svc-cli";
 /** What the CLI registers as its redirect; any loopback port is accepted (RFC 8252, section 7.3). */
 export const CLI_REDIRECT_URI = "http://127.0.0.1/callback";
+/** The web console's client (console/): public too, redirected to the edge's `/console/` on any loopback port. */
+export const CONSOLE_CLIENT_ID = "svc-console";
+export const CONSOLE_REDIRECT_URI = "http://127.0.0.1/console/";
 /** Every key is ES256: small keys, and an algorithm every hosted provider and jose support. */
 export const SIGNING_ALG = "ES256";
 

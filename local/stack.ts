@@ -19,7 +19,7 @@ import { isLoopbackHost } from "../contract/urls.ts";
 import { Identity } from "../server-shared/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
 import { pointAlias, registerRelease } from "../ops/releases.ts";
-import { startIdp, type IdpInfo } from "./idp.ts";
+import { CONSOLE_CLIENT_ID, startIdp, type IdpInfo } from "./idp.ts";
 import { ensureModel } from "./model.ts";
 import { startBridges } from "./bridges.ts";
 import { freePort } from "./ports.ts";
@@ -232,6 +232,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         OIDC_ISSUER: idp.issuer,
         OIDC_AUDIENCE: idp.audience,
         OIDC_JWKS_URL: idp.jwksUrl,
+        OIDC_CONSOLE_CLIENT_ID: CONSOLE_CLIENT_ID,
         ...opts.edgeVars,
       })
         .map(([key, value]) => `${key}=${value}\n`)

@@ -37,6 +37,10 @@ const NOT_PUBLIC = new Set([
   "GET /storage/*",
   "PUT /storage/*",
   "DELETE /storage/*",
+  // The web console (a page for people, with its own settings and built files), not an API operation.
+  "GET /console",
+  "GET /console/config.json",
+  "GET /console/*",
   // Sidecar-only, behind the shared sidecar secret.
   "POST /internal/grants",
 ]);

@@ -1,0 +1,143 @@
+/**
+ * The console's frame (runs in the browser): signed out, a sign-in card; signed in, the navigation and
+ * the page of the current path. The API key a page uses lives in memory only (this component's state):
+ * it is handed over from the key just created, or pasted, and is gone on reload.
+ */
+import { Box, Button, Callout, Card, Container, Flex, Heading, Link, Text, Theme } from "@radix-ui/themes";
+import { createContext, useContext, useEffect, useState, type ReactNode } from "react";
+import type { ConsoleConfig } from "../../contract/console.ts";
+import { currentSession, signIn, signOut, type Session } from "./auth.ts";
+import { KeysPage } from "./pages/Keys.tsx";
+import { ModelsPage } from "./pages/Models.tsx";
+import { TryPage } from "./pages/Try.tsx";
+import { navigate, PAGES, usePath } from "./router.ts";
+
+export interface ConsoleState {
+  config: ConsoleConfig;
+  session: Session;
+  /** The API key pages call with: memory only. */
+  apiKey: string;
+  setApiKey(key: string): void;
+}
+
+const Context = createContext<ConsoleState | null>(null);
+export const useConsole = (): ConsoleState => useContext(Context)!;
+
+export function App({ config, signInError }: { config: ConsoleConfig; signInError: string | null }) {
+  const [session] = useState(currentSession);
+  const [apiKey, setApiKey] = useState("");
+  const path = usePath();
+  const page = PAGES.find((p) => p.path === path);
+  useEffect(() => {
+    if (session && !page) navigate(PAGES[0].path);
+  }, [session, page]);
+  useEffect(() => {
+    document.title = page ? `${page.title} · Decision service console` : "Decision service console";
+  }, [page]);
+
+  return (
+    <Theme accentColor="indigo" grayColor="slate" radius="medium">
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <Box asChild style={{ borderBottom: "1px solid var(--gray-a5)" }}>
+        <header>
+          <Container size="3" px="3" py="2">
+            <Flex align="center" justify="between" gap="3" wrap="wrap">
+              <Text weight="bold" size="4">
+                Decision service
+              </Text>
+              {session && (
+                <nav aria-label="Console">
+                  <Flex gap="4" wrap="wrap">
+                    {PAGES.map((p) => (
+                      <NavLink key={p.path} to={p.path} current={p.path === path}>
+                        {p.title}
+                      </NavLink>
+                    ))}
+                  </Flex>
+                </nav>
+              )}
+              {session && (
+                <Flex align="center" gap="3">
+                  <Text size="2">{session.subject}</Text>
+                  <Button variant="soft" onClick={() => void signOut(config)}>
+                    Sign out
+                  </Button>
+                </Flex>
+              )}
+            </Flex>
+          </Container>
+        </header>
+      </Box>
+      <main id="main">
+        <Container size="3" px="3" py="4">
+          {signInError && (
+            <Callout.Root color="red" role="alert" mb="4" highContrast>
+              <Callout.Text>{signInError}</Callout.Text>
+            </Callout.Root>
+          )}
+          {session ? (
+            <Context.Provider value={{ config, session, apiKey, setApiKey }}>{page ? <CurrentPage path={page.path} /> : null}</Context.Provider>
+          ) : (
+            <SignedOut config={config} />
+          )}
+        </Container>
+      </main>
+    </Theme>
+  );
+}
+
+function CurrentPage({ path }: { path: string }) {
+  if (path === "/console/models") return <ModelsPage />;
+  if (path === "/console/try") return <TryPage />;
+  return <KeysPage />;
+}
+
+function NavLink({ to, current, children }: { to: string; current: boolean; children: ReactNode }) {
+  return (
+    <Link
+      href={to}
+      className="nav-link"
+      aria-current={current ? "page" : undefined}
+      onClick={(event) => {
+        event.preventDefault();
+        navigate(to);
+      }}
+    >
+      {children}
+    </Link>
+  );
+}
+
+function SignedOut({ config }: { config: ConsoleConfig }) {
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <Card size="3" style={{ maxWidth: 480 }}>
+      <Flex direction="column" gap="3">
+        <Heading as="h1" size="6">
+          Sign in
+        </Heading>
+        <Text as="p">Sign in with your organization&apos;s account to manage API keys, see your models and try decisions.</Text>
+        {error && (
+          <Callout.Root color="red" role="alert" highContrast>
+            <Callout.Text>{error}</Callout.Text>
+          </Callout.Root>
+        )}
+        <Box>
+          <Button
+            size="3"
+            disabled={!config.client_id}
+            onClick={() => {
+              const returnTo = location.pathname === "/console/" ? PAGES[0].path : location.pathname;
+              signIn(config, returnTo).catch((err: Error) => setError(err.message));
+            }}
+          >
+            Sign in
+          </Button>
+        </Box>
+        {!config.client_id && <Text as="p">This deployment names no console client (OIDC_CONSOLE_CLIENT_ID), so sign-in is not available here.</Text>}
+      </Flex>
+    </Card>
+  );
+}

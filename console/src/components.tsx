@@ -1,0 +1,88 @@
+/** Small parts several console pages share (runs in the browser). */
+import { Box, Button, Callout, Card, Flex, Heading, Text, TextField } from "@radix-ui/themes";
+import { useId, useRef, type ReactNode } from "react";
+import { useConsole } from "./App.tsx";
+
+/** The API key a page calls with: memory only, handed over from the Keys page or pasted. */
+export function ApiKeyField() {
+  const { apiKey, setApiKey } = useConsole();
+  return (
+    <Box>
+      <Text as="label" htmlFor="api-key" size="2" weight="medium">
+        API key
+      </Text>
+      <TextField.Root id="api-key" type="password" autoComplete="off" value={apiKey} placeholder="svc_…" onChange={(event) => setApiKey(event.target.value.trim())} />
+      <Text as="p" size="1">
+        Kept in this page&apos;s memory only, never stored: create one under API keys.
+      </Text>
+    </Box>
+  );
+}
+
+export function ErrorCallout({ error }: { error: string | null }) {
+  if (!error) return null;
+  return (
+    <Callout.Root color="red" role="alert" highContrast>
+      <Callout.Text>{error}</Callout.Text>
+    </Callout.Root>
+  );
+}
+
+/** One probability as a labelled bar: the value is written beside the bar, which is decoration. */
+export function Bar({ label, value }: { label: string; value: number }) {
+  return (
+    <Flex align="center" gap="3">
+      <Text size="2" style={{ minWidth: 120, overflowWrap: "anywhere" }}>
+        {label}
+      </Text>
+      <div className="bar-track" aria-hidden="true">
+        <div className="bar-fill" style={{ width: `${(value * 100).toFixed(1)}%` }} />
+      </div>
+      <Text size="2" style={{ minWidth: 48, textAlign: "right", fontVariantNumeric: "tabular-nums" }}>
+        {value.toFixed(3)}
+      </Text>
+    </Flex>
+  );
+}
+
+/**
+ * A confirmation before something that cannot be undone, in the browser's own modal <dialog> (focus
+ * kept inside, Escape cancels): component libraries' modals inject style elements computed at run
+ * time, which the page's policy refuses.
+ */
+export function ConfirmDialog(props: { title: string; description: string; confirm: string; onConfirm(): void; trigger(open: () => void): ReactNode }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const id = useId();
+  const close = () => dialog.current?.close();
+  return (
+    <>
+      {props.trigger(() => dialog.current?.showModal())}
+      <dialog ref={dialog} className="confirm-dialog" role="alertdialog" aria-labelledby={`${id}-title`} aria-describedby={`${id}-description`}>
+        <Card size="3">
+          <Flex direction="column" gap="3">
+            <Heading as="h2" size="4" id={`${id}-title`}>
+              {props.title}
+            </Heading>
+            <Text as="p" id={`${id}-description`}>
+              {props.description}
+            </Text>
+            <Flex gap="3" justify="end">
+              <Button variant="soft" color="gray" highContrast onClick={close} autoFocus>
+                Cancel
+              </Button>
+              <Button
+                color="red"
+                onClick={() => {
+                  close();
+                  props.onConfirm();
+                }}
+              >
+                {props.confirm}
+              </Button>
+            </Flex>
+          </Flex>
+        </Card>
+      </dialog>
+    </>
+  );
+}

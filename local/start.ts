@@ -74,6 +74,7 @@ console.log(`
 Decision service is up in ${((performance.now() - started) / 1000).toFixed(1)} s.
 
   Base URL: ${stack.baseUrl}
+  Console:  ${stack.baseUrl}/console/   (sign in with any name at the local identity provider)
 
 ${stack.pieces.map((p) => `  ${p.name.padEnd(width)}  ${p.where}`).join("\n")}
 

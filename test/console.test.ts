@@ -11,11 +11,10 @@ import { createRequire } from "node:module";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, remember, stack } from "./support/api.ts";
+import { chromiumPath } from "./support/chromium.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const SHOTS = join(ROOT, ".local", "console-screenshots");
-/** Debian's package `chromium` (.ci/run installs it); CHROMIUM_PATH names another build. */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 let browser: Browser;
@@ -27,7 +26,7 @@ const violations: string[] = [];
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
   browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: chromiumPath(),
     // The machine's network is closed: Chromium's own background traffic would only be refused.
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
   });
@@ -37,7 +36,8 @@ beforeAll(async () => {
     if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(`${message.text()} at ${JSON.stringify(message.location())}`);
   });
   page.on("pageerror", (error) => violations.push(`page error: ${error.message}`));
-});
+  // Installing Chromium on a fresh machine takes minutes.
+}, 600_000);
 
 afterAll(async () => {
   await browser?.close();
@@ -61,16 +61,15 @@ async function checkPage(name: string): Promise<void> {
   expect(violations, `policy violations or page errors on ${name}`).toEqual([]);
 }
 
-/** The local provider's sign-in and consent pages, as a person fills them. */
-async function signInAt(login: string): Promise<void> {
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL((url) => url.origin === stack().issuer);
-  await page.locator('input[name="login"]').fill(login);
-  await page.locator('input[name="password"]').fill("local");
-  await page.locator('button[type="submit"]').click();
-  // Consent, on the first sign-in of this user and client.
-  await page.locator('button[type="submit"]').first().click();
-  await page.waitForURL(`${stack().baseUrl}/console/keys`);
+/** The local provider's sign-in and consent pages, as a person fills them (a new user: consent is asked). */
+async function signInAt(login: string, on: Page = page): Promise<void> {
+  await on.getByRole("button", { name: "Sign in" }).click();
+  await on.waitForURL((url) => url.origin === stack().issuer);
+  await on.locator('input[name="login"]').fill(login);
+  await on.locator('input[name="password"]').fill("local");
+  await on.locator('button[type="submit"]').click();
+  await on.locator('button[type="submit"]').first().click();
+  await on.waitForURL(`${stack().baseUrl}/console/keys`);
 }
 
 const base = () => stack().baseUrl;
@@ -175,13 +174,26 @@ describe("the web console", () => {
     expect(await page.locator('input[name="login"]').count()).toBe(1);
   });
 
-  it("is usable at phone width: nothing wider than the screen", async () => {
-    const phone = await context.browser()!.newContext({ viewport: { width: 390, height: 844 }, isMobile: true });
+  it("is usable at phone width: every page fits the screen, the navigation wraps", async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true });
     const small = await phone.newPage();
+    const fits = async (name: string) => {
+      await small.screenshot({ path: join(SHOTS, `${name}-phone.png`), fullPage: true });
+      expect(await small.evaluate<number>("document.documentElement.scrollWidth"), name).toBeLessThanOrEqual(390);
+    };
     await small.goto(`${base()}/console/`);
     await expect.poll(() => small.getByRole("heading", { name: "Sign in" }).isVisible()).toBe(true);
-    await small.screenshot({ path: join(SHOTS, "sign-in-phone.png"), fullPage: true });
-    expect(await small.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
+    await fits("sign-in");
+    await signInAt(`phone-${process.pid}-${Date.now()}`, small);
+    await expect.poll(() => small.getByRole("heading", { name: "API keys" }).isVisible()).toBe(true);
+    await small.getByLabel("New key's name").fill("phone");
+    await small.getByRole("button", { name: "Create key" }).click();
+    remember((await small.getByTestId("new-secret").textContent())!.trim());
+    await fits("keys");
+    await small.getByRole("button", { name: "Use it in Try a decision" }).click();
+    await small.getByRole("button", { name: "Decide" }).click();
+    await expect.poll(() => small.getByRole("heading", { name: /Answer from/ }).isVisible(), { timeout: 30_000 }).toBe(true);
+    await fits("try-a-decision");
     await phone.close();
   });
 });

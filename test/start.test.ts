@@ -85,6 +85,13 @@ describe("npm start", () => {
     expect(output).not.toMatch(/postgres:\/\/postgres:(?!\*\*\*)/);
     const health = await fetch(`${base}/health`);
     expect(health.status).toBe(200);
+    // The web console, at the address printed, signing in with the local provider's console client.
+    const consoleUrl = /Console: +(http:\/\/\S+)/.exec(output)?.[1];
+    expect(consoleUrl).toBe(`${base}/console/`);
+    const page = await fetch(consoleUrl!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/<script type="module"[^>]* src="\/console\/[^"]+\.js"/);
+    expect(await (await fetch(`${base}/console/config.json`)).json()).toMatchObject({ client_id: "svc-console" });
   });
 
   it("with the image flags on, trains the demonstration image model with `npm run images:demo` and answers an image decision", () => {

@@ -116,9 +116,9 @@ export function KeysPage() {
         <Table.Header>
           <Table.Row>
             <Table.ColumnHeaderCell>Name</Table.ColumnHeaderCell>
-            <Table.ColumnHeaderCell>Id</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell className="wide-only">Id</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell>Status</Table.ColumnHeaderCell>
-            <Table.ColumnHeaderCell>Created</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell className="wide-only">Created</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell>
               <span className="skip-link">Actions</span>
             </Table.ColumnHeaderCell>
@@ -133,13 +133,13 @@ export function KeysPage() {
           {keys?.map((key) => (
             <Table.Row key={key.id}>
               <Table.RowHeaderCell>{key.name}</Table.RowHeaderCell>
-              <Table.Cell>
+              <Table.Cell className="wide-only">
                 <Code variant="ghost">{key.id}</Code>
               </Table.Cell>
               <Table.Cell>
                 <Badge color={key.status === "active" ? "green" : "gray"} highContrast>{key.status}</Badge>
               </Table.Cell>
-              <Table.Cell>{new Date(key.created_at).toLocaleString()}</Table.Cell>
+              <Table.Cell className="wide-only">{new Date(key.created_at).toLocaleString()}</Table.Cell>
               <Table.Cell>{key.status === "active" && <RevokeButton keyName={key.name} onConfirm={() => void revoke(key)} />}</Table.Cell>
             </Table.Row>
           ))}

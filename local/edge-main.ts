@@ -11,6 +11,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
+import { buildConsole } from "../ops/console-bundle.ts";
 import { discardedLog, r2Dir } from "./edge.ts";
 import { ROOT } from "./tiers.ts";
 
@@ -49,6 +50,8 @@ const bindings = Object.fromEntries(
     .filter((line) => line.includes("="))
     .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
 );
+const consoleAssets = join(dataDir, "console-assets");
+if (config.assets) await buildConsole(consoleAssets);
 const mf = new Miniflare({
   modules: true,
   modulesRoot: outdir,
@@ -57,11 +60,12 @@ const mf = new Miniflare({
   compatibilityFlags: config.compatibility_flags ?? [],
   bindings,
   r2Buckets: (config.r2_buckets ?? []).map((bucket) => bucket.binding),
-  // The web console's files, built by wrangler's [build] step above, behind the Worker as deployed.
+  // The web console's files behind the Worker as deployed: this edge's own build of them (workerd
+  // keeps the folder open, so a later build of .local/console by another edge must not replace it).
   ...(config.assets
     ? {
         assets: {
-          directory: join(ROOT, config.assets.directory),
+          directory: consoleAssets,
           binding: config.assets.binding,
           routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: config.assets.run_worker_first ?? false },
         },

@@ -5,13 +5,22 @@
  * with axe-core (no serious or critical violation), with the page's Content Security Policy in force:
  * a violation the browser reports fails the test.
  */
+import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createRequire } from "node:module";
+import fc from "fast-check";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, remember, stack } from "./support/api.ts";
+import { call, query, remember, stack, withDb } from "./support/api.ts";
 import { chromiumPath } from "./support/chromium.ts";
+import { animalSentences, noulFile } from "./support/training.ts";
+import { creditFor, textTokensOf } from "../contract/credit.ts";
+import { LIMITS } from "../contract/limits.ts";
+import { DEMO_QUESTION, DEMO_QUESTION_ID, demoImage, demoImages } from "../local/demo-images.ts";
+import { imageTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
+import { getUserAccessToken } from "../local/user-token.ts";
+import { grantCredit } from "../ops/accounts.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const SHOTS = join(ROOT, ".local", "console-screenshots");
@@ -44,9 +53,9 @@ afterAll(async () => {
 });
 
 /** axe-core's serious and critical violations on the page as it is now (injected over the protocol, so the page's policy stays strict). */
-async function accessibilityViolations(): Promise<string[]> {
-  await page.evaluate(AXE);
-  const result = (await page.evaluate(() => (globalThis as unknown as { axe: { run(): Promise<unknown> } }).axe.run())) as {
+async function accessibilityViolations(on: Page): Promise<string[]> {
+  await on.evaluate(AXE);
+  const result = (await on.evaluate(() => (globalThis as unknown as { axe: { run(): Promise<unknown> } }).axe.run())) as {
     violations: { id: string; impact: string | null; help: string; nodes: { target: unknown }[] }[];
   };
   return result.violations
@@ -55,9 +64,9 @@ async function accessibilityViolations(): Promise<string[]> {
 }
 
 /** A screenshot of the page under .local/console-screenshots, and its accessibility check. */
-async function checkPage(name: string): Promise<void> {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-  expect(await accessibilityViolations(), `axe on ${name}`).toEqual([]);
+async function checkPage(name: string, on: Page = page): Promise<void> {
+  await on.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  expect(await accessibilityViolations(on), `axe on ${name}`).toEqual([]);
   expect(violations, `policy violations or page errors on ${name}`).toEqual([]);
 }
 
@@ -73,6 +82,12 @@ async function signInAt(login: string, on: Page = page): Promise<void> {
 }
 
 const base = () => stack().baseUrl;
+
+/** The demonstration question, as an image model saves it; what a decision with it reserves at worst, and is charged for 64 visual tokens. */
+const QUESTIONS = { [DEMO_QUESTION_ID]: DEMO_QUESTION };
+const TEXT_TOKENS = textTokensOf(JSON.stringify({ state: "", questions: QUESTIONS }));
+const WORST = creditFor(LIMITS.imageVisualTokens + TEXT_TOKENS);
+const CHARGE = creditFor(64 + TEXT_TOKENS);
 
 describe("the web console", () => {
   it("is served by the Worker at /console with a policy that allows only its own origin and the identity provider", async () => {
@@ -95,8 +110,31 @@ describe("the web console", () => {
     const missing = await fetch(`${base()}/console/nothing-here.js`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { error: { code: string } }).error.code).toBe("not_found");
+    // A build of the deployable assets (as every other edge's start runs one) leaves this edge serving.
+    const build = spawnSync(join(ROOT, "node_modules/.bin/bun"), ["ops/console-bundle.ts"], { cwd: ROOT, encoding: "utf8" });
+    expect(build.status, build.stderr).toBe(0);
+    expect((await fetch(`${base()}/console/`)).status).toBe(200);
     const config = (await (await fetch(`${base()}/console/config.json`)).json()) as { issuer: string; client_id: string };
     expect(config).toMatchObject({ issuer: stack().issuer, client_id: "svc-console", scope: "openid keys", images: { api: true, browser: true } });
+  });
+
+  it("answers any path under /console with the page, a built file or the 404 envelope, never a server error (generated paths)", async () => {
+    const html = await (await fetch(`${base()}/console/`)).text();
+    const segment = fc.oneof(fc.string({ maxLength: 40 }), fc.constantFrom("..", "%2e%2e", "%2F", "index.html", "style-hashes.json", "config.json", "__proto__", "a.js", "x.css", "%00", "%E2%80%A8"));
+    await fc.assert(
+      fc.asyncProperty(fc.array(segment, { minLength: 1, maxLength: 4 }), async (segments) => {
+        const path = `/console/${segments.map((s) => (/%[0-9A-F]{2}/.test(s) ? s : encodeURIComponent(s))).join("/")}`;
+        // `..` and its like are resolved by the URL itself: only what still lies under /console is the console's.
+        if (!new URL(path, base()).pathname.startsWith("/console/")) return;
+        const res = await fetch(`${base()}${path}`, { redirect: "manual" });
+        const body = await res.text();
+        expect([200, 404], path).toContain(res.status);
+        if (res.status === 404) expect(JSON.parse(body).error.code).toBe("not_found");
+        else if (path !== "/console/config.json") expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+        if (res.status === 200 && res.headers.get("content-type")?.includes("text/html")) expect(body).toBe(html);
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it("signs in with the provider (code + PKCE), creates a key shown once, tries a decision with it, lists models, revokes it and sees the next decision refused, signs out", async () => {
@@ -150,6 +188,39 @@ describe("the web console", () => {
     await expect.poll(() => page.getByRole("row", { name: /svc-shared/ }).isVisible()).toBe(true);
     await checkPage("models");
 
+    // A batch from a JSONL file: uploaded with its progress shown, watched to completion, results read.
+    await page.getByRole("link", { name: "Batches" }).click();
+    const records = ["r-1", "r-2", "r-3"].map((id, i) => JSON.stringify({ custom_id: id, body: { model: "svc-shared", state: { ticket: `ticket ${i}: please refund me` }, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } } }));
+    // One record the worker refuses (its body is no decision), kept as that record's error.
+    records.push(JSON.stringify({ custom_id: "r-bad", body: { questions: {} } }));
+    await page.locator("#batch-file").setInputFiles({ name: "records.jsonl", mimeType: "application/jsonl", buffer: Buffer.from(records.join("\n") + "\n") });
+    await page.getByRole("button", { name: "Upload and submit" }).click();
+    await expect.poll(() => page.getByRole("heading", { name: /^Batch / }).isVisible(), { timeout: 30_000 }).toBe(true).catch(async (err: unknown) => {
+      throw new Error(`${String(err)}\n${await page.locator("main").innerText()}`);
+    });
+    await expect.poll(() => page.getByRole("table", { name: "Results" }).isVisible(), { timeout: 90_000 }).toBe(true).catch(async (err: unknown) => {
+      await page.screenshot({ path: join(SHOTS, "batches-failed.png"), fullPage: true });
+      throw new Error(`${String(err)}\n${await page.locator("main").innerText()}`);
+    });
+    const results = await page.getByRole("table", { name: "Results" }).innerText();
+    expect(results).toMatch(/r-1\s+refund: yes 0\.\d{3}/);
+    expect(results).toMatch(/r-3\s+refund: yes 0\.\d{3}/);
+    expect(results).toMatch(/r-bad\s+.*\(invalid_request, 422\)/);
+    expect(await page.locator("main").innerText()).toMatch(/4 of 4 records done \(1 failed\)/);
+    await checkPage("batches");
+
+    // A longer batch, cancelled while it runs after the confirmation: what was committed stays readable.
+    const many = Array.from({ length: 60 }, (_, i) => JSON.stringify({ custom_id: `m-${i}`, body: { model: "svc-shared", state: { ticket: `ticket ${i}` }, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } } }));
+    await page.locator("#batch-file").setInputFiles({ name: "many.jsonl", mimeType: "application/jsonl", buffer: Buffer.from(many.join("\n") + "\n") });
+    await page.getByRole("button", { name: "Upload and submit" }).click();
+    await page.getByRole("button", { name: "Cancel batch" }).click();
+    await page.getByRole("alertdialog").getByRole("button", { name: "Cancel batch" }).click();
+    await expect.poll(() => page.locator("main").innerText(), { timeout: 30_000 }).toMatch(/cancelled/);
+    // The open batch's card comes first: fewer than the 60 records were done (none, if it was still being validated).
+    const cancelled = /Batch [0-9a-f-]{36}\s+cancelled\s+(\d+) of (\d+) records done/.exec(await page.locator("main").innerText());
+    expect(cancelled, await page.locator("main").innerText()).not.toBeNull();
+    expect(Number(cancelled![1])).toBeLessThan(60);
+
     // Revoke it, after the confirmation; the next decision with it is refused.
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByRole("button", { name: "Revoke from the console" }).click();
@@ -172,7 +243,105 @@ describe("the web console", () => {
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.waitForURL((url) => url.origin === stack().issuer);
     expect(await page.locator('input[name="login"]').count()).toBe(1);
-  });
+  }, 240_000);
+
+  it("trains a model from a labelled file: its progress, its evaluation beside zero-shot with the diagram, training passed then API ready", async () => {
+    const trainer = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await trainer.newPage();
+    tab.on("console", (message) => {
+      if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
+    });
+    await tab.goto(`${base()}/console/`);
+    await signInAt(`trainer-${process.pid}-${Date.now()}`, tab);
+    // An account comes with its first key.
+    await tab.getByLabel("New key's name").fill("first");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    await tab.getByRole("link", { name: "Training" }).click();
+    // Only the examples say what "group A" is (the animals): the base model cannot know it.
+    const file = await noulFile({ type: "noul", instructions: "Does this sentence belong to group A?" }, animalSentences());
+    await tab.locator("#training-file").setInputFiles({ name: "animals.jsonl", mimeType: "application/jsonl", buffer: Buffer.from(file) });
+    await tab.getByRole("button", { name: "Upload and train" }).click();
+    await expect.poll(() => tab.getByRole("heading", { name: /^Training / }).isVisible(), { timeout: 30_000 }).toBe(true);
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(/API ready/);
+    const detail = await tab.locator("main").innerText();
+    expect(detail).toMatch(/Evaluation on \d+ held-out examples: accepted/);
+    expect(detail).toMatch(/Model: ft:/);
+    const diagram = tab.getByRole("img", { name: /Reliability diagram of the trained model/ });
+    await expect.poll(() => diagram.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);
+    await checkPage("training", tab);
+    await trainer.close();
+  }, 240_000);
+
+  it("classifies a photo with an image model (Needs review for none of its answers), and runs the batch tool through a credit pause and resume", async () => {
+    const login = `imager-${process.pid}-${Date.now()}`;
+    const imager = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await imager.newPage();
+    tab.on("console", (message) => {
+      if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
+    });
+    await tab.goto(`${base()}/console/`);
+    await signInAt(login, tab);
+    await tab.getByLabel("New key's name").fill("first");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    remember((await tab.getByTestId("new-secret").textContent())!.trim());
+
+    // The account's demonstration model, trained through the API with the same user's token.
+    const token = remember(await getUserAccessToken({ issuer: stack().issuer, login }));
+    const labelled: LabelledImage[] = [];
+    for (const image of await demoImages(40)) {
+      labelled.push({ customId: `${image.kind}-${image.seed}`, assetId: await uploadImage(base(), token, image.png, "training"), label: image.label });
+    }
+    const trained = await trainImageModel(base(), token, imageTrainingFile(labelled, QUESTIONS));
+    expect(trained.status).toBe("ready");
+    const balance = async () => ((await call("/v1/image-credit", { token })).body as { balance_micro_usd: number }).balance_micro_usd;
+    const grant = (microUsd: number) => withDb((db) => grantCredit(db, login, { amountMicroUsd: microUsd, note: "console test" }));
+    // Credit for one photo's worst case and half a charge more: after the photo below, a worst case less half a charge is left.
+    await grant(WORST + Math.floor(CHARGE / 2));
+
+    await tab.getByRole("link", { name: "Image decisions" }).click();
+    await expect.poll(() => tab.getByRole("row", { name: /API ready/ }).isVisible()).toBe(true);
+    expect(await tab.getByLabel("Image model (API ready)").inputValue()).toBe(trained.model);
+    // One photo of none of the answers: the unknown mass is the largest.
+    await tab.locator("#photo").setInputFiles({ name: "stripes.png", mimeType: "image/png", buffer: Buffer.from(await demoImage("stripes", 5001)) });
+    await tab.getByRole("button", { name: "Classify" }).click();
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 30_000 }).toMatch(/Needs review/);
+    expect(await tab.locator("main").innerText()).toMatch(/unknown \(none of these\)\s+(0\.[5-9]\d\d|1\.000)/);
+    await checkPage("image-decision", tab);
+
+    // The batch tool: two charges more cover two photos, and leave less than the third one's worst case (402).
+    expect(await balance()).toBe(WORST + Math.floor(CHARGE / 2) - CHARGE);
+    await grant(2 * CHARGE);
+    const photos = [
+      { name: "circle-1.png", png: await demoImage("circle", 6001) },
+      { name: "square-1.png", png: await demoImage("square", 6002) },
+      { name: "circle-2.png", png: await demoImage("circle", 6003) },
+      { name: "square-2.png", png: await demoImage("square", 6004) },
+    ];
+    await tab.locator("#photos").setInputFiles(photos.map((p) => ({ name: p.name, mimeType: "image/png", buffer: Buffer.from(p.png) })));
+    await tab.getByRole("button", { name: "Start" }).click();
+    await expect.poll(() => tab.getByRole("button", { name: "Resume" }).isVisible(), { timeout: 60_000 }).toBe(true);
+    const paused = await tab.locator("main").innerText();
+    expect(paused).toMatch(/2 of 4 done/);
+    const left = ((WORST + Math.floor(CHARGE / 2) - CHARGE) / 1e6).toFixed(6);
+    expect(paused).toContain(`Paused: the image credit does not cover the next photo ($${left} available)`);
+    await checkPage("image-batch-paused", tab);
+    await grant(10 * WORST);
+    await tab.getByRole("button", { name: "Resume" }).click();
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 60_000 }).toMatch(/4 of 4 done/);
+    const results = await tab.getByRole("table", { name: "Photo results" }).innerText();
+    expect(results).toMatch(/circle-1\.png\s+circle/);
+    expect(results).toMatch(/square-1\.png\s+square/);
+    expect(results).toMatch(/circle-2\.png\s+circle/);
+    expect(results).toMatch(/square-2\.png\s+square/);
+    // Each photo was decided and charged once: the refused one reserved nothing.
+    const [counted] = await query<{ settled: number }>(
+      "SELECT count(*)::int AS settled FROM credit_reservations WHERE account_id = (SELECT id FROM accounts WHERE idp_subject = $1) AND status = 'settled'",
+      [login],
+    );
+    expect(counted!.settled).toBe(5);
+    await imager.close();
+  }, 300_000);
 
   it("is usable at phone width: every page fits the screen, the navigation wraps", async () => {
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true });

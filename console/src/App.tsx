@@ -4,11 +4,14 @@
  * it is handed over from the key just created, or pasted, and is gone on reload.
  */
 import { Box, Button, Callout, Card, Container, Flex, Heading, Link, Text, Theme } from "@radix-ui/themes";
-import { createContext, useContext, useEffect, useState, type ReactNode } from "react";
+import { createContext, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
 import type { ConsoleConfig } from "../../contract/console.ts";
 import { currentSession, signIn, signOut, type Session } from "./auth.ts";
+import { BatchesPage } from "./pages/Batches.tsx";
+import { ImagesPage } from "./pages/Images.tsx";
 import { KeysPage } from "./pages/Keys.tsx";
 import { ModelsPage } from "./pages/Models.tsx";
+import { TrainingsPage } from "./pages/Trainings.tsx";
 import { TryPage } from "./pages/Try.tsx";
 import { navigate, PAGES, usePath } from "./router.ts";
 
@@ -27,10 +30,11 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
   const [session] = useState(currentSession);
   const [apiKey, setApiKey] = useState("");
   const path = usePath();
-  const page = PAGES.find((p) => p.path === path);
+  const pages = useMemo(() => PAGES.filter((p) => !("images" in p) || config.images.browser), [config]);
+  const page = pages.find((p) => p.path === path);
   useEffect(() => {
-    if (session && !page) navigate(PAGES[0].path);
-  }, [session, page]);
+    if (session && !page) navigate(pages[0]!.path);
+  }, [session, page, pages]);
   useEffect(() => {
     document.title = page ? `${page.title} · Decision service console` : "Decision service console";
   }, [page]);
@@ -50,7 +54,7 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
               {session && (
                 <nav aria-label="Console">
                   <Flex gap="4" wrap="wrap">
-                    {PAGES.map((p) => (
+                    {pages.map((p) => (
                       <NavLink key={p.path} to={p.path} current={p.path === path}>
                         {p.title}
                       </NavLink>
@@ -91,6 +95,9 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
 function CurrentPage({ path }: { path: string }) {
   if (path === "/console/models") return <ModelsPage />;
   if (path === "/console/try") return <TryPage />;
+  if (path === "/console/batches") return <BatchesPage />;
+  if (path === "/console/trainings") return <TrainingsPage />;
+  if (path === "/console/images") return <ImagesPage />;
   return <KeysPage />;
 }
 

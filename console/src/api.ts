@@ -56,3 +56,20 @@ export function describe(err: unknown): string {
   if (err instanceof ApiError) return `${err.message} (${err.code}, ${err.status})`;
   return err instanceof Error ? err.message : String(err);
 }
+
+/**
+ * A signed PUT of a file, with exactly the headers its grant names (no credential: the address is
+ * the grant); XMLHttpRequest, because fetch reports no upload progress.
+ */
+export function upload(url: string, headers: Record<string, string>, file: Blob, progress: (bytes: number) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open("PUT", url);
+    // The browser sends the body's length itself (and refuses to be told it); the grant signs that very length.
+    for (const [name, value] of Object.entries(headers)) if (name.toLowerCase() !== "content-length") request.setRequestHeader(name, value);
+    request.upload.onprogress = (event) => progress(event.loaded);
+    request.onload = () => (request.status >= 200 && request.status < 300 ? resolve() : reject(new Error(`the upload was refused (${request.status})`)));
+    request.onerror = () => reject(new Error("the upload could not reach the storage"));
+    request.send(file);
+  });
+}

@@ -1,6 +1,6 @@
 /** Small parts several console pages share (runs in the browser). */
 import { Box, Button, Callout, Card, Flex, Heading, Text, TextField } from "@radix-ui/themes";
-import { useId, useRef, type ReactNode } from "react";
+import { useEffect, useId, useRef, useState, type ReactNode } from "react";
 import { useConsole } from "./App.tsx";
 
 /** The API key a page calls with: memory only, handed over from the Keys page or pasted. */
@@ -85,4 +85,32 @@ export function ConfirmDialog(props: { title: string; description: string; confi
       </dialog>
     </>
   );
+}
+
+/**
+ * An image the API serves behind a credential (a reliability diagram's SVG): fetched with it, shown
+ * from a blob: address, released when the component goes.
+ */
+export function AuthorizedImage({ path, credential, alt }: { path: string; credential: string; alt: string }) {
+  const [src, setSrc] = useState<string | null>(null);
+  const [failed, setFailed] = useState(false);
+  useEffect(() => {
+    let url: string | null = null;
+    let gone = false;
+    fetch(path, { headers: { authorization: `Bearer ${credential}` } })
+      .then(async (res) => {
+        if (!res.ok) throw new Error(String(res.status));
+        const blob = await res.blob();
+        if (gone) return;
+        url = URL.createObjectURL(blob);
+        setSrc(url);
+      })
+      .catch(() => setFailed(true));
+    return () => {
+      gone = true;
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [path, credential]);
+  if (failed) return <Text size="2">The diagram could not be read.</Text>;
+  return src ? <img src={src} alt={alt} style={{ maxWidth: "100%", height: "auto" }} /> : null;
 }

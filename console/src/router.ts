@@ -1,10 +1,14 @@
 /** The console's routes (runs in the browser): paths under /console, moved between with the History API. */
 import { useEffect, useState } from "react";
 
+/** Every page; `images` ones exist only where the deployment takes image decisions from a session (IMAGE_BROWSER). */
 export const PAGES = [
   { path: "/console/keys", title: "API keys" },
   { path: "/console/models", title: "Models" },
   { path: "/console/try", title: "Try a decision" },
+  { path: "/console/batches", title: "Batches" },
+  { path: "/console/trainings", title: "Training" },
+  { path: "/console/images", title: "Image decisions", images: true },
 ] as const;
 
 export function navigate(path: string): void {

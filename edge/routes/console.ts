@@ -8,7 +8,7 @@
  *   GET /console, /console/…  -> the page itself (it routes in the browser)
  *
  * The policy allows this origin's own files and calls, plus calls to the identity provider (the token
- * exchange of the sign-in), and exactly the inline style elements the built components render (by
+ * exchange of the sign-in) and to R2 where uploads go there directly, and exactly the inline style elements the built components render (by
  * hash): nothing else loads or runs, so the console works offline on the local stack.
  */
 import { Hono, type Context } from "hono";
@@ -37,20 +37,28 @@ async function inlineStyles(assets: Fetcher, url: string): Promise<string[]> {
   return styleHashes;
 }
 
-function policy(issuer: string, styles: string[]): string {
-  let provider = "";
+/** The origin of a setting's URL, or nothing (a bad URL is reported by the settings' own check). */
+function originOf(url: string | undefined): string {
   try {
-    provider = ` ${new URL(issuer).origin}`;
+    return url ? ` ${new URL(url).origin}` : "";
   } catch {
-    // A bad issuer is reported by the settings' own check; the page then calls only its origin.
+    return "";
   }
+}
+
+/**
+ * The page's policy. Its calls go to this origin, the identity provider (the sign-in's token call)
+ * and, where uploads go straight to R2 (STORAGE_ENDPOINT), that endpoint (a batch file's signed PUT).
+ */
+function policy(settings: { OIDC_ISSUER: string; STORAGE_ENDPOINT?: string | undefined }, styles: string[]): string {
+  const elsewhere = `${originOf(settings.OIDC_ISSUER)}${originOf(settings.STORAGE_ENDPOINT)}`;
   return [
     "default-src 'none'",
     "script-src 'self'",
     `style-src 'self'${styles.map((hash) => ` ${hash}`).join("")}`,
     "img-src 'self' data: blob:",
     "font-src 'self'",
-    `connect-src 'self'${provider}`,
+    `connect-src 'self'${elsewhere}`,
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
@@ -59,7 +67,7 @@ function policy(issuer: string, styles: string[]): string {
 
 async function withPolicy(c: Context<AppEnv>, assets: Fetcher, res: Response, cache: string): Promise<Response> {
   const headers = new Headers(res.headers);
-  headers.set("content-security-policy", policy(services(c.env).settings.OIDC_ISSUER, await inlineStyles(assets, c.req.url)));
+  headers.set("content-security-policy", policy(services(c.env).settings, await inlineStyles(assets, c.req.url)));
   headers.set("x-content-type-options", "nosniff");
   headers.set("x-frame-options", "DENY");
   headers.set("referrer-policy", "no-referrer");

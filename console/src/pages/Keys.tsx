@@ -112,7 +112,8 @@ export function KeysPage() {
           </Flex>
         </Callout.Root>
       )}
-      <Table.Root variant="surface" aria-label="API keys">
+      <Table.Root variant="surface">
+          <caption className="visually-hidden">API keys</caption>
         <Table.Header>
           <Table.Row>
             <Table.ColumnHeaderCell>Name</Table.ColumnHeaderCell>
@@ -120,7 +121,7 @@ export function KeysPage() {
             <Table.ColumnHeaderCell>Status</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell className="wide-only">Created</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell>
-              <span className="skip-link">Actions</span>
+              <span className="visually-hidden">Actions</span>
             </Table.ColumnHeaderCell>
           </Table.Row>
         </Table.Header>

@@ -8,12 +8,12 @@ import { useState } from "react";
 import { ModelList, type ModelItem } from "../../../contract/models.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../App.tsx";
-import { ApiKeyField, ErrorCallout } from "../components.tsx";
+import { ApiKeyField, AuthorizedImage, ErrorCallout } from "../components.tsx";
 
 export function ModelsPage() {
   const { apiKey } = useConsole();
   const [models, setModels] = useState<ModelItem[] | null>(null);
-  const [report, setReport] = useState<{ title: string; text: string } | null>(null);
+  const [report, setReport] = useState<{ title: string; path: string; text: string } | null>(null);
   const [error, setError] = useState<string | null>(null);
 
   async function load() {
@@ -28,7 +28,7 @@ export function ModelsPage() {
   async function open(title: string, path: string) {
     setError(null);
     try {
-      setReport({ title, text: JSON.stringify((await call(path, apiKey)).plain, null, 2) });
+      setReport({ title, path, text: JSON.stringify((await call(path, apiKey)).plain, null, 2) });
     } catch (err) {
       setError(describe(err));
     }
@@ -47,7 +47,8 @@ export function ModelsPage() {
       </Flex>
       <ErrorCallout error={error} />
       {models && (
-        <Table.Root variant="surface" aria-label="Models">
+        <Table.Root variant="surface">
+          <caption className="visually-hidden">Models</caption>
           <Table.Header>
             <Table.Row>
               <Table.ColumnHeaderCell>Name</Table.ColumnHeaderCell>
@@ -88,6 +89,7 @@ export function ModelsPage() {
           <Heading as="h2" size="4" mb="2">
             {report.title}
           </Heading>
+          <AuthorizedImage path={`${report.path}.svg`} credential={apiKey} alt={`Reliability diagram: ${report.title}`} />
           <Text as="div" size="1">
             <pre style={{ overflowX: "auto", margin: 0 }}>{report.text}</pre>
           </Text>

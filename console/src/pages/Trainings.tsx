@@ -1,0 +1,292 @@
+/**
+ * Training jobs (runs in the browser): the account's trainings, a new one from a labelled JSONL file
+ * (created, uploaded with its progress shown, submitted), its live progress (the step, examples read
+ * per minute, the estimated completion, the held-out figures so far), its evaluation beside the base
+ * model's zero-shot answers with the reliability diagram, and its activation state: "training passed"
+ * once accepted, "API ready" once the serving side answers with the model's exact identity. Calls
+ * with the signed-in session (training is a session route).
+ */
+import { Badge, Box, Button, Card, Code, Flex, Heading, Progress, Table, Text, TextField } from "@radix-ui/themes";
+import { useCallback, useEffect, useState } from "react";
+import { Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
+import { call, describe, upload } from "../api.ts";
+import { useConsole } from "../App.tsx";
+import { AuthorizedImage, ConfirmDialog, ErrorCallout } from "../components.tsx";
+
+const POLL_MS = 2000;
+
+/** A training's state in the words of the product: passing training is not being ready. */
+const STATE_WORDS: Record<TrainingStatus, string> = {
+  uploading: "waiting for its file",
+  queued: "queued",
+  validating: "checking its file",
+  running: "training",
+  accepted: "training passed (not yet API ready)",
+  ready: "API ready",
+  rejected: "rejected",
+  failed: "failed",
+  cancelled: "cancelled",
+  expired: "expired",
+};
+
+export function TrainingsPage() {
+  const { session } = useConsole();
+  const [list, setList] = useState<TrainingList | null>(null);
+  const [open, setOpen] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  const load = useCallback(async () => {
+    try {
+      setList(TrainingList.parse((await call("/v1/trainings", session.accessToken)).plain));
+    } catch (err) {
+      setError(describe(err));
+    }
+  }, [session]);
+  useEffect(() => void load(), [load]);
+
+  return (
+    <Flex direction="column" gap="4">
+      <Heading as="h1" size="6">
+        Training jobs
+      </Heading>
+      <Text as="p">
+        Teach a model one decision from your labelled examples. It is evaluated on a held-out part of them beside the base model&apos;s answers, and served only when it passes.
+      </Text>
+      <NewTraining
+        onCreated={(id) => {
+          setOpen(id);
+          void load();
+        }}
+      />
+      <ErrorCallout error={error} />
+      {open && <TrainingDetail id={open} onChange={() => void load()} />}
+      {list && (
+        <Table.Root variant="surface">
+          <caption className="visually-hidden">Training jobs</caption>
+          <Table.Header>
+            <Table.Row>
+              <Table.ColumnHeaderCell>Training</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell>State</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell className="wide-only">Model</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell className="wide-only">Created</Table.ColumnHeaderCell>
+            </Table.Row>
+          </Table.Header>
+          <Table.Body>
+            {list.data.length === 0 && (
+              <Table.Row>
+                <Table.Cell colSpan={4}>No trainings yet.</Table.Cell>
+              </Table.Row>
+            )}
+            {list.data.map((training) => (
+              <Table.Row key={training.id}>
+                <Table.RowHeaderCell>
+                  <Button variant="ghost" onClick={() => setOpen(training.id)} aria-label={`Open training ${training.id}`}>
+                    <Code variant="ghost">{training.id.slice(0, 8)}</Code>
+                  </Button>
+                </Table.RowHeaderCell>
+                <Table.Cell>
+                  <StateBadge status={training.status} />
+                </Table.Cell>
+                <Table.Cell className="wide-only">{training.model ?? "none"}</Table.Cell>
+                <Table.Cell className="wide-only">{new Date(training.created_at).toLocaleString()}</Table.Cell>
+              </Table.Row>
+            ))}
+          </Table.Body>
+        </Table.Root>
+      )}
+    </Flex>
+  );
+}
+
+function StateBadge({ status }: { status: TrainingStatus }) {
+  const color = status === "ready" ? "green" : status === "accepted" ? "teal" : ["rejected", "failed", "expired"].includes(status) ? "red" : status === "cancelled" ? "gray" : "indigo";
+  return (
+    <Badge color={color} highContrast>
+      {STATE_WORDS[status]}
+    </Badge>
+  );
+}
+
+function NewTraining({ onCreated }: { onCreated(id: string): void }) {
+  const { session } = useConsole();
+  const [model, setModel] = useState("svc-shared");
+  const [file, setFile] = useState<File | null>(null);
+  const [sent, setSent] = useState<number | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  async function start(event: React.FormEvent) {
+    event.preventDefault();
+    if (!file) return;
+    setError(null);
+    try {
+      const created = Training.parse((await call("/v1/trainings", session.accessToken, { body: JSON.stringify({ idempotency_key: crypto.randomUUID(), model }) })).plain);
+      if (created.upload) {
+        setSent(0);
+        await upload(created.upload.url, created.upload.headers, file, setSent);
+      }
+      await call(`/v1/trainings/${created.id}/submit`, session.accessToken, { method: "POST" });
+      setFile(null);
+      setSent(null);
+      onCreated(created.id);
+    } catch (err) {
+      setSent(null);
+      setError(describe(err));
+    }
+  }
+
+  return (
+    <Card>
+      <form onSubmit={(event) => void start(event)}>
+        <Flex direction="column" gap="2">
+          <Box>
+            <Text as="label" htmlFor="training-model" size="2" weight="medium">
+              Base model
+            </Text>
+            <TextField.Root id="training-model" value={model} onChange={(event) => setModel(event.target.value)} />
+          </Box>
+          <Text as="label" htmlFor="training-file" weight="medium">
+            Labelled examples, a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;, &quot;labels&quot;{"}"} per line)
+          </Text>
+          <input id="training-file" type="file" accept=".jsonl,application/jsonl,application/x-ndjson,text/plain" onChange={(event) => setFile(event.target.files?.[0] ?? null)} />
+          {sent !== null && file && (
+            <Box>
+              <Text as="p" size="2" id="training-upload-label">
+                Uploading: {Math.round((100 * sent) / Math.max(file.size, 1))} % of {file.size.toLocaleString()} bytes
+              </Text>
+              <Progress value={(100 * sent) / Math.max(file.size, 1)} aria-labelledby="training-upload-label" />
+            </Box>
+          )}
+          <ErrorCallout error={error} />
+          <Box>
+            <Button type="submit" disabled={!file || sent !== null}>
+              Upload and train
+            </Button>
+          </Box>
+        </Flex>
+      </form>
+    </Card>
+  );
+}
+
+function TrainingDetail({ id, onChange }: { id: string; onChange(): void }) {
+  const { session } = useConsole();
+  const [training, setTraining] = useState<Training | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  const read = useCallback(async () => {
+    try {
+      const next = Training.parse((await call(`/v1/trainings/${id}`, session.accessToken)).plain);
+      setTraining(next);
+      return next;
+    } catch (err) {
+      setError(describe(err));
+      return null;
+    }
+  }, [id, session]);
+
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const tick = async () => {
+      const next = await read();
+      if (stopped) return;
+      if (next && isTrainingTerminal(next.status)) onChange();
+      else timer = setTimeout(() => void tick(), POLL_MS);
+    };
+    void tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+    // Not on onChange: the parent's refresh is a new function each render, and must not restart the polling.
+  }, [read]);
+
+  async function cancel() {
+    try {
+      setTraining(Training.parse((await call(`/v1/trainings/${id}/cancel`, session.accessToken, { method: "POST" })).plain));
+      onChange();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+
+  if (!training) return <ErrorCallout error={error} />;
+  const progress = training.progress;
+  return (
+    <Card>
+      <Flex direction="column" gap="2">
+        <Flex gap="2" align="center" wrap="wrap">
+          <Heading as="h2" size="4">
+            Training <Code variant="ghost">{training.id}</Code>
+          </Heading>
+          <StateBadge status={training.status} />
+        </Flex>
+        {training.model && (
+          <Text size="2">
+            Model: <Code>{training.model}</Code>
+          </Text>
+        )}
+        {progress && (
+          <>
+            <Text as="p" size="2" id="training-progress-label">
+              {progress.step}: {progress.examples_read} of {progress.examples_total} examples read
+              {progress.examples_per_minute > 0 ? `, ${progress.examples_per_minute.toFixed(1)} a minute` : ""}
+              {progress.estimated_completion_at ? `, done by about ${new Date(progress.estimated_completion_at).toLocaleTimeString()}` : ""}
+            </Text>
+            <Progress value={(100 * progress.examples_read) / Math.max(progress.examples_total, 1)} aria-labelledby="training-progress-label" />
+          </>
+        )}
+        {training.error && <ErrorCallout error={`${training.error.message} (${training.error.code}${training.error.line === null ? "" : `, line ${training.error.line}`})`} />}
+        <ErrorCallout error={error} />
+        {training.evaluation && (
+          <>
+            <Heading as="h3" size="3">
+              Evaluation on {training.examples.held_out} held-out examples: {training.evaluation.decision}
+            </Heading>
+            <Table.Root size="1">
+          <caption className="visually-hidden">Evaluation</caption>
+              <Table.Header>
+                <Table.Row>
+                  <Table.ColumnHeaderCell>Question</Table.ColumnHeaderCell>
+                  <Table.ColumnHeaderCell>Trained</Table.ColumnHeaderCell>
+                  <Table.ColumnHeaderCell>Zero-shot</Table.ColumnHeaderCell>
+                  <Table.ColumnHeaderCell>ECE</Table.ColumnHeaderCell>
+                  <Table.ColumnHeaderCell>Passed</Table.ColumnHeaderCell>
+                </Table.Row>
+              </Table.Header>
+              <Table.Body>
+                {training.evaluation.questions.map((q) => (
+                  <Table.Row key={q.question}>
+                    <Table.RowHeaderCell>{q.question}</Table.RowHeaderCell>
+                    <Table.Cell>
+                      {q.metric} {q.candidate.toFixed(3)}
+                    </Table.Cell>
+                    <Table.Cell>{q.zero_shot.toFixed(3)}</Table.Cell>
+                    <Table.Cell>{q.ece.toFixed(3)}</Table.Cell>
+                    <Table.Cell>{q.passed ? "yes" : "no"}</Table.Cell>
+                  </Table.Row>
+                ))}
+              </Table.Body>
+            </Table.Root>
+            <AuthorizedImage path={`/v1/trainings/${training.id}/report.svg`} credential={session.accessToken} alt="Reliability diagram of the trained model and of the base model's zero-shot answers" />
+          </>
+        )}
+        {!isTrainingTerminal(training.status) && training.status !== "accepted" && (
+          <Box>
+            <ConfirmDialog
+              title="Cancel this training?"
+              description="The job stops and no model is made from it."
+              confirm="Cancel training"
+              onConfirm={() => void cancel()}
+              trigger={(openDialog) => (
+                <Button color="red" variant="soft" onClick={openDialog}>
+                  Cancel training
+                </Button>
+              )}
+            />
+          </Box>
+        )}
+      </Flex>
+    </Card>
+  );
+}

@@ -50,7 +50,8 @@ const bindings = Object.fromEntries(
     .filter((line) => line.includes("="))
     .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
 );
-const consoleAssets = join(dataDir, "console-assets");
+// One folder per edge: a stack may run several edges over one data directory (stack.addEdge).
+const consoleAssets = join(dataDir, `console-assets-${port}`);
 if (config.assets) await buildConsole(consoleAssets);
 const mf = new Miniflare({
   modules: true,

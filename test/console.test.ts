@@ -257,6 +257,8 @@ describe("the web console", () => {
     await tab.getByLabel("New key's name").fill("first");
     await tab.getByRole("button", { name: "Create key" }).click();
     remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    // The key goes with the page (memory only) for the models page at the end.
+    await tab.getByRole("button", { name: "Use it in Try a decision" }).click();
     await tab.getByRole("link", { name: "Training" }).click();
     // Only the examples say what "group A" is (the animals): the base model cannot know it.
     const file = await noulFile({ type: "noul", instructions: "Does this sentence belong to group A?" }, animalSentences());
@@ -270,6 +272,17 @@ describe("the web console", () => {
     const diagram = tab.getByRole("img", { name: /Reliability diagram of the trained model/ });
     await expect.poll(() => diagram.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);
     await checkPage("training", tab);
+
+    // The trained model on the models page, with its evaluation report and reliability diagram.
+    const model = /Model: (ft:\S+)/.exec(detail)![1]!;
+    await tab.getByRole("link", { name: "Models" }).click();
+    await tab.getByRole("button", { name: "List models" }).click();
+    await tab.getByRole("row", { name: new RegExp(model) }).getByRole("button", { name: "Evaluation" }).click();
+    await expect.poll(() => tab.getByRole("heading", { name: `Evaluation of ${model}` }).isVisible()).toBe(true);
+    const evaluation = tab.getByRole("img", { name: /Reliability diagram: Evaluation of/ });
+    await expect.poll(() => evaluation.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);
+    expect(await tab.locator("main").innerText()).toContain('"decision": "accepted"');
+    await checkPage("models-evaluation", tab);
     await trainer.close();
   }, 240_000);
 

@@ -9,13 +9,13 @@ import { useCallback, useEffect, useState } from "react";
 import { Batch, BatchList, isTerminal, RecordError } from "../../../contract/batches.ts";
 import { DecisionResponse } from "../../../contract/decision.ts";
 import { toRecord, type Json } from "../../../contract/json.ts";
-import { call, describe, upload } from "../api.ts";
+import { call, describe } from "../api.ts";
 import { useConsole } from "../App.tsx";
 import { ApiKeyField, ConfirmDialog, ErrorCallout } from "../components.tsx";
+import { JobFileForm, startJob, usePolledJob } from "../jobs.tsx";
 import { answerSummary } from "./answers.ts";
 
-/** How often an open batch is read again. */
-const POLL_MS = 2000;
+const isBatchEnded = (batch: Batch) => isTerminal(batch.status);
 
 export function BatchesPage() {
   const { apiKey } = useConsole();
@@ -112,58 +112,17 @@ function StatusBadge({ status }: { status: Batch["status"] }) {
   );
 }
 
-/** A JSONL file made into a batch: create, signed PUT (with its progress), submit. */
+/** A JSONL file made into a batch: created, uploaded (its progress shown), submitted. */
 function NewBatch({ onCreated }: { onCreated(id: string): void }) {
   const { apiKey } = useConsole();
-  const [file, setFile] = useState<File | null>(null);
-  const [sent, setSent] = useState<number | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  async function start(event: React.FormEvent) {
-    event.preventDefault();
-    if (!file) return;
-    setError(null);
-    try {
-      const created = Batch.parse((await call("/v1/batches", apiKey, { body: JSON.stringify({ idempotency_key: crypto.randomUUID() }) })).plain);
-      if (created.upload) {
-        setSent(0);
-        await upload(created.upload.url, created.upload.headers, file, setSent);
-      }
-      await call(`/v1/batches/${created.id}/submit`, apiKey, { method: "POST" });
-      setFile(null);
-      setSent(null);
-      onCreated(created.id);
-    } catch (err) {
-      setSent(null);
-      setError(describe(err));
-    }
-  }
-
   return (
-    <Card>
-      <form onSubmit={(event) => void start(event)}>
-        <Flex direction="column" gap="2">
-          <Text as="label" htmlFor="batch-file" weight="medium">
-            New batch from a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;{"}"} per line)
-          </Text>
-          <input id="batch-file" type="file" accept=".jsonl,application/jsonl,application/x-ndjson,text/plain" onChange={(event) => setFile(event.target.files?.[0] ?? null)} />
-          {sent !== null && file && (
-            <Box>
-              <Text as="p" size="2" id="upload-progress-label">
-                Uploading: {Math.round((100 * sent) / Math.max(file.size, 1))} % of {file.size.toLocaleString()} bytes
-              </Text>
-              <Progress value={(100 * sent) / Math.max(file.size, 1)} aria-labelledby="upload-progress-label" />
-            </Box>
-          )}
-          <ErrorCallout error={error} />
-          <Box>
-            <Button type="submit" disabled={!file || !apiKey || sent !== null}>
-              Upload and submit
-            </Button>
-          </Box>
-        </Flex>
-      </form>
-    </Card>
+    <JobFileForm
+      inputId="batch-file"
+      label={<>New batch from a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;{"}"} per line)</>}
+      button="Upload and submit"
+      disabled={!apiKey}
+      start={async (file, progress) => onCreated(await startJob("/v1/batches", apiKey, {}, file, progress))}
+    />
   );
 }
 
@@ -183,22 +142,7 @@ function BatchDetail({ id, onChange }: { id: string; onChange(): void }) {
     }
   }, [id, apiKey]);
 
-  useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const tick = async () => {
-      const next = await read();
-      if (stopped) return;
-      if (next && isTerminal(next.status)) onChange();
-      else timer = setTimeout(() => void tick(), POLL_MS);
-    };
-    void tick();
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-    // Not on onChange: the parent's refresh is a new function each render, and must not restart the polling.
-  }, [read]);
+  usePolledJob(read, isBatchEnded, onChange);
 
   async function cancel() {
     try {

@@ -9,11 +9,12 @@
 import { Badge, Box, Button, Card, Code, Flex, Heading, Progress, Table, Text, TextField } from "@radix-ui/themes";
 import { useCallback, useEffect, useState } from "react";
 import { Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
-import { call, describe, upload } from "../api.ts";
+import { call, describe } from "../api.ts";
 import { useConsole } from "../App.tsx";
 import { AuthorizedImage, ConfirmDialog, ErrorCallout } from "../components.tsx";
+import { JobFileForm, startJob, usePolledJob } from "../jobs.tsx";
 
-const POLL_MS = 2000;
+const isTrainingEnded = (training: Training) => isTrainingTerminal(training.status);
 
 /** A training's state in the words of the product: passing training is not being ready. */
 const STATE_WORDS: Record<TrainingStatus, string> = {
@@ -110,61 +111,20 @@ function StateBadge({ status }: { status: TrainingStatus }) {
 function NewTraining({ onCreated }: { onCreated(id: string): void }) {
   const { session } = useConsole();
   const [model, setModel] = useState("svc-shared");
-  const [file, setFile] = useState<File | null>(null);
-  const [sent, setSent] = useState<number | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  async function start(event: React.FormEvent) {
-    event.preventDefault();
-    if (!file) return;
-    setError(null);
-    try {
-      const created = Training.parse((await call("/v1/trainings", session.accessToken, { body: JSON.stringify({ idempotency_key: crypto.randomUUID(), model }) })).plain);
-      if (created.upload) {
-        setSent(0);
-        await upload(created.upload.url, created.upload.headers, file, setSent);
-      }
-      await call(`/v1/trainings/${created.id}/submit`, session.accessToken, { method: "POST" });
-      setFile(null);
-      setSent(null);
-      onCreated(created.id);
-    } catch (err) {
-      setSent(null);
-      setError(describe(err));
-    }
-  }
-
   return (
-    <Card>
-      <form onSubmit={(event) => void start(event)}>
-        <Flex direction="column" gap="2">
-          <Box>
-            <Text as="label" htmlFor="training-model" size="2" weight="medium">
-              Base model
-            </Text>
-            <TextField.Root id="training-model" value={model} onChange={(event) => setModel(event.target.value)} />
-          </Box>
-          <Text as="label" htmlFor="training-file" weight="medium">
-            Labelled examples, a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;, &quot;labels&quot;{"}"} per line)
-          </Text>
-          <input id="training-file" type="file" accept=".jsonl,application/jsonl,application/x-ndjson,text/plain" onChange={(event) => setFile(event.target.files?.[0] ?? null)} />
-          {sent !== null && file && (
-            <Box>
-              <Text as="p" size="2" id="training-upload-label">
-                Uploading: {Math.round((100 * sent) / Math.max(file.size, 1))} % of {file.size.toLocaleString()} bytes
-              </Text>
-              <Progress value={(100 * sent) / Math.max(file.size, 1)} aria-labelledby="training-upload-label" />
-            </Box>
-          )}
-          <ErrorCallout error={error} />
-          <Box>
-            <Button type="submit" disabled={!file || sent !== null}>
-              Upload and train
-            </Button>
-          </Box>
-        </Flex>
-      </form>
-    </Card>
+    <JobFileForm
+      inputId="training-file"
+      label={<>Labelled examples, a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;, &quot;labels&quot;{"}"} per line)</>}
+      button="Upload and train"
+      start={async (file, progress) => onCreated(await startJob("/v1/trainings", session.accessToken, { model }, file, progress))}
+    >
+      <Box>
+        <Text as="label" htmlFor="training-model" size="2" weight="medium">
+          Base model
+        </Text>
+        <TextField.Root id="training-model" value={model} onChange={(event) => setModel(event.target.value)} />
+      </Box>
+    </JobFileForm>
   );
 }
 
@@ -184,22 +144,7 @@ function TrainingDetail({ id, onChange }: { id: string; onChange(): void }) {
     }
   }, [id, session]);
 
-  useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const tick = async () => {
-      const next = await read();
-      if (stopped) return;
-      if (next && isTrainingTerminal(next.status)) onChange();
-      else timer = setTimeout(() => void tick(), POLL_MS);
-    };
-    void tick();
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-    // Not on onChange: the parent's refresh is a new function each render, and must not restart the polling.
-  }, [read]);
+  usePolledJob(read, isTrainingEnded, onChange);
 
   async function cancel() {
     try {

@@ -56,5 +56,8 @@ export function parseApiKey(token: string): { id: string } | null {
  * GET /v1/sign-in: where the command-line tool's browser sign-in goes (a public client with
  * authorization code + PKCE and a loopback redirect), and the scope its user token needs.
  */
+/** What a user's access token is asked for at sign-in (the CLI's and the console's): the key-management routes. */
+export const USER_SIGN_IN_SCOPE = "openid keys";
+
 export const SignInTarget = z.object({ issuer: z.string(), client_id: z.string(), scope: z.string() });
 export type SignInTarget = z.infer<typeof SignInTarget>;

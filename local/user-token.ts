@@ -10,6 +10,7 @@
  * No code, verifier or token ever appears in an error message.
  */
 import { createHash, randomBytes, randomInt } from "node:crypto";
+import { USER_SIGN_IN_SCOPE } from "../contract/keys.ts";
 import { CLI_CLIENT_ID } from "./idp.ts";
 
 /** An OAuth error from the provider (`code` is the OAuth error code), or an unexpected page. */
@@ -112,7 +113,7 @@ export async function authorize(opts: AuthorizeOptions): Promise<{ code: string;
     client_id: opts.clientId ?? CLI_CLIENT_ID,
     response_type: "code",
     redirect_uri: redirectUri,
-    scope: opts.scope ?? "openid keys",
+    scope: opts.scope ?? USER_SIGN_IN_SCOPE,
     state,
     ...(opts.codeChallenge === null ? {} : { code_challenge: opts.codeChallenge, code_challenge_method: "S256" }),
   }).toString();

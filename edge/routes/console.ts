@@ -7,21 +7,20 @@
  *   GET /console/<file>       -> a built file (script, styles)
  *   GET /console, /console/…  -> the page itself (it routes in the browser)
  *
- * The policy allows this origin's own files and calls, plus calls to the identity provider (the token
- * exchange of the sign-in) and to R2 where uploads go there directly, and exactly the inline style elements the built components render (by
- * hash): nothing else loads or runs, so the console works offline on the local stack.
+ * The policy allows this origin's own files and calls, calls to the identity provider (the token
+ * exchange of the sign-in) and to R2 where uploads go there directly, and exactly the inline style
+ * elements the built components render (by hash): nothing else loads or runs, so the console works
+ * offline on the local stack.
  */
 import { Hono, type Context } from "hono";
 import { z } from "zod";
 import { CONSOLE_CONFIG_PATH, CONSOLE_PATH, CONSOLE_STYLE_HASHES_FILE, type ConsoleConfig } from "../../contract/console.ts";
+import { USER_SIGN_IN_SCOPE } from "../../contract/keys.ts";
 import { notFound } from "../../server-shared/http.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
 
 export const consolePage = new Hono<AppEnv>();
-
-/** What the access token must be good for: the key-management routes, as for `svc login`. */
-const CONSOLE_SCOPE = "openid keys";
 
 /** A built file's name: hashed by the bundler, so it may be cached for good. */
 const BUILT_FILE = /^\/[A-Za-z0-9_-]+\.(js|css|svg|png|woff2?)$/;
@@ -30,11 +29,17 @@ const BUILT_FILE = /^\/[A-Za-z0-9_-]+\.(js|css|svg|png|woff2?)$/;
 let styleHashes: Promise<string[]> | null = null;
 
 async function inlineStyles(assets: Fetcher, url: string): Promise<string[]> {
-  styleHashes ??= assets
-    .fetch(new URL(`/${CONSOLE_STYLE_HASHES_FILE}`, url))
-    .then(async (res) => (res.ok ? z.array(z.string().regex(/^'sha256-[A-Za-z0-9+/=]+'$/)).parse(await res.json()) : []))
-    .catch(() => []);
-  return styleHashes;
+  styleHashes ??= assets.fetch(new URL(`/${CONSOLE_STYLE_HASHES_FILE}`, url)).then(async (res) => {
+    if (!res.ok) throw new Error(`the console's style hashes answered ${res.status}`);
+    return z.array(z.string().regex(/^'sha256-[A-Za-z0-9+/=]+'$/)).parse(await res.json());
+  });
+  try {
+    return await styleHashes;
+  } catch {
+    // Read again next time; meanwhile the page's inline styles are refused (scrollbars show), nothing else.
+    styleHashes = null;
+    return [];
+  }
 }
 
 /** The origin of a setting's URL, or nothing (a bad URL is reported by the settings' own check). */
@@ -80,7 +85,7 @@ consolePage.get(CONSOLE_CONFIG_PATH, (c) => {
   const config: ConsoleConfig = {
     issuer: settings.OIDC_ISSUER,
     client_id: settings.OIDC_CONSOLE_CLIENT_ID ?? null,
-    scope: CONSOLE_SCOPE,
+    scope: USER_SIGN_IN_SCOPE,
     images: { api: settings.IMAGE_API === "on", browser: settings.IMAGE_BROWSER === "on" },
   };
   c.header("cache-control", "no-store");

@@ -9,16 +9,13 @@
  * redirect `http://127.0.0.1:<any port>/callback`.
  */
 import { Hono } from "hono";
-import type { SignInTarget } from "../../contract/keys.ts";
+import { USER_SIGN_IN_SCOPE, type SignInTarget } from "../../contract/keys.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
 
 export const signIn = new Hono<AppEnv>();
 
-/** What the access token must be good for: the key-management routes. */
-const CLI_SCOPE = "openid keys";
-
 signIn.get("/v1/sign-in", (c) => {
   const { settings } = services(c.env);
-  return c.json({ issuer: settings.OIDC_ISSUER, client_id: settings.OIDC_CLI_CLIENT_ID, scope: CLI_SCOPE } satisfies SignInTarget);
+  return c.json({ issuer: settings.OIDC_ISSUER, client_id: settings.OIDC_CLI_CLIENT_ID, scope: USER_SIGN_IN_SCOPE } satisfies SignInTarget);
 });

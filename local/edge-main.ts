@@ -8,10 +8,9 @@
  * answers; SIGTERM stops workerd.
  */
 import { spawnSync } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
+import { cpSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
-import { buildConsole } from "../ops/console-bundle.ts";
 import { discardedLog, r2Dir } from "./edge.ts";
 import { ROOT } from "./tiers.ts";
 
@@ -31,7 +30,8 @@ const configPath = join(ROOT, "wrangler.toml");
 const config = Bun.TOML.parse(readFileSync(configPath, "utf8")) as WranglerConfig;
 
 // The same bundle production runs: wrangler's own build of `main`, without uploading it.
-const outdir = join(dataDir, "edge-bundle");
+// One bundle per edge too: edges starting together over one data directory must not rebuild each other's.
+const outdir = join(dataDir, `edge-bundle-${port}`);
 rmSync(outdir, { recursive: true, force: true });
 const build = spawnSync(
   "node",
@@ -50,9 +50,22 @@ const bindings = Object.fromEntries(
     .filter((line) => line.includes("="))
     .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
 );
-// One folder per edge: a stack may run several edges over one data directory (stack.addEdge).
+// One folder per edge: a stack may run several edges over one data directory (stack.addEdge). It is a
+// copy of what wrangler's [build] step just wrote, which another edge's start may replace at any time
+// (renamed into place whole: a copy that loses that race is taken again).
 const consoleAssets = join(dataDir, `console-assets-${port}`);
-if (config.assets) await buildConsole(consoleAssets);
+if (config.assets) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      rmSync(consoleAssets, { recursive: true, force: true });
+      cpSync(join(ROOT, config.assets.directory), consoleAssets, { recursive: true });
+      break;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await Bun.sleep(200);
+    }
+  }
+}
 const mf = new Miniflare({
   modules: true,
   modulesRoot: outdir,

@@ -10,7 +10,7 @@
  *
  *     const edge = await startEdge({ kind: "miniflare", port, envFile, dataDir, logDir });
  */
-import { rmSync, symlinkSync } from "node:fs";
+import { readlinkSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "./ports.ts";
 import { start, type Child } from "./process.ts";
@@ -90,6 +90,11 @@ export async function startEdge(opts: EdgeOptions): Promise<Child> {
 export function discardedLog(dataDir: string): string {
   const path = join(dataDir, "wrangler-debug.log");
   rmSync(path, { force: true });
-  symlinkSync("/dev/null", path);
+  try {
+    symlinkSync("/dev/null", path);
+  } catch (err) {
+    // Another edge starting over the same data directory (stack.addEdge) made the same link meanwhile.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST" || readlinkSync(path) !== "/dev/null") throw err;
+  }
   return path;
 }

@@ -2,7 +2,7 @@
  * `npm run build:console`: the web console (console/) bundled into the static assets the edge Worker
  * serves at /console (wrangler.toml `[assets]`), under `.local/console/`. wrangler runs it before
  * every build of the edge (`[build]`), so `wrangler deploy` and `npm run build:edge` always carry the
- * console of the checkout; the local edge (local/edge-main.ts) builds its own copy in its data
+ * console of the checkout; the local edge (local/edge-main.ts) serves its own copy in its data
  * directory, since workerd keeps the folder it serves open and a rebuild would leave it serving a
  * deleted one. Runs under Bun on an operator's, CI's or a developer's machine.
  *

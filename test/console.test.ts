@@ -356,6 +356,31 @@ describe("the web console", () => {
     await imager.close();
   }, 300_000);
 
+  it("works from the keyboard: a skip link first, a key created with Enter, the confirmation focused on Cancel and closed by Escape", async () => {
+    const keyboard = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await keyboard.newPage();
+    await tab.goto(`${base()}/console/`);
+    await signInAt(`keyboard-${process.pid}-${Date.now()}`, tab);
+    await expect.poll(() => tab.getByRole("heading", { name: "API keys" }).isVisible()).toBe(true);
+    const focused = () => tab.evaluate<string>("document.activeElement?.textContent ?? ''");
+    await tab.keyboard.press("Tab");
+    expect(await focused()).toBe("Skip to content");
+    await tab.keyboard.press("Enter");
+    expect(new URL(tab.url()).hash).toBe("#main");
+    await tab.getByLabel("New key's name").focus();
+    await tab.keyboard.type("typed");
+    await tab.keyboard.press("Enter");
+    remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    await tab.getByRole("button", { name: "Revoke typed" }).focus();
+    await tab.keyboard.press("Enter");
+    await expect.poll(() => tab.getByRole("alertdialog").isVisible()).toBe(true);
+    expect(await focused()).toBe("Cancel");
+    await tab.keyboard.press("Escape");
+    await expect.poll(() => tab.getByRole("alertdialog").isVisible()).toBe(false);
+    expect(await tab.getByRole("row", { name: /typed/ }).innerText()).toMatch(/active/);
+    await keyboard.close();
+  });
+
   it("is usable at phone width: every page fits the screen, the navigation wraps", async () => {
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true });
     const small = await phone.newPage();

@@ -91,7 +91,21 @@ function withQuestion(text: string, id: string, question: Json): string {
   const current = toJsonMap(parseJson(text.trim() || "{}"));
   if (!(current instanceof Map)) throw new Error("the questions must be a JSON object");
   current.set(id, question);
-  return JSON.stringify(JSON.parse(stringifyJson(current)), null, 2);
+  return pretty(current);
+}
+
+/**
+ * JSON laid out on lines, keys in their order: JSON.stringify would move integer-like keys ("10")
+ * first, and the order of questions and options is part of a request.
+ */
+function pretty(value: Json, indent = ""): string {
+  const inner = `${indent}  `;
+  if (Array.isArray(value)) return value.length === 0 ? "[]" : `[\n${value.map((item) => inner + pretty(item, inner)).join(",\n")}\n${indent}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = value instanceof Map ? [...value] : Object.entries(value);
+    return entries.length === 0 ? "{}" : `{\n${entries.map(([key, item]) => `${inner}${JSON.stringify(key)}: ${pretty(item, inner)}`).join(",\n")}\n${indent}}`;
+  }
+  return stringifyJson(value);
 }
 
 /** A small form per question type that writes the question into the JSON above. */
@@ -111,7 +125,7 @@ function AddQuestion({ onAdd, onError }: { onAdd(id: string, question: Json): vo
       type === "noul"
         ? { type, instructions }
         : type === "choice"
-          ? { type, instructions, criteria: Object.fromEntries(names.map((name) => [name, null])) }
+          ? { type, instructions, criteria: new Map(names.map((name) => [name, null])) }
           : { type, instructions, criteria: names };
     try {
       onAdd(id.trim(), question);

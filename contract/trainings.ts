@@ -59,6 +59,15 @@ export const TRAINING_LIST_PAGE = { default: 20, max: 100 } as const;
  */
 export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1 } as const;
 
+/**
+ * What a trained text model's head can read of its question's pass, chosen per job by
+ * cross-validation: the base's final hidden state at the answer position, the state's hidden states
+ * pooled, and the pass's own label log-probabilities (the zero-shot reading, uncalibrated).
+ */
+export const FEATURE_BLOCKS = ["answer_state", "pooled_state", "label_logprobs"] as const;
+export const FeatureBlock = z.enum(FEATURE_BLOCKS);
+export type FeatureBlock = z.infer<typeof FeatureBlock>;
+
 const noNul = (value: string) => !value.includes("\u0000");
 
 export const CreateTrainingRequest = looseFields({
@@ -154,7 +163,13 @@ export const EvaluationReport = z.object({
    * What was trained: a head per question on the base's hidden state at the answer position, or
    * (an image model) one head on the image backbone's pooled features, over the answers and "other".
    */
-  method: z.object({ kind: z.enum(["hidden_state_head", "image_head"]), features: z.number().int(), regularisation: z.array(z.number()) }),
+  method: z.object({
+    kind: z.enum(["hidden_state_head", "image_head"]),
+    features: z.number().int(),
+    regularisation: z.array(z.number()),
+    /** A text model's inputs per question (FEATURE_BLOCKS), as cross-validation chose them; absent for an image model. */
+    inputs: z.array(z.array(FeatureBlock)).optional(),
+  }),
   questions: z.array(QuestionEvaluation),
   /**
    * An image model's unknown detection on the held-out images: how well its unknown mass (the

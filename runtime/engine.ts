@@ -72,6 +72,8 @@ export interface ScoreResult {
   logprobs: number[];
   /** The final hidden state at the answer position (`n_embd` numbers); only when asked for. */
   hiddenState?: number[];
+  /** The prefix's final hidden states averaged at every POOL_STRIDE-th token and its last (`n_embd` numbers); only when asked for. */
+  pooledState?: number[];
 }
 
 export interface ScoreOptions {
@@ -79,6 +81,8 @@ export interface ScoreOptions {
   hiddenState?: boolean;
   /** Leading segments that are the pass's prefix (runtime-protocol.ts `prefix_segments`); default 0. */
   prefixSegments?: number;
+  /** Also return the prefix's pooled hidden state (runtime-protocol.ts `pooled_state`); needs `hiddenState` and a prefix. */
+  pooledState?: boolean;
 }
 
 /** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
@@ -160,6 +164,9 @@ export class Engine implements ScoringEngine {
     const tokens = [...prefix, ...rest];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
     if (rest.length === 0) throw new ServiceError("invalid_request", "prefix_segments: no token follows the prefix");
+    if (options.pooledState && (!options.hiddenState || prefix.length === 0)) {
+      throw new ServiceError("invalid_request", "pooled_state needs hidden_state and a prefix (prefix_segments > 0)");
+    }
     if (tokens.length > this.maxTokensPerPass) {
       throw new ServiceError("pass_too_long", `pass has ${tokens.length} tokens; this runtime evaluates at most ${this.maxTokensPerPass}`);
     }
@@ -173,15 +180,16 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const { reading, hiddenState, evaluated } = await this.exclusive(async () => {
+    const { reading, hiddenState, pooledState, evaluated } = await this.exclusive(async () => {
       // Made (once) before the pass's clock starts: making it is no evaluation.
       const hidden = options.hiddenState ? await this.hiddenContext() : null;
       const started = performance.now();
       try {
-        const { reading, evaluated } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[]);
+        const pool = options.pooledState && hidden ? () => lastHiddenState(hidden.context) : null;
+        const { reading, evaluated, pooled } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[], pool);
         this.evaluatedTokens += evaluated;
         // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
-        return { reading, evaluated, hiddenState: hidden ? lastHiddenState(hidden.context, rest.length) : undefined };
+        return { reading, evaluated, pooledState: pooled ?? undefined, hiddenState: hidden ? lastHiddenState(hidden.context) : undefined };
       } finally {
         this.busyMs += performance.now() - started;
         this.passes += 1;
@@ -193,7 +201,15 @@ export class Engine implements ScoringEngine {
     });
     if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
     if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
-    return { promptTokens: tokens.length, prefixTokens: prefix.length, evaluatedTokens: evaluated, logprobs, ...(hiddenState ? { hiddenState } : {}) };
+    if (pooledState && !pooledState.every(Number.isFinite)) throw new Error("engine returned a non-finite pooled state");
+    return {
+      promptTokens: tokens.length,
+      prefixTokens: prefix.length,
+      evaluatedTokens: evaluated,
+      logprobs,
+      ...(hiddenState ? { hiddenState } : {}),
+      ...(pooledState ? { pooledState } : {}),
+    };
   }
 
   stats(): { passes: number; evaluatedTokens: number; busyMs: number } {
@@ -257,10 +273,19 @@ type ContextOptions = Parameters<LlamaModel["createContext"]>[0] & {};
  * numbers; `context` must be an embeddings context. node-llama-cpp exposes it only through its
  * internal addon context, as createEmbeddingContext reads it.
  */
-function lastHiddenState(context: LlamaContext, tokenCount: number): number[] {
+function lastHiddenState(context: LlamaContext): number[] {
+  // The addon reads llama_get_embeddings_ith(ctx, -1) whatever length it is given (it checks only that it is positive).
   const internal = context as unknown as { _ctx: { getEmbedding(inputTokensLength: number): Float64Array } };
-  return Array.from(internal._ctx.getEmbedding(tokenCount));
+  return Array.from(internal._ctx.getEmbedding(1));
 }
+
+/**
+ * Tokens between two reads of a pooled prefix. node-llama-cpp reads one hidden state per evaluation
+ * (the last position's: its addon exposes neither per-token states nor a mean pooling for a model whose
+ * file names none), so a pooled prefix is evaluated in pieces of this many tokens and the state read
+ * after each: a mean over every POOL_STRIDE-th position (and the last), not over every token.
+ */
+export const POOL_STRIDE = 32;
 
 /**
  * One llama.cpp sequence and the prefix it holds evaluated. `evaluate(prefix, rest)` evaluates the
@@ -271,40 +296,71 @@ function lastHiddenState(context: LlamaContext, tokenCount: number): number[] {
 class PrefixSequence {
   /** The prefix whose evaluation the KV cache holds (its positions 0..length-1), or null. */
   private held: readonly Token[] | null = null;
+  /** The held prefix's pooled state when it was evaluated in pieces (`pool`), else null: a prefix evaluated whole is another evaluation. */
+  private heldPool: number[] | null = null;
 
   constructor(
     readonly sequence: LlamaContextSequence,
     private readonly read: Reader,
   ) {}
 
-  async evaluate(prefix: readonly Token[], rest: readonly Token[], labels: readonly Token[]): Promise<{ reading: LabelReading; evaluated: number }> {
+  /**
+   * `pool`, when given, reads the hidden state of the last position evaluated: the prefix is then
+   * evaluated in pieces of POOL_STRIDE tokens, the state read after each, and their mean returned as
+   * `pooled` (kept with the prefix, so a hit returns it again).
+   */
+  async evaluate(
+    prefix: readonly Token[],
+    rest: readonly Token[],
+    labels: readonly Token[],
+    pool: (() => number[]) | null = null,
+  ): Promise<{ reading: LabelReading; evaluated: number; pooled: number[] | null }> {
     if (prefix.length === 0) {
       this.held = null;
       await this.sequence.clearHistory();
-      return { reading: await this.read(this.sequence, rest, labels), evaluated: rest.length };
+      return { reading: await this.read(this.sequence, rest, labels), evaluated: rest.length, pooled: null };
     }
     try {
       let evaluated = rest.length;
-      if (this.holds(prefix)) await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
-      if (!this.holds(prefix) || this.sequence.nextTokenIndex !== prefix.length) {
+      const pooledMode = pool !== null;
+      if (this.holds(prefix, pooledMode)) await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
+      if (!this.holds(prefix, pooledMode) || this.sequence.nextTokenIndex !== prefix.length) {
         // A miss (or a cache that could not keep the prefix): start from an empty sequence.
         this.held = null;
+        this.heldPool = null;
         await this.sequence.clearHistory();
-        await this.sequence.controlledEvaluate([...prefix]);
+        const pooled = pool ? await this.evaluatePooled(prefix, pool) : (await this.sequence.controlledEvaluate([...prefix]), null);
         this.held = [...prefix];
+        this.heldPool = pooled;
         evaluated += prefix.length;
       }
-      return { reading: await this.read(this.sequence, rest, labels), evaluated };
+      return { reading: await this.read(this.sequence, rest, labels), evaluated, pooled: this.heldPool };
     } catch (err) {
       // Whatever the sequence holds after a failure, it is not trusted as a kept prefix.
       this.held = null;
+      this.heldPool = null;
       throw err;
     }
   }
 
-  private holds(prefix: readonly Token[]): boolean {
+  /** Evaluates `prefix` in pieces of POOL_STRIDE tokens, reading the last position's state after each; their mean. */
+  private async evaluatePooled(prefix: readonly Token[], pool: () => number[]): Promise<number[]> {
+    let sum: number[] | null = null;
+    let reads = 0;
+    for (let start = 0; start < prefix.length; start += POOL_STRIDE) {
+      const piece = prefix.slice(start, start + POOL_STRIDE);
+      // Only the piece's last position is an output, as the addon reads the last one.
+      await this.sequence.controlledEvaluate(piece.map((token, i): ControlledEvaluateInputItem => (i === piece.length - 1 ? [token, { generateNext: { token: true } }] : token)));
+      const state = pool();
+      sum = sum ? sum.map((v, j) => v + state[j]!) : state;
+      reads += 1;
+    }
+    return sum!.map((v) => v / reads);
+  }
+
+  private holds(prefix: readonly Token[], pooled: boolean): boolean {
     const held = this.held;
-    return held !== null && held.length === prefix.length && held.every((token, i) => token === prefix[i]);
+    return held !== null && (this.heldPool !== null) === pooled && held.length === prefix.length && held.every((token, i) => token === prefix[i]);
   }
 }
 

@@ -45,7 +45,7 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
 
   app.post(RUNTIME_PATHS.score, async (c) => {
     const body = await readJson(c, ScoreRequest, RUNTIME_BODY);
-    const result = await engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments }).catch((err: unknown) => {
+    const result = await engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments, pooledState: body.pooled_state }).catch((err: unknown) => {
       if (err instanceof ServiceError) throw err;
       // An engine failure's message names no prompt content; operators need it.
       throw new ServiceError("internal_error", "the engine failed to evaluate the request", `engine failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -58,6 +58,7 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
       evaluated_tokens: result.evaluatedTokens,
       logprobs: result.logprobs,
       ...(body.hidden_state ? { hidden_state: result.hiddenState } : {}),
+      ...(body.pooled_state ? { pooled_state: result.pooledState } : {}),
     };
     return c.json(response);
   });

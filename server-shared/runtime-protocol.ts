@@ -38,6 +38,11 @@
  *        returns as that position's embedding with pooling none), `n_embd` finite numbers, read from
  *        the same pass with no second evaluation; trained heads on the frozen base model read it.
  *        It is absent when not asked for.
+ *        `pooled_state` (default false; needs `hidden_state` and a prefix) also returns the prefix's
+ *        (the rendered state's) final hidden states averaged: the prefix is then evaluated in pieces of
+ *        POOL_STRIDE tokens (runtime/engine.ts) and the last position's state read after each, so the
+ *        mean covers every POOL_STRIDE-th token and the prefix's last. A prefix kept from a pass that
+ *        pooled is kept for pooled passes only (the pieces are another evaluation).
  *        `prefix_segments` (default 0) names the leading segments that are the pass's prefix, the
  *        part several passes share (the sidecar puts the rendered state there). The runtime then
  *        evaluates the prefix's tokens (the beginning-of-sequence token included) first and the rest
@@ -128,9 +133,14 @@ export const ScoreRequest = looseFields({
   label_tokens: z.array(z.number().int().nonnegative()).min(1).max(1024),
   hidden_state: z.boolean().default(false),
   prefix_segments: z.number().int().nonnegative().default(0),
+  pooled_state: z.boolean().default(false),
 }).refine((r) => r.prefix_segments < r.segments.length, { message: "prefix_segments must leave at least one segment after the prefix", path: ["prefix_segments"] });
-/** What a caller sends: `hidden_state` and `prefix_segments` may be left out (false, 0). */
-export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state" | "prefix_segments"> & { hidden_state?: boolean; prefix_segments?: number };
+/** What a caller sends: `hidden_state`, `prefix_segments` and `pooled_state` may be left out (false, 0, false). */
+export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state" | "prefix_segments" | "pooled_state"> & {
+  hidden_state?: boolean;
+  prefix_segments?: number;
+  pooled_state?: boolean;
+};
 
 export const ScoreResponse = Stamp.extend({
   prompt_tokens: z.number().int().positive(),
@@ -139,6 +149,7 @@ export const ScoreResponse = Stamp.extend({
   evaluated_tokens: z.number().int().positive().optional(),
   logprobs: z.array(z.number().max(0)),
   hidden_state: z.array(z.number()).optional(),
+  pooled_state: z.array(z.number()).optional(),
 });
 export type ScoreResponse = z.infer<typeof ScoreResponse>;
 

@@ -3,8 +3,9 @@
  * reads only its task): the saved task every request must repeat, the trained head per question,
  * the fingerprint that covers both and the base, and the hash split of a training file.
  *
- * A trained release runs on its base release's runtime. Its head reads the base's final hidden state
- * at the answer position of the question's first served pass (runtime-protocol.ts `hidden_state`),
+ * A trained release runs on its base release's runtime. Its head reads what the question's first
+ * served pass gives (the hidden state at the answer position, the state's pooled hidden state, the
+ * label log-probabilities: FEATURE_BLOCKS, runtime-protocol.ts `hidden_state` and `pooled_state`),
  * so the same rendering must be used to train it and to serve it: RENDERING_VERSION is part of its
  * fingerprint, as it is of its base's.
  */
@@ -12,6 +13,8 @@ import { z } from "zod";
 import { Questions } from "../contract/decision.ts";
 import { parseJson } from "../contract/json.ts";
 import { LIMITS } from "../contract/limits.ts";
+import { FeatureBlock } from "../contract/trainings.ts";
+export { FEATURE_BLOCKS, FeatureBlock } from "../contract/trainings.ts";
 import { IMAGE_PREPROCESSING_VERSION, RENDERING_VERSION } from "./runtime-protocol.ts";
 
 const Finite = z.number().finite();
@@ -25,6 +28,12 @@ export const HeadParams = z.object({
   /** One row (the logit of the first outcome) for two classes, one per class otherwise; each mean.length + 1 long. */
   weights: z.array(z.array(Finite)).min(1),
   calibration: z.union([z.object({ slope: Finite, bias: Finite }), z.object({ temperature: z.number().positive() })]),
+  /**
+   * The blocks a text head reads, in FEATURE_BLOCKS order; its passes then ask for the pooled state
+   * (which evaluates the prefix in pieces). Absent on an image head, and on a text head trained before
+   * the blocks, which reads `answer_state` of a pass whose prefix was evaluated whole.
+   */
+  inputs: z.array(FeatureBlock).min(1).optional(),
 });
 export type HeadParams = z.infer<typeof HeadParams>;
 

@@ -395,6 +395,43 @@ describe("score", () => {
       expect(hiddenKept.hidden_state).toEqual(hiddenFirst.hidden_state);
     });
 
+    it("pools the prefix's hidden states when asked (pooled_state), kept with the prefix, and never mixes a pooled prefix with a whole one", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      const pooledFirst = await anew(pass(state, rests[0]!, { label_tokens: labels, hidden_state: true, pooled_state: true }));
+      expect(pooledFirst.pooled_state).toHaveLength(GEMMA3_270M_HIDDEN);
+      expect(pooledFirst.pooled_state!.every(Number.isFinite)).toBe(true);
+      // The mean of states along the prefix is not the answer position's state.
+      expect(pooledFirst.pooled_state).not.toEqual(pooledFirst.hidden_state);
+      // Kept: the next pooled pass with the same prefix evaluates its rest only and returns the same pooled state.
+      const pooledKept = await scored(pass(state, rests[2]!, { label_tokens: labels, hidden_state: true, pooled_state: true }));
+      expect(pooledKept.evaluated_tokens).toBeLessThan(pooledKept.prompt_tokens);
+      expect(pooledKept.pooled_state).toEqual(pooledFirst.pooled_state);
+      // Evaluated anew, the same numbers: they depend on the prefix and rest only.
+      const pooledAnew = await anew(pass(state, rests[2]!, { label_tokens: labels, hidden_state: true, pooled_state: true }));
+      expect(pooledAnew).toMatchObject({ logprobs: pooledKept.logprobs, hidden_state: pooledKept.hidden_state, pooled_state: pooledKept.pooled_state });
+      // A pass that does not pool after a pooled one evaluates its prefix whole again, and gets the numbers of a whole prefix.
+      const whole = await scored(pass(state, rests[2]!, { label_tokens: labels, hidden_state: true }));
+      expect(whole.evaluated_tokens).toBe(whole.prompt_tokens);
+      expect(whole).not.toHaveProperty("pooled_state");
+      const wholeAgain = await anew(pass(state, rests[2]!, { label_tokens: labels, hidden_state: true }));
+      expect(wholeAgain.hidden_state).toEqual(whole.hidden_state);
+      // Another state pools to another vector.
+      const other = await anew(pass("State:\nThe parcel arrived broken and late, and nobody answers the phone.\n\n", rests[0]!, { label_tokens: labels, hidden_state: true, pooled_state: true }));
+      expect(other.pooled_state).not.toEqual(pooledFirst.pooled_state);
+    });
+
+    it("refuses pooled_state without hidden_state or without a prefix (422 invalid_request)", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      for (const body of [
+        pass(state, rests[0]!, { label_tokens: labels, pooled_state: true }),
+        { segments: [{ text: state + rests[0]!, special: false }], label_tokens: labels, hidden_state: true, pooled_state: true },
+      ]) {
+        const refused = await callRaw(main, RUNTIME_PATHS.score, body);
+        expect(refused.status).toBe(422);
+        expect(refused.body.error).toMatchObject({ code: "invalid_request", message: expect.stringContaining("pooled_state") });
+      }
+    });
+
     it("keeps nothing for a pass without a prefix, which evaluates every token", async () => {
       const labels = await labelTokens(" Yes", " No");
       const body = { segments: [{ text: state + rests[0]!, special: false }], label_tokens: labels };

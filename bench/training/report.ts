@@ -11,7 +11,9 @@
 import type { QuestionFigures } from "../../contract/trainings.ts";
 import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
 import { figuresOf } from "../../sidecar/train/evaluate.ts";
-import { applyHead, trainHead, type TrainedHead } from "../../sidecar/train/head.ts";
+import type { FeatureBlock } from "../../contract/trainings.ts";
+import { splitReads, headInput, type QuestionRead } from "../../sidecar/train/features.ts";
+import { applyHead, INPUT_SETS, trainHead, type TrainedHead } from "../../sidecar/train/head.ts";
 import type { Features, Served, ZeroShot } from "./cache.ts";
 import type { Task, TaskItem } from "./data.ts";
 import type { StepPrefix } from "./read.ts";
@@ -31,7 +33,11 @@ export interface FittedHead {
   size: number;
   /** Training examples with features (fewer than `size` when the run stopped early). */
   used: number;
+  /** The head cross-validation chose among `bySet` (chooseHead's choice), with its inputs; null when too few were read. */
   head: TrainedHead | null;
+  /** A head per input set (INPUT_SETS), each with its best cross-validated log loss inside the training examples. */
+  bySet: { inputs: readonly FeatureBlock[]; head: TrainedHead; cvLogLoss: number }[];
+  /** Time of fitting every set's head: what chooseHead spends. */
   fitMs: number;
   /** Mean wall time of reading one of these examples (execute.ts exampleFeatures: one hidden-state pass). */
   readMs: number | null;
@@ -47,15 +53,27 @@ interface Row {
 const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
 const truths = (items: TaskItem[]) => items.map((x) => x.truth);
 
-/** A head per training size, each on the first `size` training examples with features (trainHead chooses its lambda inside them). */
+/** One question's blocks of a cached example (features.ts). */
+export const readOf = (task: Task, f: Features): QuestionRead => splitReads(f.features, [task.outcomes.length])[0]!;
+
+/**
+ * Per training size, a head per input set on the first `size` training examples with features
+ * (trainHead chooses its lambda inside them), and the one whose cross-validated log loss is lowest:
+ * what the training worker's chooseHead serves.
+ */
 export function fitHeads(task: Task, sizes: number[], features: (id: string) => Features | undefined): FittedHead[] {
   return sizes.map((size) => {
     const training = task.training.slice(0, size).filter((x) => features(x.id));
     const readMs = mean(training.map((x) => features(x.id)!.ms));
-    if (training.length < 20 || new Set(truths(training)).size < task.outcomes.length) return { size, used: training.length, head: null, fitMs: 0, readMs };
+    if (training.length < 20 || new Set(truths(training)).size < task.outcomes.length) return { size, used: training.length, head: null, bySet: [], fitMs: 0, readMs };
     const started = performance.now();
-    const head = trainHead(training.map((x) => features(x.id)!.features), truths(training), task.outcomes.length);
-    return { size, used: training.length, head, fitMs: performance.now() - started, readMs };
+    const reads = training.map((x) => readOf(task, features(x.id)!));
+    const bySet = INPUT_SETS.map((inputs) => {
+      const head = trainHead(reads.map((r) => headInput(r, inputs)), truths(training), task.outcomes.length);
+      return { inputs, head: { ...head, params: { ...head.params, inputs: [...inputs] } }, cvLogLoss: Math.min(...head.cv) };
+    });
+    const chosen = bySet.reduce((best, x) => (x.cvLogLoss < best.cvLogLoss ? x : best));
+    return { size, used: training.length, head: chosen.head, bySet, fitMs: performance.now() - started, readMs };
   });
 }
 
@@ -89,22 +107,26 @@ function rowsOf(r: TaskResults, heads: FittedHead[]): Row[] {
       note: `fitted on the training part's served answers: ${params}${partial(held.length, task.heldOut.length)}`,
     });
   }
-  for (const h of heads) {
-    const name = "trained head (hidden state)";
-    const examples = h.used < h.size ? `${h.used}/${h.size}` : String(h.size);
-    if (!h.head) {
-      rows.push({ name, examples, figures: null, note: "too few training examples read" });
-      continue;
-    }
-    const held = task.heldOut.filter((x) => r.features(x.id));
-    const { params } = h.head;
+  const held = task.heldOut.filter((x) => r.features(x.id));
+  const heldReads = held.map((x) => readOf(task, r.features(x.id)!));
+  const headRow = (name: string, examples: string, head: TrainedHead, extra: string) => {
+    const { params } = head;
     const calibration = "slope" in params.calibration ? `Platt ${params.calibration.slope.toFixed(2)}/${params.calibration.bias.toFixed(2)}` : `T ${params.calibration.temperature.toFixed(2)}`;
     rows.push({
       name,
       examples,
-      figures: measured(held.map((x) => applyHead(params, r.features(x.id)!.features)), held),
-      note: `1 pass/decision; lambda ${params.lambda}, ${calibration}${partial(held.length, task.heldOut.length)}`,
+      figures: measured(heldReads.map((x) => applyHead(params, headInput(x, params.inputs!))), held),
+      note: `1 pass/decision; lambda ${params.lambda}, ${calibration}${extra}${partial(held.length, task.heldOut.length)}`,
     });
+  };
+  for (const h of heads) {
+    const examples = h.used < h.size ? `${h.used}/${h.size}` : String(h.size);
+    if (!h.head) {
+      rows.push({ name: "trained head: chosen by CV", examples, figures: null, note: "too few training examples read" });
+      continue;
+    }
+    for (const set of h.bySet) headRow(`trained head: ${set.inputs.join(" + ")}`, examples, set.head, `; CV log loss ${set.cvLogLoss.toFixed(3)}`);
+    headRow("trained head: chosen by CV", examples, h.head, `; chose ${h.head.params.inputs!.join(" + ")}`);
   }
   return rows;
 }
@@ -127,12 +149,14 @@ export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
 
   printStepGains(task, rows);
 
-  console.log("\ntraining wall time (one hidden-state pass per example read, then trainHead: 3-fold CV over 5 lambdas, calibration, refit):\n");
-  console.log("| examples | read ms/example | reading all of them | trainHead | lambda |");
-  console.log("|---:|---:|---:|---:|---:|");
+  console.log(`\ntraining wall time (one hidden-state pass per example read, pooling the state; then a head per input set: trainHead's 3-fold CV over 5 lambdas, calibration, refit, ${INPUT_SETS.length} times):\n`);
+  console.log("| examples | read ms/example | reading all of them | fitting every set (chooseHead) | chosen | lambda |");
+  console.log("|---:|---:|---:|---:|---|---:|");
   for (const h of heads) {
     const reading = h.readMs === null ? "-" : `${((h.readMs * h.used) / 60_000).toFixed(1)} min`;
-    console.log(`| ${h.used < h.size ? `${h.used}/${h.size}` : h.size} | ${h.readMs === null ? "-" : h.readMs.toFixed(0)} | ${reading} | ${h.head ? `${(h.fitMs / 1000).toFixed(2)} s` : "-"} | ${h.head?.params.lambda ?? "-"} |`);
+    console.log(
+      `| ${h.used < h.size ? `${h.used}/${h.size}` : h.size} | ${h.readMs === null ? "-" : h.readMs.toFixed(0)} | ${reading} | ${h.head ? `${(h.fitMs / 1000).toFixed(2)} s` : "-"} | ${h.head?.params.inputs?.join(" + ") ?? "-"} | ${h.head?.params.lambda ?? "-"} |`,
+    );
   }
 
   console.log("\nserving cost per decision, timed through the runtime, the two kinds interleaved on the same held-out items:\n");
@@ -176,31 +200,33 @@ function printStepGains(task: Task, rows: Row[]): void {
   }
 }
 
-/** The issue's targets at 300 examples, against the served zero-shot readout on the same items. */
+/**
+ * Issue 36's targets at 300 examples (the head cross-validation chose, never tuned on the held-out
+ * items), against the served zero-shot readout on the same items: a sentiment yes/no AUROC >= 0.92 and
+ * ECE <= 0.05; a topic or intent choice top-1 >= 1.5 x zero-shot and ECE <= 0.05; spam AUROC >= 0.99.
+ */
 export function printTargets(task: Task, rows: Row[]): void {
   const zero = rows.find((x) => x.name === "zero-shot: served readout")?.figures;
-  const trained = rows.find((x) => x.name.startsWith("trained head") && (x.examples === "300" || x.examples.endsWith("/300")))?.figures;
-  const zeroShots = rows.filter((x) => x.name.startsWith("zero-shot") && x.figures);
-  const best = zeroShots.reduce<Row | null>((b, x) => (!b || x.figures!.primary > b.figures!.primary ? x : b), null);
+  const trained = rows.find((x) => x.name === "trained head: chosen by CV" && (x.examples === "300" || x.examples.endsWith("/300")))?.figures;
   if (!zero || !trained) {
     console.log(`  ${task.name}: not enough read to check (see the table)`);
     return;
   }
   const incomplete = trained.items < task.heldOut.length || zero.items < task.heldOut.length || rows.some((x) => x.name.startsWith("trained head") && x.examples.endsWith("/300"));
   if (incomplete) console.log(`  ${task.name}: INCOMPLETE reads: the line below is on ${trained.items} and ${zero.items} held-out items, not ${task.heldOut.length}, or on fewer than 300 examples`);
-  if (task.type === "noul") {
-    const applies = zero.primary < 0.85;
-    const met = trained.primary >= 0.95 && trained.ece <= 0.05;
+  const verdict = (met: boolean) => (met ? "PASS" : "MISS");
+  if (task.name === "spam") {
+    console.log(`  spam (yes/no), 300 examples: AUROC ${f3(trained.primary)} (>= 0.99; zero-shot ${f3(zero.primary)}): ${verdict(trained.primary >= 0.99)}`);
+  } else if (task.type === "noul") {
     console.log(
-      `  ${task.name} (yes/no), 300 examples: AUROC ${f3(trained.primary)} (>= 0.95), ECE ${f3(trained.ece)} (<= 0.05); zero-shot AUROC ${f3(zero.primary)} ` +
-        `(${applies ? "below 0.85: the target applies" : "not below 0.85: the target does not apply"}): ${applies ? (met ? "PASS" : "MISS") : "n/a"}`,
+      `  ${task.name} (yes/no), 300 examples: AUROC ${f3(trained.primary)} (>= 0.92), ECE ${f3(trained.ece)} (<= 0.05); zero-shot AUROC ${f3(zero.primary)}: ` +
+        verdict(trained.primary >= 0.92 && trained.ece <= 0.05),
     );
   } else {
-    const met = trained.primary >= 1.5 * zero.primary;
-    console.log(`  ${task.name} (choice), 300 examples: top-1 ${f3(trained.primary)} vs 1.5 x zero-shot ${f3(zero.primary)} = ${f3(1.5 * zero.primary)}: ${met ? "PASS" : "MISS"}`);
-  }
-  if (best && best.figures!.primary > zero.primary) {
-    console.log(`    (the best zero-shot row is "${best.name}" at ${f3(best.figures!.primary)}; against it the trained head's ratio is ${(trained.primary / best.figures!.primary).toFixed(2)})`);
+    console.log(
+      `  ${task.name} (choice), 300 examples: top-1 ${f3(trained.primary)} vs 1.5 x zero-shot ${f3(zero.primary)} = ${f3(1.5 * zero.primary)}, ECE ${f3(trained.ece)} (<= 0.05): ` +
+        verdict(trained.primary >= 1.5 * zero.primary && trained.ece <= 0.05),
+    );
   }
 }
 

@@ -25,6 +25,7 @@ import { taskDifference } from "../../contract/training-file.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import type { SavedTask, TrainedHeads } from "../../server-shared/trained.ts";
 import { applyHead } from "../train/head.ts";
+import { flattenReads, headInput, type QuestionRead } from "../train/features.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { renderChoice, SERVED_RENDERING, type Pass, type Reading, type Rendering } from "./render.ts";
 import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
@@ -118,16 +119,19 @@ function checkTask(task: SavedTask, questions: Decision["questions"]): void {
 }
 
 /**
- * A trained release's answers: per question, one pass with the base's hidden state, the question's
- * head applied to it. The answers have the shared model's wire shape; `option_mass` is the pass's.
+ * A trained release's answers: per question, one pass with the base's hidden states, the question's
+ * head applied to the blocks it reads (train/features.ts). The answers have the shared model's wire
+ * shape; `option_mass` is the pass's.
  */
 async function runTrained(runner: PassRunner, heads: TrainedHeads, admission: Admission): Promise<Map<string, Answer>> {
-  const read = await Promise.all(admission.questions.map((admitted) => readFeatures(runner, admitted)));
+  // Heads with `inputs` were trained on passes that pooled the state; older ones on passes that did not.
+  const pooled = heads.questions.some((h) => h.inputs !== undefined);
+  const read = await Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, pooled)));
   return new Map(
     admission.questions.map(({ id, question }, i): [string, Answer] => {
-      const { hidden, logprobs } = read[i]!;
-      const p = applyHead(heads.questions[i]!, hidden);
-      const option_mass = optionMass(logprobs);
+      const head = heads.questions[i]!;
+      const p = applyHead(head, headInput(read[i]!, head.inputs ?? ["answer_state"]));
+      const option_mass = optionMass(read[i]!.label_logprobs);
       if (question.type === "noul") return [id, { ...noulAnswer(p), option_mass }];
       if (question.type === "score") return [id, { ...scoreAnswer(question.criteria, p), option_mass }];
       return [id, { ...choiceAnswer([...question.criteria.keys()], p), option_mass }];
@@ -135,22 +139,24 @@ async function runTrained(runner: PassRunner, heads: TrainedHeads, admission: Ad
   );
 }
 
-/** A question's first content pass (TRAINED_STEPS plans only it), with the base's hidden state at its answer position. */
-function readFeatures(runner: PassRunner, { plan, words }: AdmittedQuestion): Promise<{ hidden: number[]; logprobs: number[] }> {
+/** A question's first content pass (TRAINED_STEPS plans only it), with the base's hidden states (train/features.ts). */
+async function readQuestion(runner: PassRunner, { plan, words }: AdmittedQuestion, pooled: boolean): Promise<QuestionRead> {
   const pass = plan.readings[0]?.pass;
   if (!pass || plan.chunks.length > 0) throw new ServiceError("invalid_request", "a trained model reads one pass per question");
-  return runner.runHidden(pass, words);
+  const read = await runner.runHidden(pass, words, pooled);
+  return { answer_state: read.hidden, pooled_state: read.pooled ?? [], label_logprobs: read.logprobs };
 }
 
 /**
  * The features of one example as training reads them, exactly as a trained release will read a
- * request: every question's hidden state, concatenated in the task's order. `usage` counts its passes.
+ * request: every question's blocks (train/features.ts flattenReads), in the task's order. `usage`
+ * counts its passes.
  */
 export async function exampleFeatures(client: RuntimeClient, release: Release, request: Decision, signal?: AbortSignal): Promise<{ features: number[]; usage: Usage }> {
   const admission = await admit(client, runtimeOf(release), request, { rendering: TRAINED_STEPS.rendering, contextual: false, bothOrders: false }, signal);
   const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
-  const read = await Promise.all(admission.questions.map((admitted) => readFeatures(runner, admitted)));
-  return { features: read.flatMap((r) => r.hidden), usage: runner.usage() };
+  const read = await Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, true)));
+  return { features: flattenReads(read), usage: runner.usage() };
 }
 
 /**
@@ -282,14 +288,15 @@ class PassRunner {
    * its rest counts in the logical input.
    */
   async run(pass: Pass, words: ResolvedLabels | null, billed = false): Promise<number[]> {
-    return (await this.send(pass, words, false, billed)).logprobs;
+    return (await this.send(pass, words, "none", billed)).logprobs;
   }
 
-  /** The same, with the base's hidden state at the answer position; always billed. */
-  async runHidden(pass: Pass, words: ResolvedLabels | null): Promise<{ logprobs: number[]; hidden: number[] }> {
-    const { logprobs, hidden } = await this.send(pass, words, true, true);
-    if (!hidden) throw new RuntimeError("the runtime returned no hidden state", 200, "malformed");
-    return { logprobs, hidden };
+  /** The same, with the base's hidden state at the answer position (and with `pooled` the state's pooled one); always billed. */
+  async runHidden(pass: Pass, words: ResolvedLabels | null, pooled = false): Promise<{ logprobs: number[]; hidden: number[]; pooled: number[] | null }> {
+    const read = await this.send(pass, words, pooled ? "pooled" : "hidden", true);
+    if (!read.hidden) throw new RuntimeError("the runtime returned no hidden state", 200, "malformed");
+    if (pooled && !read.pooled) throw new RuntimeError("the runtime returned no pooled state", 200, "malformed");
+    return { logprobs: read.logprobs, hidden: read.hidden, pooled: read.pooled ?? null };
   }
 
   /**
@@ -302,7 +309,12 @@ class PassRunner {
     return { input_tokens: this.inputTokens, output_tokens: this.passes, ...billable };
   }
 
-  private async send(pass: Pass, words: ResolvedLabels | null, hiddenState: boolean, billed: boolean): Promise<{ logprobs: number[]; hidden: number[] | undefined }> {
+  private async send(
+    pass: Pass,
+    words: ResolvedLabels | null,
+    states: "none" | "hidden" | "pooled",
+    billed: boolean,
+  ): Promise<{ logprobs: number[]; hidden: number[] | undefined; pooled: number[] | undefined }> {
     if (this.inFlight < PASSES_IN_FLIGHT) this.inFlight += 1;
     else await new Promise<void>((resolve) => this.waiting.push(resolve)); // the slot is handed over
     try {
@@ -311,11 +323,12 @@ class PassRunner {
       this.signal?.throwIfAborted();
       const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
       const prefix = this.shared && pass.prefixSegments > 0 ? { prefix_segments: pass.prefixSegments } : {};
-      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat(), ...prefix, ...(hiddenState ? { hidden_state: true } : {}) }, this.signal);
+      const asked = states === "none" ? {} : { hidden_state: true, ...(states === "pooled" && "prefix_segments" in prefix ? { pooled_state: true } : {}) };
+      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat(), ...prefix, ...asked }, this.signal);
       this.inputTokens += response.evaluated_tokens ?? response.prompt_tokens;
       this.passes += 1;
       if (billed) this.bill(response.prompt_tokens, response.prefix_tokens ?? 0);
-      return { logprobs: labelLogprobs(response.logprobs, groups), hidden: response.hidden_state };
+      return { logprobs: labelLogprobs(response.logprobs, groups), hidden: response.hidden_state, pooled: response.pooled_state };
     } catch (err) {
       this.failure ??= { error: err };
       throw err;

@@ -11,8 +11,9 @@
  *     const { params } = trainHead(X, y, classes);   // X: number[][] (n x d), y: class indices
  *     applyHead(params, x);                          // a distribution over the classes
  */
-import type { HeadParams } from "../../server-shared/trained.ts";
+import type { FeatureBlock, HeadParams } from "../../server-shared/trained.ts";
 import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../decide/calibration.ts";
+import { headInput, type QuestionRead } from "./features.ts";
 
 /** Regularisation strengths tried, each scored by cross-validated log loss. */
 export const LAMBDAS = [1e-3, 1e-2, 1e-1, 1, 10];
@@ -238,6 +239,40 @@ export function trainHead(X: readonly (readonly number[])[], y: readonly number[
     calibration,
   };
   return { params, cv };
+}
+
+/**
+ * The inputs a text head may read, tried in this order: each set's head is fitted as trainHead fits
+ * one, and the set whose best cross-validated log loss is lowest is kept (ties to the earlier, the
+ * cheaper). Four fits of trainHead per question: the cost bound of a job's choice.
+ */
+export const INPUT_SETS: readonly (readonly FeatureBlock[])[] = [
+  ["answer_state"],
+  ["pooled_state"],
+  ["answer_state", "pooled_state"],
+  ["answer_state", "pooled_state", "label_logprobs"],
+];
+
+export interface ChosenHead extends TrainedHead {
+  /** Each input set's best cross-validated log loss, in INPUT_SETS order, for the report. */
+  byInputs: { inputs: readonly FeatureBlock[]; cvLogLoss: number }[];
+}
+
+/** A head on the input set cross-validation prefers (INPUT_SETS), its `params.inputs` naming it. */
+export function chooseHead(reads: readonly QuestionRead[], y: readonly number[], classes: number, sets = INPUT_SETS): ChosenHead {
+  let best: TrainedHead | null = null;
+  let bestLoss = Infinity;
+  const byInputs: ChosenHead["byInputs"] = [];
+  for (const inputs of sets) {
+    const head = trainHead(reads.map((r) => headInput(r, inputs)), y, classes);
+    const cvLogLoss = Math.min(...head.cv);
+    byInputs.push({ inputs, cvLogLoss });
+    if (cvLogLoss < bestLoss) {
+      bestLoss = cvLogLoss;
+      best = { params: { ...head.params, inputs: [...inputs] }, cv: head.cv };
+    }
+  }
+  return { ...best!, byInputs };
 }
 
 /** The head's calibrated distribution over its classes for one feature vector. */

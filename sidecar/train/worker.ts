@@ -56,7 +56,8 @@ import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts"
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
 import { evaluateImageQuestion, evaluateQuestion, unknownDetection } from "./evaluate.ts";
-import { applyHead, trainHead } from "./head.ts";
+import { applyHead, chooseHead, trainHead } from "./head.ts";
+import { headInput, splitReads, type QuestionRead } from "./features.ts";
 
 type Questions = ReturnType<typeof QuestionsSchema.parse>;
 type Modality = "text" | "image";
@@ -323,7 +324,12 @@ export class TrainingWorker {
       decision: accepted ? "accepted" : "rejected",
       acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins, image_margin: ACCEPTANCE.imageMargin },
       examples: { training, held_out: heldOut },
-      method: { kind: heads.kind, features: width, regularisation: heads.questions.map((h) => h.lambda) },
+      method: {
+        kind: heads.kind,
+        features: width,
+        regularisation: heads.questions.map((h) => h.lambda),
+        ...(heads.kind === "hidden_state_head" ? { inputs: heads.questions.map((h) => h.inputs ?? ["answer_state"]) } : {}),
+      },
       questions: evaluations,
       ...(unknown ? { unknown } : {}),
       evaluated_at: new Date().toISOString(),
@@ -386,13 +392,19 @@ function candidateOf(task: Questions, modality: Modality, examples: ReadExample[
   const classes = (question: Questions extends Map<string, infer Q> ? Q : never) => trainingOutcomes(question, modality).length;
   const complete = (part: ReadExample[], q: number, outcomes: number) => Array.from({ length: outcomes }, (_, k) => part.some((e) => e.outcomes[q] === k)).every(Boolean);
   if (!questions.every(([, question], q) => complete(training, q, classes(question)) && complete(heldOut, q, classes(question)))) return null;
-  const width = examples[0]!.features.length / questions.length;
-  const slice = (e: ReadExample, q: number) => e.features.slice(q * width, (q + 1) * width);
-  const heads: TrainedHeads = {
-    kind: modality === "image" ? "image_head" : "hidden_state_head",
-    features: width,
-    questions: questions.map(([, question], q) => trainHead(training.map((e) => slice(e, q)), training.map((e) => e.outcomes[q]!), classes(question)).params),
-  };
+  // A text example holds every question's blocks (features.ts); an image example one backbone vector.
+  const outcomes = questions.map(([, question]) => classes(question));
+  const inputsOf = (e: ReadExample): number[][] | QuestionRead[] => (modality === "image" ? [e.features] : splitReads(e.features, outcomes));
+  const read = new Map(examples.map((e) => [e, inputsOf(e)]));
+  const heads: TrainedHeads =
+    modality === "image"
+      ? { kind: "image_head", features: examples[0]!.features.length, questions: [trainHead(training.map((e) => e.features), training.map((e) => e.outcomes[0]!), classes(questions[0]![1])).params] }
+      : {
+          kind: "hidden_state_head",
+          features: (read.get(examples[0]!)![0] as QuestionRead).answer_state.length,
+          questions: questions.map((_, q) => chooseHead(training.map((e) => (read.get(e) as QuestionRead[])[q]!), training.map((e) => e.outcomes[q]!), outcomes[q]!).params),
+        };
+  const slice = (e: ReadExample, q: number) => (modality === "image" ? e.features : headInput((read.get(e) as QuestionRead[])[q]!, heads.questions[q]!.inputs!));
   const truth = (q: number) => heldOut.map((e) => e.outcomes[q]!);
   const predicted = (q: number) => heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q)));
   if (modality === "image") {

@@ -1,17 +1,2 @@
-/**
- * mulberry32: a small seeded generator for tests and benchmarks, so that generated data sets are the
- * same on every run. Not for anything secret.
- *
- *     const random = seededRandom(7);
- *     random(); // in [0, 1)
- */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded generator tests and benchmarks make their data with (server-shared/random.ts). */
+export { seededRandom } from "../../server-shared/random.ts";

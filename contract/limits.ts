@@ -38,10 +38,6 @@ export const LIMITS = {
   trainingFileExamples: 10_000,
   /** Examples a training file needs of every outcome of every question (each true and false, option, level). */
   trainingExamplesPerOutcome: 10,
-  /** Percent of a training file's examples held out for acceptance (chosen by a hash of custom_id). */
-  trainingHeldOutPercent: 20,
-  /** Examples of every outcome the held-out part needs, so that acceptance can measure each. */
-  trainingHeldOutPerOutcome: 2,
   /** Unfinished training jobs an account may have at once. */
   activeTrainings: 3,
   /** A training job not finished this long after it was created expires. */

@@ -44,20 +44,28 @@ export const isTrainingTerminal = (status: TrainingStatus) => TRAINING_TERMINAL_
 export const TRAINING_LIST_PAGE = { default: 20, max: 100 } as const;
 
 /**
- * The acceptance rule, published. A candidate is accepted only when, on the held-out examples, for
- * every question of the task, its primary figure (AUROC for a yes/no question, top-1 accuracy
- * otherwise) is at least `margin` above the base release's zero-shot figure on the same items, and
- * its expected calibration error (10 equal-width bins) is at most `maxEce`.
+ * The acceptance rule, published. Every labelled example is held out once: the examples are dealt
+ * into `folds` folds (stratified by outcome), and each fold's examples are answered by a candidate
+ * fitted on the other folds, its inputs and regularisation chosen inside them; the model served is
+ * then fitted on every example. On those out-of-fold answers, per question:
  *
- * An image model has no zero-shot answer to beat (its base is an image backbone, which answers no
- * question): its baseline is chance, the training part's outcome frequencies ("other" included)
- * given to every held-out image, whose top-1 accuracy is the held-out share of the most common
- * training outcome; the candidate's top-1 accuracy over its answers and "other" must beat it by
- * `imageMargin`, its ECE be at most `maxEce`, and every outcome have held-out examples (the file's
- * checks). Its unknown detection (AUROC of the unknown mass, images of none of the answers against
- * the rest) is measured and reported, not part of the rule.
+ * - it must beat the baseline by the margin with confidence: the paired bootstrap (`resamples`
+ *   resamples of the examples) of the candidate's primary figure (AUROC for a yes/no question, top-1
+ *   accuracy otherwise) less the baseline's on the same examples has its lower `confidence` quantile
+ *   at least `margin`. The baseline is the base release's served zero-shot answer to each example; for
+ *   an image model (whose base answers no question) it is chance, each fold's training outcome
+ *   frequencies ("other" included), and the margin `imageMargin`;
+ * - it must be calibrated within the bound and its sampling error: its ECE (`eceBins` equal-width
+ *   bins) at most `maxEce` plus the `confidence` quantile of the ECE a perfectly calibrated model with
+ *   the same probabilities shows on as many examples (the calibration is fitted inside the folds).
+ *
+ * Every outcome of every question needs LIMITS.trainingExamplesPerOutcome examples (the file's
+ * checks). An image model's unknown detection (AUROC of the unknown mass, images of none of the
+ * answers against the rest) is measured and reported, not part of the rule. Where the base already
+ * answers as well as the examples can show (its figure near the top), no candidate can beat it by
+ * the margin: the report says so, and the shared model is the one to use.
  */
-export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1 } as const;
+export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1, confidence: 0.95, folds: 5, resamples: 1000 } as const;
 
 /**
  * What a trained text model's head can read of its question's pass, chosen per job by
@@ -90,13 +98,19 @@ export const TrainingLimits = z.object({
   file_bytes: z.number().int(),
   examples: z.number().int(),
   examples_per_outcome: z.number().int(),
-  held_out_percent: z.number().int(),
-  held_out_per_outcome: z.number().int(),
   custom_id_characters: z.number().int(),
   lifetime_seconds: z.number().int(),
   upload_validity_seconds: z.number().int(),
   data_retention_seconds: z.number().int(),
-  acceptance: z.object({ margin: z.number(), max_ece: z.number(), ece_bins: z.number().int(), image_margin: z.number() }),
+  acceptance: z.object({
+    margin: z.number(),
+    max_ece: z.number(),
+    ece_bins: z.number().int(),
+    image_margin: z.number(),
+    confidence: z.number(),
+    folds: z.number().int(),
+    resamples: z.number().int(),
+  }),
 });
 export type TrainingLimits = z.infer<typeof TrainingLimits>;
 
@@ -104,14 +118,18 @@ export const TRAINING_LIMITS: TrainingLimits = {
   file_bytes: LIMITS.trainingFileBytes,
   examples: LIMITS.trainingFileExamples,
   examples_per_outcome: LIMITS.trainingExamplesPerOutcome,
-  held_out_percent: LIMITS.trainingHeldOutPercent,
-  held_out_per_outcome: LIMITS.trainingHeldOutPerOutcome,
   custom_id_characters: CUSTOM_ID_MAX,
   lifetime_seconds: LIMITS.trainingLifetimeMs / 1000,
   upload_validity_seconds: LIMITS.signedUploadValidityMs / 1000,
   data_retention_seconds: LIMITS.trainingDataRetentionMs / 1000,
-  acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins, image_margin: ACCEPTANCE.imageMargin },
+  acceptance: acceptanceOnTheWire(),
 };
+
+/** ACCEPTANCE as TrainingLimits and reports publish it. */
+export function acceptanceOnTheWire(): TrainingLimits["acceptance"] {
+  const a = ACCEPTANCE;
+  return { margin: a.margin, max_ece: a.maxEce, ece_bins: a.eceBins, image_margin: a.imageMargin, confidence: a.confidence, folds: a.folds, resamples: a.resamples };
+}
 
 const Unit = z.number().min(0).max(1);
 
@@ -143,6 +161,30 @@ export const QuestionEvaluation = z.object({
   zero_shot: QuestionFigures,
   reliability_candidate: ReliabilityBins,
   reliability_zero_shot: ReliabilityBins,
+  /**
+   * The sampling error the rule judged with (ACCEPTANCE): bootstrap intervals at `confidence` of the
+   * candidate's and the baseline's primary figures, of their difference and of the candidate's ECE;
+   * `ece_noise`, what ECE a perfectly calibrated model shows on this many examples (the allowance over
+   * the bound); `debiased_ece`, the ECE less that noise's median. Absent from reports before k-fold acceptance.
+   */
+  uncertainty: z
+    .object({
+      confidence: Unit,
+      candidate_primary: z.object({ low: Unit, high: Unit }),
+      zero_shot_primary: z.object({ low: Unit, high: Unit }),
+      difference: z.object({ estimate: z.number().min(-1).max(1), low: z.number().min(-1).max(1), high: z.number().min(-1).max(1) }),
+      candidate_ece: z.object({ low: Unit, high: Unit }),
+      ece_noise: Unit,
+      debiased_ece: Unit,
+    })
+    .optional(),
+  /**
+   * The out-of-fold answers against the truth: `confusion[t][a]` counts the examples of outcome t
+   * whose most likely answer was a, both in `outcomes` order; `per_outcome` each outcome's precision
+   * (null when never answered) and recall. Absent from reports before k-fold acceptance.
+   */
+  confusion: z.array(z.array(z.number().int().nonnegative())).optional(),
+  per_outcome: z.array(z.object({ precision: Unit.nullable(), recall: Unit.nullable() })).optional(),
   /** Whether this question met the rule, and why not when it did not. */
   passed: z.boolean(),
   reason: z.string().nullable(),
@@ -178,6 +220,15 @@ export const EvaluationReport = z.object({
    */
   unknown: z
     .object({ held_out_other: z.number().int(), held_out_known: z.number().int(), auroc: Unit.nullable(), mean_other: Unit, mean_known: Unit })
+    .optional(),
+  /**
+   * The learning curve over the examples given: the cross-validated primary figure of a candidate
+   * fitted on a quarter, half, three quarters and all of them (each a stratified subset of the next,
+   * the inputs fixed to the served model's), beside the baseline's on the same examples. A curve still
+   * rising at the end says more examples would likely help. Absent from reports before it.
+   */
+  learning_curve: z
+    .array(z.object({ examples: z.number().int().positive(), questions: z.array(z.object({ question: z.string(), candidate: Unit, zero_shot: Unit })) }))
     .optional(),
   evaluated_at: z.string(),
   training_ms: z.number().nonnegative(),

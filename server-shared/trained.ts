@@ -1,7 +1,7 @@
 /**
  * A trained release as the server tiers store and check it (sidecar and operator tools; the edge
  * reads only its task): the saved task every request must repeat, the trained head per question,
- * the fingerprint that covers both and the base, and the hash split of a training file.
+ * the fingerprint that covers both and the base.
  *
  * A trained release runs on its base release's runtime. Its head reads what the question's first
  * served pass gives (the hidden state at the answer position, the state's pooled hidden state, the
@@ -82,13 +82,6 @@ export function trainedFingerprint(baseFingerprint: string, task: SavedTask, hea
   const input = heads.kind === "image_head" ? IMAGE_PREPROCESSING_VERSION : RENDERING_VERSION;
   const text = `trained-release-v1\n${baseFingerprint}\n${input}\n${task.questions}\n${canonicalJson(TrainedHeads.parse(heads))}`;
   return sha256Hex(text);
-}
-
-/** Whether an example is in the held-out part: the first 32 bits of SHA-256(custom_id) modulo 100, below the held-out percent. */
-export async function isHeldOut(customId: string, percent: number): Promise<boolean> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(customId)));
-  const value = ((digest[0]! << 24) | (digest[1]! << 16) | (digest[2]! << 8) | digest[3]!) >>> 0;
-  return value % 100 < percent;
 }
 
 /** The id of the release a training registers: `ft:<base model>:<training id without dashes>`, within the registry's id pattern. */

@@ -634,7 +634,7 @@ describe("svc train", () => {
     expect(transcript).toMatch(/Training on 48 examples from .*examples\.jsonl \(base svc-shared, questions q\)/);
     expect(transcript).toMatch(/uploaded \d+(\.\d)? (B|KiB)/);
     expect(transcript).toMatch(/█+░*\s+\d+%\s+reading examples through the base model \(\d+ of 48\)/);
-    expect(transcript).toMatch(new RegExp(`Training ${trained.id} ready: model ${trained.model}, trained on 36 examples, 12 held out`));
+    expect(transcript).toMatch(new RegExp(`Training ${trained.id} ready: model ${trained.model}, trained on 48 examples, each held out once by 5-fold cross-validation`));
     expect(transcript).toMatch(/ {2}q {2}auroc [01]\.\d{3} \(zero-shot [01]\.\d{3}\) {2}ECE [01]\.\d{3} {2}passed/);
 
     // The model answers decisions made with the account's API key, asked its task's questions.
@@ -649,12 +649,18 @@ describe("svc train", () => {
     const { id, model } = needTrained();
     const json = await svc(["train", "status", id, "--json"], { env });
     expectExit(json, 0);
-    expect(Training.parse(JSON.parse(json.stdout))).toMatchObject({ id, status: "ready", model, examples: { total: 48, held_out: 12 }, evaluation: { decision: "accepted" } });
+    expect(Training.parse(JSON.parse(json.stdout))).toMatchObject({ id, status: "ready", model, examples: { total: 48, held_out: 48 }, evaluation: { decision: "accepted" } });
     const readable = await svc(["train", "status", id], { env });
     expectExit(readable, 0);
     expect(readable.stdout).toMatch(/^status {10}ready$/m);
     expect(readable.stdout).toMatch(new RegExp(`^model {11}${model}$`, "m"));
     expect(readable.stdout).toMatch(/^ {2}q {2}auroc /m);
+    expect(readable.stdout).toMatch(/^examples {8}48 \(each held out once by 5-fold cross-validation\)$/m);
+    // The report's intervals, per-answer figures, confusion matrix and learning curve.
+    expect(readable.stdout).toMatch(/^ {2}q {2}auroc [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\], zero-shot .* difference .* \(95 %\); ECE [01]\.\d{3} \(noise on 48 examples up to 0\.\d{3}\)$/m);
+    expect(readable.stdout).toMatch(/^ {2}q {2}per answer: true precision [01]\.\d\d recall [01]\.\d\d; false precision/m);
+    expect(readable.stdout).toMatch(/^ {2}q {2}confusion \(rows: truth, columns: answer true \| false\): true \[\d+ \d+\], false \[\d+ \d+\]$/m);
+    expect(readable.stdout).toMatch(/^ {2}q {2}learning curve: 12 examples [01]\.\d{3} \(zero-shot [01]\.\d{3}\) · 24 examples .* · 48 examples [01]\.\d{3}/m);
 
     const listed = await svc(["train", "list"], { env });
     expectExit(listed, 0);

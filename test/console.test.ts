@@ -270,7 +270,7 @@ describe("the web console", () => {
     await expect.poll(() => tab.getByRole("heading", { name: /^Training / }).isVisible(), { timeout: 30_000 }).toBe(true);
     await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(/API ready/);
     const detail = await tab.locator("main").innerText();
-    expect(detail).toMatch(/Evaluation on \d+ held-out examples: accepted/);
+    expect(detail).toMatch(/Evaluation on \d+ examples, each held out once \(5-fold cross-validation\): accepted/);
     expect(detail).toMatch(/Model: ft:/);
     const diagram = tab.getByRole("img", { name: /Reliability diagram of the trained model/ });
     await expect.poll(() => diagram.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);

@@ -23,7 +23,6 @@ import { startStack, type Stack } from "../local/stack.ts";
 import { grantCredit } from "../ops/accounts.ts";
 import { callJson, errorOf, owner as stackOwner, type Owner as StackOwner } from "./support/own-stack.ts";
 import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
-import { isHeldOut } from "../server-shared/trained.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-image-models-"));
 chmodSync(dataDir, 0o711);
@@ -49,13 +48,9 @@ const upload = (png: Uint8Array, token: string, purpose: "prediction" | "trainin
 const QUESTIONS = { [DEMO_QUESTION_ID]: DEMO_QUESTION };
 
 /** A training file over `images`, each uploaded as a training asset and labelled by `label` (by default its own). */
-async function imageFile(account: Owner, images: DemoImage[], label: (image: DemoImage, heldOut: boolean) => string | null = (image) => image.label): Promise<string> {
+async function imageFile(account: Owner, images: DemoImage[]): Promise<string> {
   const labelled: LabelledImage[] = [];
-  for (const image of images) {
-    const customId = `${image.kind}-${image.seed}`;
-    const heldOut = await isHeldOut(customId, LIMITS.trainingHeldOutPercent);
-    labelled.push({ customId, assetId: await upload(image.png, account.key, "training"), label: label(image, heldOut) });
-  }
+  for (const image of images) labelled.push({ customId: `${image.kind}-${image.seed}`, assetId: await upload(image.png, account.key, "training"), label: image.label });
   return imageTrainingFile(labelled, QUESTIONS);
 }
 
@@ -116,7 +111,10 @@ describe("an image model trained on the demonstration drawings", () => {
     expect(report.method.kind).toBe("image_head");
     expect(report.method.features).toBe(1280);
     expect(report.questions[0]!.outcomes).toEqual(["circle", "square", null]);
-    expect(report.questions[0]!.held_out_counts.every((n) => n >= LIMITS.trainingHeldOutPerOutcome)).toBe(true);
+    // k-fold: every example is held out once, answered by a head that never saw it.
+    expect(report.questions[0]!.held_out_counts.reduce((a, b) => a + b, 0)).toBe(120);
+    expect(report.questions[0]!.held_out_counts.every((n) => n >= LIMITS.trainingExamplesPerOutcome)).toBe(true);
+    expect(report.questions[0]!.uncertainty!.difference.low).toBeGreaterThanOrEqual(0.1);
     expect(report.unknown!.held_out_other).toBe(report.questions[0]!.held_out_counts[2]);
     expect(report.unknown!.auroc).toBeGreaterThan(0.8);
     // Aggregates only: no example's image, custom_id or prediction is in it.
@@ -328,9 +326,17 @@ describe("prepaid credit", () => {
 
 describe("a rejected image model", () => {
   it("is saved with its report, listed as rejected with no id, and never served", async () => {
-    // Held-out drawings labelled wrongly: whatever the head learns, it cannot beat chance on them.
-    const wrong = (image: DemoImage, heldOut: boolean) => (heldOut ? (image.label === "circle" ? "square" : image.label === "square" ? null : "circle") : image.label);
-    const rejected = await train(alice, await imageFile(alice, await demoImages(16, 500), wrong));
+    // Every drawing twice (two assets of the same picture) with two different labels: no head
+    // answers such examples better than chance, and one that learns a picture's label in one fold is
+    // wrong on its twin in another. Whatever the folds, it cannot beat chance with confidence.
+    const answers = ["circle", "square", null];
+    const labelled: LabelledImage[] = [];
+    for (const [i, image] of (await demoImages(6, 500)).entries()) {
+      for (const twin of [0, 1]) {
+        labelled.push({ customId: `twin-${i}-${twin}`, assetId: await upload(image.png, alice.key, "training"), label: answers[(i + twin) % 3]! });
+      }
+    }
+    const rejected = await train(alice, imageTrainingFile(labelled, QUESTIONS));
     expect(rejected.status, JSON.stringify(rejected)).toBe("rejected");
     expect(rejected.model).toBeNull();
     const report = EvaluationReport.parse((await call(rejected.evaluation!.report, alice.userToken)).body);

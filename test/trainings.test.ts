@@ -11,7 +11,7 @@ import { validateTrainingFile } from "../contract/training-file.ts";
 import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
 import { call, newAccount, query } from "./support/api.ts";
 import { heldSubmitted, lines, poll, results, submitted } from "./support/bulk.ts";
-import { animalSentences, noulFile, pollTraining, splitIds, submitTraining, withModel, type Account } from "./support/training.ts";
+import { animalSentences, noulFile, pollTraining, submitTraining, withModel, type Account } from "./support/training.ts";
 
 /** A question the shared model cannot answer from its words: what "group A" is, only the examples say. */
 const GROUP_A = { type: "noul", instructions: "Does this sentence belong to group A?" };
@@ -36,19 +36,20 @@ describe("a training accepted, activated and served", () => {
     });
   }, 180_000);
 
-  it("showed current held-out figures while it read its examples, measured at each quarter", () => {
+  it("showed current cross-validated figures while it read its examples, measured at each quarter", () => {
     expect(interim.length).toBeGreaterThan(0);
     for (const figures of interim) {
       expect([12, 24, 36]).toContain(figures.examples_read);
-      expect(figures.training + figures.held_out).toBe(figures.examples_read);
+      // Every example read is held out once (k-fold), and the heads are fitted on all of them.
+      expect(figures).toMatchObject({ training: figures.examples_read, held_out: figures.examples_read });
       expect(figures.questions).toEqual([{ question: "q", metric: "auroc", candidate: expect.any(Number), zero_shot: expect.any(Number), ece: expect.any(Number) }]);
     }
   });
 
-  it("ends ready, with the trained model's id, its held-out figures beside the zero-shot ones, and its report", async () => {
+  it("ends ready, with the trained model's id, its cross-validated figures beside the zero-shot ones with their intervals, and its report", async () => {
     expect(done.status, JSON.stringify(done)).toBe("ready");
     expect(done.model).toMatch(/^ft:svc-shared:[0-9a-f]{32}$/);
-    expect(done.examples).toEqual({ total: 48, held_out: 12 });
+    expect(done.examples).toEqual({ total: 48, held_out: 48 });
     expect(done.evaluation?.decision).toBe("accepted");
     const [figures] = done.evaluation!.questions;
     expect(figures!.metric).toBe("auroc");
@@ -60,7 +61,17 @@ describe("a training accepted, activated and served", () => {
     expect(report.status).toBe(200);
     const parsed = EvaluationReport.parse(report.body);
     expect(parsed.model).toBe(done.model);
-    expect(parsed.questions[0]!.held_out_counts).toEqual([6, 6]);
+    expect(parsed.examples).toEqual({ training: 48, held_out: 48 });
+    expect(parsed.acceptance).toMatchObject({ margin: 0.02, max_ece: 0.1, confidence: 0.95, folds: 5 });
+    const [question] = parsed.questions;
+    expect(question!.held_out_counts).toEqual([24, 24]);
+    // Accepted with confidence: the difference's interval lies above the margin, and holds the estimate.
+    const { difference, candidate_primary, zero_shot_primary } = question!.uncertainty!;
+    expect(difference.low).toBeGreaterThanOrEqual(0.02);
+    expect(difference.low).toBeLessThanOrEqual(difference.estimate);
+    expect(candidate_primary.low).toBeLessThanOrEqual(question!.candidate.primary);
+    expect(zero_shot_primary.high).toBeGreaterThanOrEqual(question!.zero_shot.primary);
+    expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
     expect(svg.headers.get("content-type")).toContain("image/svg+xml");
     expect(await svg.text()).toContain("<svg");
@@ -164,17 +175,22 @@ describe("a training accepted, activated and served", () => {
 describe("a training rejected", () => {
   it("keeps its report, registers no release, and no route can serve or activate it", async () => {
     const owner = await newAccount();
-    // The held-out examples are labelled the other way round: whatever is learnt from the training
-    // part is wrong on them, so the candidate cannot beat the base there.
-    const training = await submitTraining(owner, await noulFile(GROUP_A, animalSentences(), (s, heldOut) => s.animal !== heldOut));
+    // Every sentence twice, labelled true once and false once: no model answers such examples better
+    // than chance, the base included, and a head that memorises a sentence's label in one fold is
+    // wrong on its twin in another. Whatever the folds, it cannot beat the base with confidence.
+    const once = animalSentences().slice(0, 24);
+    const file = once
+      .flatMap((s, i) => [true, false].map((label) => JSON.stringify({ custom_id: `twin-${i}-${label}`, body: { state: s.text, questions: { q: GROUP_A } }, labels: { q: label } })))
+      .join("\n") + "\n";
+    const training = await submitTraining(owner, file);
     const done = await pollTraining(owner, training.id);
     expect(done.status, JSON.stringify(done)).toBe("rejected");
     expect(done.model).toBeNull();
     expect(done.evaluation?.decision).toBe("rejected");
     const report = EvaluationReport.parse((await call(`/v1/trainings/${done.id}/report`, { token: owner.userToken })).body);
     expect(report.decision).toBe("rejected");
-    expect(report.questions[0]!.reason).toMatch(/^held-out AUROC 0\.\d+ does not beat the base's zero-shot/);
-    expect(report.questions[0]!.candidate.primary).toBeLessThan(0.5);
+    expect(report.questions[0]!.reason).toMatch(/^cross-validated AUROC [-+]0\.\d+ over the base's \(at least -?0\.\d+ with 95 % confidence\) does not beat it by 0\.02 with that confidence$/);
+    expect(report.questions[0]!.uncertainty!.difference.low).toBeLessThan(0.02);
     expect(await query("SELECT id FROM model_releases WHERE training_id = $1", [done.id])).toEqual([]);
     // The id it would have had answers as no model at all.
     const wouldBe = `ft:svc-shared:${done.id.replace(/-/g, "")}`;
@@ -249,24 +265,11 @@ describe("hostile training files", () => {
     }
   }, 180_000);
 
-  it("fails a file whose examples name another base than the training's, or whose split leaves an outcome out", async () => {
+  it("fails a file whose examples name another base than the training's", async () => {
     const owner = await newAccount();
     const otherBase = withModel(await noulFile(GROUP_A, animalSentences()), "some-other-model");
     const first = await pollTraining(owner, (await submitTraining(owner, otherBase)).id, (t) => t.finished_at !== null, 60_000);
     expect(first).toMatchObject({ status: "failed", error: { code: "task_mismatch", line: 1 } });
     expect(first.error!.message).toContain('"some-other-model"');
-
-    // Every "false" example in the training part: the held-out part has none of that outcome.
-    const ids = await splitIds("lopsided", 36, 12);
-    const sentences = animalSentences();
-    const lopsided = [
-      ...sentences.filter((s) => s.animal).map((s, i) => ({ id: i < 12 ? ids.heldOut[i]! : ids.training[i - 12]!, s })),
-      ...sentences.filter((s) => !s.animal).map((s, i) => ({ id: ids.training[12 + i]!, s })),
-    ];
-    const file = lopsided.map(({ id, s }) => JSON.stringify({ custom_id: id, body: { state: s.text, questions: { q: GROUP_A } }, labels: { q: s.animal } })).join("\n") + "\n";
-    const second = await pollTraining(owner, (await submitTraining(owner, file)).id, (t) => t.finished_at !== null, 60_000);
-    expect(second.status, JSON.stringify(second)).toBe("failed");
-    expect(second.error).toMatchObject({ code: "too_few_examples", line: null });
-    expect(second.error!.message).toMatch(/the held-out part holds 0 example\(s\) of false/);
   }, 120_000);
 });

@@ -156,6 +156,16 @@ describe("applyTemperature", () => {
 });
 
 describe("fitPlatt", () => {
+  it("never turns the ranking around: scores anti-correlated with the truth give slope 0 and the base rate", () => {
+    const { p, yes } = plattData(23, 4_000, -1.5, 0.4);
+    const { slope, bias } = fitPlatt(p, yes);
+    expect(slope).toBe(0);
+    const positives = yes.filter(Boolean).length;
+    const rate = (positives * ((positives + 1) / (positives + 2)) + (yes.length - positives) / (yes.length - positives + 2)) / yes.length;
+    expect(bias).toBeCloseTo(Math.log(rate / (1 - rate)), 12);
+    expect(applyPlatt(0.01, { slope, bias })).toBeCloseTo(applyPlatt(0.99, { slope, bias }), 12);
+  });
+
   it("recovers a known slope and bias: y ~ Bernoulli(σ(1.7·logit(p) − 0.8)) fits to (1.7, −0.8)", () => {
     const { p, yes } = plattData(17, 20_000, 1.7, -0.8);
     const { slope, bias } = fitPlatt(p, yes);

@@ -61,6 +61,12 @@ export function applyTemperature(p: readonly number[], temperature: number): num
  * negative, not 1 and 0: on data that p separates perfectly the unsmoothed likelihood has no
  * maximum (the slope would grow without bound), and the smoothing is the posterior mean of a
  * uniform prior on each class's frequency, which vanishes as the classes grow.
+ *
+ * The slope is at least 0. A negative one would turn the scores' ranking around, which is no
+ * calibration but another model fitted on the calibration data: out-of-fold scores of a head that
+ * memorised its training examples can be anti-correlated with the truth (the same text labelled both
+ * ways in two folds), and inverting them would score the head far above what it knows. Held at 0,
+ * the answer is the base rate.
  */
 export function fitPlatt(p: readonly number[], positives: readonly boolean[]): { slope: number; bias: number } {
   checkPaired(p, positives);
@@ -113,6 +119,11 @@ export function fitPlatt(p: readonly number[], positives: readonly boolean[]): {
     }
     // No step lowers the NLL: the minimum is reached to rounding.
     if (!accepted || Math.max(Math.abs(step * dA), Math.abs(step * dB)) < NEWTON_TOLERANCE) break;
+  }
+  if (slope < 0) {
+    // The NLL is convex, so with the slope held at 0 its minimum is the smoothed base rate's log-odds.
+    const rate = (nPos * yPos + nNeg * yNeg) / positives.length;
+    return { slope: 0, bias: Math.log(rate / (1 - rate)) };
   }
   return { slope, bias };
 }

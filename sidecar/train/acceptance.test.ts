@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ACCEPTANCE } from "../../contract/trainings.ts";
 import { seededRandom } from "../../test/support/random.ts";
-import { judgeCandidate, outOfFold, stratifiedFolds } from "./acceptance.ts";
+import { judgeCandidate, outOfFold, stratifiedFolds, stratifiedOrder } from "./acceptance.ts";
 import { applyHead, trainHead } from "./head.ts";
 
 /** A standard normal draw (Box-Muller). */
@@ -160,5 +160,18 @@ describe("stratifiedFolds and outOfFold", () => {
     expect(out.every((p) => p[0] === 0)).toBe(true);
     expect(seen).toHaveLength(5);
     expect(seen.reduce((s, t) => s + t.length, 0)).toBe(4 * y.length);
+  });
+});
+
+describe("stratifiedOrder", () => {
+  it("deals the outcomes in turn, each prefix about as balanced as the whole, the same for the same seed", () => {
+    const truth = Array.from({ length: 90 }, (_, i) => (i < 60 ? 0 : i < 80 ? 1 : 2));
+    const order = stratifiedOrder(truth, "s");
+    expect([...order].sort((a, b) => a - b)).toEqual(truth.map((_, i) => i));
+    expect(order.slice(0, 3).map((i) => truth[i])).toEqual([0, 1, 2]);
+    const prefix = order.slice(0, 30).map((i) => truth[i]!);
+    for (const k of [0, 1, 2]) expect(prefix.filter((t) => t === k).length).toBe(10);
+    expect(stratifiedOrder(truth, "s")).toEqual(order);
+    expect(stratifiedOrder(truth, "t")).not.toEqual(order);
   });
 });

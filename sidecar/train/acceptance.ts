@@ -158,6 +158,20 @@ export function stratifiedFolds(truth: readonly number[], k: number, seed: strin
 }
 
 /**
+ * The examples in a seeded order that deals the outcomes in turn (each outcome's examples shuffled),
+ * so that every prefix is about as balanced as the whole: nested subsets for a learning curve.
+ */
+export function stratifiedOrder(truth: readonly number[], seed: string): number[] {
+  const random = seededRandom(`order:${seed}`);
+  const byOutcome = new Map<number, { i: number; r: number }[]>();
+  truth.forEach((t, i) => byOutcome.set(t, [...(byOutcome.get(t) ?? []), { i, r: random() }]));
+  const lists = [...byOutcome.entries()].sort(([a], [b]) => a - b).map(([, list]) => list.sort((a, b) => a.r - b.r));
+  const order: number[] = [];
+  for (let at = 0; order.length < truth.length; at++) for (const list of lists) if (at < list.length) order.push(list[at]!.i);
+  return order;
+}
+
+/**
  * Out-of-fold predictions: for each fold, `fit` on the other folds' examples and `predict` its own;
  * every example is predicted once, by a model that never saw it (its choices made inside the other folds).
  */

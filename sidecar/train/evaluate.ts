@@ -1,19 +1,20 @@
 /**
- * Acceptance of a trained candidate (runs in the sidecar's training worker): its held-out figures
- * beside the base release's zero-shot answers to the same items, per question, and the published
- * rule (contract/trainings.ts ACCEPTANCE) applied to them.
+ * Acceptance of a trained candidate (runs in the sidecar's training worker): its cross-validated
+ * figures beside the baseline's answers to the same items (the base release's zero-shot answers, or
+ * chance for an image model), per question, and the published rule (contract/trainings.ts
+ * ACCEPTANCE, judged with the sampling error by acceptance.ts) applied to them.
  *
- *     const evaluation = evaluateQuestion(id, question, candidate, zeroShot, truth);
- *     evaluation.passed   // primary figure >= zero-shot's + margin, and ECE <= the bound
+ *     const evaluation = evaluateQuestion(id, question, outOfFold, zeroShot, truth, { baseline: "zero_shot", seed });
+ *     evaluation.passed   // beats the baseline by the margin with confidence, and its ECE is within the bound and its noise
  */
 import type { Question } from "../../contract/decision.ts";
-import { outcomesOf } from "../../contract/training-file.ts";
-import { ACCEPTANCE, type QuestionEvaluation, type QuestionFigures } from "../../contract/trainings.ts";
+import { ACCEPTANCE, type EvaluationReport, type QuestionEvaluation, type QuestionFigures } from "../../contract/trainings.ts";
 import { auroc, binaryBrier, brier, eceOfBins, reliabilityBins } from "../../server-shared/quality.ts";
 import { trainingOutcomes } from "../../contract/training-file.ts";
-import type { EvaluationReport } from "../../contract/trainings.ts";
+import { judgeCandidate } from "./acceptance.ts";
 
 const FLOOR = 1e-12;
+const argmaxOf = (p: readonly number[]) => p.reduce((best, v, i) => (v > p[best]! ? i : best), 0);
 const unit = (p: number) => Math.min(1, Math.max(0, p));
 
 /**
@@ -23,7 +24,7 @@ const unit = (p: number) => Math.min(1, Math.max(0, p));
  */
 export function figuresOf(type: Question["type"], distributions: readonly (readonly number[])[], truth: readonly number[]): { figures: QuestionFigures; bins: ReturnType<typeof reliabilityBins> } {
   const n = distributions.length;
-  const argmax = (p: readonly number[]) => p.reduce((best, v, i) => (v > p[best]! ? i : best), 0);
+  const argmax = argmaxOf;
   const logLoss = -distributions.reduce((sum, p, i) => sum + Math.log(Math.max(FLOOR, p[truth[i]!]!)), 0) / n;
   const accuracy = distributions.filter((p, i) => argmax(p) === truth[i]).length / n;
   if (type === "noul") {
@@ -46,50 +47,37 @@ export function figuresOf(type: Question["type"], distributions: readonly (reado
   };
 }
 
-/** One question's evaluation and whether it met the rule. */
+/** Which rule a question is judged by: a text model against the base's zero-shot answers, an image model against chance. */
+export type Baseline = "zero_shot" | "chance";
+
+/**
+ * One question's evaluation and whether it met the rule (contract/trainings.ts ACCEPTANCE): the
+ * candidate's out-of-fold answers beside the baseline's answers to the same examples, judged with
+ * their sampling error (acceptance.ts). `seed` fixes the resampling (the training's id and question).
+ */
 export function evaluateQuestion(
   id: string,
   question: Question,
   candidate: readonly (readonly number[])[],
-  zeroShot: readonly (readonly number[])[],
+  baseline: readonly (readonly number[])[],
   truth: readonly number[],
+  options: { baseline: Baseline; seed: string },
 ): QuestionEvaluation {
-  const c = figuresOf(question.type, candidate, truth);
-  const metric = c.figures.primary_metric === "auroc" ? "AUROC" : "top-1 accuracy";
-  return judged(id, question.type, outcomesOf(question), c, figuresOf(question.type, zeroShot, truth), truth, ACCEPTANCE.margin, (z) => `the base's zero-shot ${z} by ${ACCEPTANCE.margin}`, metric);
-}
-
-/**
- * An image model's question (its answers, then "other"), against chance: the training part's outcome
- * frequencies `prior` given to every held-out image. Passed when its top-1 accuracy beats chance's by
- * ACCEPTANCE.imageMargin and its ECE is within ACCEPTANCE.maxEce.
- */
-export function evaluateImageQuestion(id: string, question: Question, candidate: readonly (readonly number[])[], prior: readonly number[], truth: readonly number[]): QuestionEvaluation {
-  const c = figuresOf("choice", candidate, truth);
-  const z = figuresOf("choice", truth.map(() => prior), truth);
-  return judged(id, "choice", trainingOutcomes(question, "image"), c, z, truth, ACCEPTANCE.imageMargin, (z) => `chance's ${z} by ${ACCEPTANCE.imageMargin}`, "top-1 accuracy");
-}
-
-type Figures = ReturnType<typeof figuresOf>;
-
-/** The rule applied: the candidate's primary figure at least `margin` above the baseline's, and its ECE within the bound. */
-function judged(
-  id: string,
-  type: Question["type"],
-  outcomes: QuestionEvaluation["outcomes"],
-  c: Figures,
-  z: Figures,
-  truth: readonly number[],
-  margin: number,
-  baseline: (figure: string) => string,
-  metric: string,
-): QuestionEvaluation {
-  const reason =
-    c.figures.primary < z.figures.primary + margin
-      ? `held-out ${metric} ${c.figures.primary.toFixed(3)} does not beat ${baseline(z.figures.primary.toFixed(3))}`
-      : c.figures.ece > ACCEPTANCE.maxEce
-        ? `held-out ECE ${c.figures.ece.toFixed(3)} is over the bound ${ACCEPTANCE.maxEce}`
-        : null;
+  const image = options.baseline === "chance";
+  const type = image ? "choice" : question.type;
+  const c = figuresOf(type, candidate, truth);
+  const z = figuresOf(type, baseline, truth);
+  const margin = image ? ACCEPTANCE.imageMargin : ACCEPTANCE.margin;
+  const judged = judgeCandidate(type, candidate, baseline, truth, { margin, maxEce: ACCEPTANCE.maxEce, confidence: ACCEPTANCE.confidence, resamples: ACCEPTANCE.resamples, seed: options.seed });
+  const reason = judged.reason && (image ? judged.reason.replace("the base's", "chance's").replace("beat it", "beat chance") : judged.reason);
+  const outcomes = trainingOutcomes(question, image ? "image" : "text");
+  const interval = (i: { low: number; high: number }) => ({ low: i.low, high: i.high });
+  const confusion = outcomes.map((_, t) => outcomes.map((_, a) => candidate.filter((p, i) => truth[i] === t && argmaxOf(p) === a).length));
+  const per_outcome = outcomes.map((_, k) => {
+    const answered = confusion.reduce((sum, row) => sum + row[k]!, 0);
+    const actual = confusion[k]!.reduce((sum, n) => sum + n, 0);
+    return { precision: answered === 0 ? null : confusion[k]![k]! / answered, recall: actual === 0 ? null : confusion[k]![k]! / actual };
+  });
   return {
     question: id,
     type,
@@ -99,7 +87,18 @@ function judged(
     zero_shot: z.figures,
     reliability_candidate: c.bins,
     reliability_zero_shot: z.bins,
-    passed: reason === null,
+    uncertainty: {
+      confidence: ACCEPTANCE.confidence,
+      candidate_primary: interval(judged.candidate.primary),
+      zero_shot_primary: interval(judged.base.primary),
+      difference: { estimate: judged.difference.estimate, ...interval(judged.difference) },
+      candidate_ece: interval(judged.candidate.ece),
+      ece_noise: judged.eceNoise.quantile,
+      debiased_ece: judged.debiasedEce,
+    },
+    confusion,
+    per_outcome,
+    passed: judged.passed,
     reason,
   };
 }

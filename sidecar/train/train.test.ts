@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isHeldOut, trainedFingerprint, trainedModelId, TrainedHeads } from "../../server-shared/trained.ts";
+import { trainedFingerprint, trainedModelId, TrainedHeads } from "../../server-shared/trained.ts";
 import { seededRandom } from "../../test/support/random.ts";
 import { figuresOf, evaluateQuestion } from "./evaluate.ts";
 import { applyHead, trainHead } from "./head.ts";
@@ -44,24 +44,36 @@ describe("trainHead and applyHead", () => {
   });
 });
 
-describe("acceptance", () => {
-  const perfect = [[0.97, 0.03], [0.02, 0.98], [0.96, 0.04], [0.03, 0.97]];
-  const truth = [0, 1, 0, 1];
+describe("evaluateQuestion", () => {
+  // 40 examples of each outcome: enough for the bootstrap to tell a clear difference from none.
+  const truth = Array.from({ length: 80 }, (_, i) => i % 2);
+  const sharp = truth.map((t) => (t === 0 ? [0.97, 0.03] : [0.03, 0.97]));
+  const chance = truth.map(() => [0.5, 0.5]);
   const question = { type: "noul" as const };
+  const zeroShot = { baseline: "zero_shot" as const, seed: "t" };
 
-  it("accepts a candidate that beats the zero-shot primary figure by the margin with a small ECE", () => {
-    const chance = [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]];
-    const evaluation = evaluateQuestion("q", question, perfect, chance, truth);
-    expect(evaluation).toMatchObject({ passed: true, reason: null, held_out_counts: [2, 2], outcomes: [true, false] });
+  it("accepts a candidate that beats the zero-shot answers by the margin with confidence and is calibrated, with its intervals", () => {
+    const evaluation = evaluateQuestion("q", question, sharp, chance, truth, zeroShot);
+    expect(evaluation).toMatchObject({ passed: true, reason: null, held_out_counts: [40, 40], outcomes: [true, false] });
     expect(evaluation.candidate).toMatchObject({ primary_metric: "auroc", primary: 1, accuracy: 1 });
     expect(evaluation.zero_shot.primary).toBe(0.5);
+    expect(evaluation.uncertainty).toMatchObject({ confidence: 0.95, difference: { estimate: 0.5, low: 0.5, high: 0.5 } });
   });
 
   it("rejects a candidate no better than the zero-shot answers, and a badly calibrated one", () => {
-    expect(evaluateQuestion("q", question, perfect, perfect, truth)).toMatchObject({ passed: false, reason: expect.stringMatching(/does not beat the base's zero-shot 1\.000 by 0\.02/) });
-    const timid = [[0.6, 0.4], [0.4, 0.6], [0.6, 0.4], [0.4, 0.6]];
-    const chance = [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]];
-    expect(evaluateQuestion("q", question, timid, chance, truth)).toMatchObject({ passed: false, reason: expect.stringMatching(/ECE 0\.400 is over the bound 0\.1/) });
+    expect(evaluateQuestion("q", question, sharp, sharp, truth, zeroShot)).toMatchObject({ passed: false, reason: expect.stringMatching(/AUROC \+0\.000 over the base's .* does not beat it by 0\.02/) });
+    const timid = truth.map((t) => (t === 0 ? [0.6, 0.4] : [0.4, 0.6]));
+    expect(evaluateQuestion("q", question, timid, chance, truth, zeroShot)).toMatchObject({ passed: false, reason: expect.stringMatching(/ECE 0\.400 is over the bound 0\.1 by more than its noise on 80 items/) });
+  });
+
+  it("judges an image model against chance, by its top-1 accuracy, with the image margin", () => {
+    const image = { type: "choice" as const, criteria: new Map([["circle", null], ["square", null]]) } as unknown as Parameters<typeof evaluateQuestion>[1];
+    const labels = Array.from({ length: 90 }, (_, i) => i % 3);
+    const right = labels.map((t) => [0, 1, 2].map((k) => (k === t ? 0.9 : 0.05)));
+    const prior = labels.map(() => [1 / 3, 1 / 3, 1 / 3]);
+    const evaluation = evaluateQuestion("q", image, right, prior, labels, { baseline: "chance", seed: "i" });
+    expect(evaluation).toMatchObject({ type: "choice", outcomes: ["circle", "square", null], passed: true, held_out_counts: [30, 30, 30] });
+    expect(evaluateQuestion("q", image, prior, prior, labels, { baseline: "chance", seed: "i" }).reason).toMatch(/over chance's .* does not beat chance by 0\.1/);
   });
 
   it("measures a choice by its top-1 accuracy and log loss", () => {
@@ -72,7 +84,7 @@ describe("acceptance", () => {
   });
 });
 
-describe("a trained release's identity and split", () => {
+describe("a trained release's identity", () => {
   const task = { questions: '{"q":{"type":"noul"}}' };
   const heads = TrainedHeads.parse({ kind: "hidden_state_head", features: 2, questions: [{ classes: 2, lambda: 1, mean: [0, 1], scale: [1, 2], weights: [[0.5, -0.25, 0.1]], calibration: { slope: 1.2, bias: -0.1 } }] });
 
@@ -85,15 +97,6 @@ describe("a trained release's identity and split", () => {
     expect(await trainedFingerprint("a".repeat(64), { questions: '{"q":{"type":"noul","instructions":null}}' }, heads)).not.toBe(fingerprint);
     const nudged = { ...heads, questions: [{ ...heads.questions[0]!, weights: [[0.5, -0.25, 0.1000001]] }] };
     expect(await trainedFingerprint("a".repeat(64), task, nudged)).not.toBe(fingerprint);
-  });
-
-  it("holds out about the published share of custom_ids, the same ones every time", async () => {
-    const ids = Array.from({ length: 2000 }, (_, i) => `example-${i}`);
-    const held = await Promise.all(ids.map((id) => isHeldOut(id, 20)));
-    const share = held.filter(Boolean).length / ids.length;
-    expect(share).toBeGreaterThan(0.17);
-    expect(share).toBeLessThan(0.23);
-    expect(await Promise.all(ids.slice(0, 50).map((id) => isHeldOut(id, 20)))).toEqual(held.slice(0, 50));
   });
 
   it("names a trained model within the registry's id pattern", () => {

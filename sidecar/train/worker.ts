@@ -5,18 +5,19 @@
  *
  * - validating: reads the training file through a short grant the edge signs and checks it
  *   (contract/training-file.ts) before any pass, with this worker's own checks (the base named by
- *   the file, one pass per question, every outcome in both parts of the hash split); a bad file
- *   fails the job naming the first bad line, a good one becomes its examples and the job runs.
+ *   the file, one pass per question); a bad file fails the job naming the first bad line, a good one
+ *   becomes its examples and the job runs.
  * - running, examples left: reads one example through the base model in the bulk lane (real-time
  *   goes first), in an order fixed by a hash of custom_id: its features (execute.ts exampleFeatures,
- *   exactly as the trained release will read a request) and, for a held-out example, the base
- *   release's served zero-shot answer, as two lane executions; committed under the fence, once per
- *   example, so a killed sidecar loses at most the example in flight. At each quarter of the
- *   examples, the current held-out figures.
- * - running, every example read: fits a head per question on the training part (head.ts), evaluates
- *   it on the held-out part beside the zero-shot answers (evaluate.ts) and either rejects the job
- *   with its report or registers the candidate as an immutable release of the account (accepted).
- *   The fit is deterministic, so a fit repeated after a crash registers the same release.
+ *   exactly as the trained release will read a request) and the base release's served zero-shot
+ *   answer, as two lane executions; committed under the fence, once per example, so a killed sidecar
+ *   loses at most the example in flight. At each quarter of the examples, the current
+ *   cross-validated figures.
+ * - running, every example read: evaluates the candidate by k-fold cross-validation over every
+ *   example beside the zero-shot answers (candidate.ts, the rule of contract/trainings.ts
+ *   ACCEPTANCE), fits the served heads on all of them, and either rejects the job with its report or
+ *   registers the candidate as an immutable release of the account (accepted). Folds and resampling
+ *   are seeded by the training's id, so a fit repeated after a crash registers the same release.
  * - accepted: the serving side's check: this sidecar reads the new release's registry entry, derives
  *   its fingerprint from the base's, the task and the heads, and answers one probe decision with it
  *   through the base's runtime (every response's identity checked); only then is it served here and
@@ -37,15 +38,15 @@ import { Questions as QuestionsSchema, type Answer, type ChoiceQuestion, type De
 import type { BatchError } from "../../contract/batches.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { trainingOutcomes, validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
-import { ACCEPTANCE, type EvaluationReport, type QuestionEvaluation } from "../../contract/trainings.ts";
+import { validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
+import { acceptanceOnTheWire, type EvaluationReport } from "../../contract/trainings.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { ImageAssetStore } from "../../server-shared/images.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { TrainingStore, type ReadExample, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
+import { TrainingStore, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
-import { isHeldOut, savedQuestions, trainedFingerprint, trainedModelId, type SavedTask, type TrainedHeads } from "../../server-shared/trained.ts";
+import { savedQuestions, trainedFingerprint, trainedModelId, type SavedTask } from "../../server-shared/trained.ts";
 import { runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, deleteObject, readGrant, type EdgeLink } from "../bulk/grants.ts";
@@ -55,9 +56,8 @@ import { exampleFeatures, executeDecision } from "../decide/execute.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
-import { evaluateImageQuestion, evaluateQuestion, unknownDetection } from "./evaluate.ts";
-import { applyHead, chooseHead, trainHead } from "./head.ts";
-import { headInput, splitReads, type QuestionRead } from "./features.ts";
+import { candidateOf } from "./candidate.ts";
+import { applyHead } from "./head.ts";
 
 type Questions = ReturnType<typeof QuestionsSchema.parse>;
 type Modality = "text" | "image";
@@ -203,16 +203,16 @@ export class TrainingWorker {
     const { task, examples } = checked;
     const base = await this.base(claim);
     if (!base) return; // no longer served here: another host (or a later registry) takes it up
-    const split = await Promise.all(examples.map((e) => isHeldOut(e.customId, LIMITS.trainingHeldOutPercent)));
     const refused =
       modalityRefusal(base, task.modality) ??
-      refusal(claim.row.base_model, task.model, task.questions, task.modality, examples, split) ??
+      refusal(claim.row.base_model, task.model, task.questions, task.modality) ??
       (task.modality === "image" ? await this.assetRefusal(claim, examples) : null);
     if (refused) {
       await this.store.fail(claim, refused);
       return;
     }
-    const stored: StoredExample[] = examples.map((e, i) => ({ ...e, heldOut: split[i]! }));
+    // Every example is held out once (k-fold acceptance), so the base's zero-shot answer is read for each.
+    const stored: StoredExample[] = examples.map((e) => ({ ...e, heldOut: true }));
     await this.store.start(claim, { questions: stringifyJson(task.questions) }, stored);
   }
 
@@ -261,8 +261,8 @@ export class TrainingWorker {
     }
     const request = { state: parseJson(example.state, { maxDepth: LIMITS.jsonDepth }), questions: task } as DecisionRequest;
     // Two executions, each no longer than a bulk record's, so that real-time never waits longer
-    // behind training than behind bulk: the example's hidden-state passes, then (held out) the
-    // base's served zero-shot decision. An image example is one read of its image (its baseline,
+    // behind training than behind bulk: the example's hidden-state passes, then the base's served
+    // zero-shot decision (every example since k-fold acceptance; the held-out part in older jobs). An image example is one read of its image (its baseline,
     // chance, needs no pass).
     const assetId = example.assetId;
     const features = assetId
@@ -273,10 +273,11 @@ export class TrainingWorker {
     if (!features || (example.heldOut && !assetId && !zeroShot)) return;
     signal.throwIfAborted();
     const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers));
-    // At each quarter of the examples read (the last excepted: the report follows), the current held-out figures.
+    // At each quarter of the examples read (the last excepted: the report follows), the current
+    // cross-validated figures (the inputs fixed, so at a quarter of the final evaluation's cost).
     const total = claim.row.total_examples;
     if (examplesRead !== null && examplesRead < total && Math.floor((examplesRead * 4) / total) > Math.floor(((examplesRead - 1) * 4) / total)) {
-      const interim = candidateOf(task, base.modality, await this.store.readExamples(claim.id));
+      const interim = candidateOf(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: false });
       if (interim) {
         await this.store.setInterim(claim, {
           examples_read: examplesRead,
@@ -303,13 +304,13 @@ export class TrainingWorker {
     }
   }
 
-  /** Fits a head per question on the training part, evaluates it on the held-out part, and rejects or registers the candidate. */
+  /** Evaluates the candidate by k-fold cross-validation over every example, fits the served heads on all of them, and rejects or registers it. */
   private async finish(claim: TrainingClaim, base: Base, task: Questions): Promise<void> {
     const started = performance.now();
-    const candidate = candidateOf(task, base.modality, await this.store.readExamples(claim.id));
+    const candidate = candidateOf(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: true });
     if (!candidate) {
-      // The file's checks make every outcome present in both parts; this is a bug, not the customer's.
-      throw new Error(`training ${claim.id}: an outcome is missing from a part of the split after every example was read`);
+      // The file's checks give every outcome LIMITS.trainingExamplesPerOutcome examples; this is a bug, not the customer's.
+      throw new Error(`training ${claim.id}: an outcome has fewer examples than folds after every example was read`);
     }
     const { heads, evaluations, training, heldOut, unknown } = candidate;
     const width = heads.features;
@@ -322,7 +323,7 @@ export class TrainingWorker {
       model,
       base_release: base.entry.id,
       decision: accepted ? "accepted" : "rejected",
-      acceptance: { margin: ACCEPTANCE.margin, max_ece: ACCEPTANCE.maxEce, ece_bins: ACCEPTANCE.eceBins, image_margin: ACCEPTANCE.imageMargin },
+      acceptance: acceptanceOnTheWire(),
       examples: { training, held_out: heldOut },
       method: {
         kind: heads.kind,
@@ -332,6 +333,7 @@ export class TrainingWorker {
       },
       questions: evaluations,
       ...(unknown ? { unknown } : {}),
+      learning_curve: candidate.curve,
       evaluated_at: new Date().toISOString(),
       training_ms: Math.round(performance.now() - started),
     };
@@ -381,58 +383,6 @@ export class TrainingWorker {
   }
 }
 
-/**
- * A candidate fitted on the training part of `examples` (those read), evaluated on their held-out
- * part beside the zero-shot answers; null while a part lacks an outcome of some question.
- */
-function candidateOf(task: Questions, modality: Modality, examples: ReadExample[]): Candidate | null {
-  const training = examples.filter((e) => !e.heldOut);
-  const heldOut = examples.filter((e) => e.heldOut);
-  const questions = [...task];
-  const classes = (question: Questions extends Map<string, infer Q> ? Q : never) => trainingOutcomes(question, modality).length;
-  const complete = (part: ReadExample[], q: number, outcomes: number) => Array.from({ length: outcomes }, (_, k) => part.some((e) => e.outcomes[q] === k)).every(Boolean);
-  if (!questions.every(([, question], q) => complete(training, q, classes(question)) && complete(heldOut, q, classes(question)))) return null;
-  // A text example holds every question's blocks (features.ts); an image example one backbone vector.
-  const outcomes = questions.map(([, question]) => classes(question));
-  const inputsOf = (e: ReadExample): number[][] | QuestionRead[] => (modality === "image" ? [e.features] : splitReads(e.features, outcomes));
-  const read = new Map(examples.map((e) => [e, inputsOf(e)]));
-  const heads: TrainedHeads =
-    modality === "image"
-      ? { kind: "image_head", features: examples[0]!.features.length, questions: [trainHead(training.map((e) => e.features), training.map((e) => e.outcomes[0]!), classes(questions[0]![1])).params] }
-      : {
-          kind: "hidden_state_head",
-          features: (read.get(examples[0]!)![0] as QuestionRead).answer_state.length,
-          questions: questions.map((_, q) => chooseHead(training.map((e) => (read.get(e) as QuestionRead[])[q]!), training.map((e) => e.outcomes[q]!), outcomes[q]!).params),
-        };
-  const slice = (e: ReadExample, q: number) => (modality === "image" ? e.features : headInput((read.get(e) as QuestionRead[])[q]!, heads.questions[q]!.inputs!));
-  const truth = (q: number) => heldOut.map((e) => e.outcomes[q]!);
-  const predicted = (q: number) => heldOut.map((e) => applyHead(heads.questions[q]!, slice(e, q)));
-  if (modality === "image") {
-    // One question: its answers and "other", against chance (the training part's outcome frequencies).
-    const [id, question] = questions[0]!;
-    const prior = Array.from({ length: classes(question) }, (_, k) => training.filter((e) => e.outcomes[0] === k).length / training.length);
-    const candidate = predicted(0);
-    return {
-      heads,
-      evaluations: [evaluateImageQuestion(id, question, candidate, prior, truth(0))],
-      unknown: unknownDetection(candidate, truth(0), classes(question) - 1),
-      training: training.length,
-      heldOut: heldOut.length,
-    };
-  }
-  const evaluations = questions.map(([id, question], q) => evaluateQuestion(id, question, predicted(q), heldOut.map((e) => e.zeroShot![q]!), truth(q)));
-  return { heads, evaluations, unknown: null, training: training.length, heldOut: heldOut.length };
-}
-
-interface Candidate {
-  heads: TrainedHeads;
-  evaluations: QuestionEvaluation[];
-  /** An image model's unknown detection on the held-out images; null for text. */
-  unknown: EvaluationReport["unknown"] | null;
-  training: number;
-  heldOut: number;
-}
-
 /** The base release a training runs on, its runtime client and what it reads. */
 interface Base {
   entry: RegistryEntry;
@@ -460,29 +410,15 @@ function distributions(task: Questions, answers: Map<string, Answer>): number[][
 
 /**
  * A file the shared checks passed but this service cannot train on, as the job's error: examples
- * naming another base than the training's, a choice too large for one pass, or a part of the hash
- * split without LIMITS.trainingHeldOutPerOutcome examples of some outcome.
+ * naming another base than the training's, or a choice too large for one pass.
  */
-function refusal(baseModel: string, model: string, questions: Questions, modality: Modality, examples: TrainingExample[], heldOut: boolean[]): BatchError | null {
+function refusal(baseModel: string, model: string, questions: Questions, modality: Modality): BatchError | null {
   if (model !== baseModel) {
     return fileError("task_mismatch", `the examples name the base ${JSON.stringify(model.slice(0, 60))}; this training was created for ${JSON.stringify(baseModel.slice(0, 60))}`, 1);
   }
-  const need = LIMITS.trainingHeldOutPerOutcome;
-  for (const [q, [id, question]] of [...questions].entries()) {
+  for (const [id, question] of questions) {
     if (modality === "text" && question.type === "choice" && question.criteria.size > OPTIONS_PER_PASS) {
       return fileError("task_not_trainable", `question ${JSON.stringify(id.slice(0, 40))} has ${question.criteria.size} options; a trained model reads at most ${OPTIONS_PER_PASS} in its one pass`, 1);
-    }
-    const outcomes = trainingOutcomes(question, modality);
-    for (const [part, inPart] of [["held-out", true], ["training", false]] as const) {
-      const counts = outcomes.map((_, k) => examples.filter((e, i) => heldOut[i] === inPart && e.outcomes[q] === k).length);
-      const short = counts.findIndex((n) => n < need);
-      if (short >= 0) {
-        return fileError(
-          "too_few_examples",
-          `question ${JSON.stringify(id.slice(0, 40))}: the ${part} part holds ${counts[short]} example(s) of ${JSON.stringify(outcomes[short])}; it needs at least ${need} ` +
-            `(examples are split by a hash of custom_id, ${LIMITS.trainingHeldOutPercent} % held out): add examples of that outcome`,
-        );
-      }
     }
   }
   return null;

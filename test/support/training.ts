@@ -1,13 +1,10 @@
 /**
- * Training helpers for tests on the shared stack: labelled files whose hash split is known, a
- * training created, uploaded and submitted through the real edge with a user token, and its status
+ * Training helpers for tests on the shared stack: labelled files, a training created, uploaded and submitted through the real edge with a user token, and its status
  * polled.
  */
 import { randomBytes } from "node:crypto";
 import { expect } from "vitest";
-import { LIMITS } from "../../contract/limits.ts";
 import { Training } from "../../contract/trainings.ts";
-import { isHeldOut } from "../../server-shared/trained.ts";
 import { call, remember, type newAccount } from "./api.ts";
 
 export type Account = Awaited<ReturnType<typeof newAccount>>;
@@ -30,40 +27,13 @@ export function animalSentences(): LabelledSentence[] {
   ]);
 }
 
-/**
- * custom_ids for `count` examples, with `heldOut` of them in the held-out part of the hash split
- * (server-shared/trained.ts isHeldOut) and the rest in the training part, in that order.
- */
-export async function splitIds(prefix: string, training: number, heldOut: number): Promise<{ training: string[]; heldOut: string[] }> {
-  const ids = { training: [] as string[], heldOut: [] as string[] };
-  for (let i = 0; ids.training.length < training || ids.heldOut.length < heldOut; i++) {
-    const id = `${prefix}-${i}`;
-    const part = (await isHeldOut(id, LIMITS.trainingHeldOutPercent)) ? ids.heldOut : ids.training;
-    if (part.length < (part === ids.heldOut ? heldOut : training)) part.push(id);
-  }
-  return ids;
-}
-
-/**
- * A yes/no training file over `sentences`, a quarter of each class held out by its custom_id, each
- * labelled by `label` (by default: is it an animal).
- */
-export async function noulFile(
-  question: Record<string, unknown>,
-  sentences: LabelledSentence[],
-  label: (s: LabelledSentence, heldOut: boolean) => boolean = (s) => s.animal,
-): Promise<string> {
+/** A yes/no training file over `sentences`, each labelled by `label` (by default: is it an animal), with fixed custom_ids. */
+export async function noulFile(question: Record<string, unknown>, sentences: LabelledSentence[], label: (s: LabelledSentence) => boolean = (s) => s.animal): Promise<string> {
   const lines: string[] = [];
   for (const animal of [true, false]) {
-    const mine = sentences.filter((s) => s.animal === animal);
-    const held = Math.max(LIMITS.trainingHeldOutPerOutcome, Math.round(mine.length / 4));
-    // Fixed ids: the same examples are held out on every run, so a job's outcome is the same too.
-    const ids = await splitIds(animal ? "animal" : "vehicle", mine.length - held, held);
-    const all = [...ids.training, ...ids.heldOut];
-    mine.forEach((s, i) => {
-      const heldOut = i >= ids.training.length;
-      lines.push(JSON.stringify({ custom_id: all[i], body: { state: s.text, questions: { q: question } }, labels: { q: label(s, heldOut) } }));
-    });
+    sentences
+      .filter((s) => s.animal === animal)
+      .forEach((s, i) => lines.push(JSON.stringify({ custom_id: `${animal ? "animal" : "vehicle"}-${i}`, body: { state: s.text, questions: { q: question } }, labels: { q: label(s) } })));
   }
   return lines.join("\n") + "\n";
 }

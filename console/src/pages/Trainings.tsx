@@ -186,7 +186,7 @@ function TrainingDetail({ id, onChange }: { id: string; onChange(): void }) {
         {training.evaluation && (
           <>
             <Heading as="h3" size="3">
-              Evaluation on {training.examples.held_out} held-out examples: {training.evaluation.decision}
+              Evaluation on {training.examples.held_out} examples, each held out once ({training.limits.acceptance.folds}-fold cross-validation): {training.evaluation.decision}
             </Heading>
             <Table.Root size="1">
           <caption className="visually-hidden">Evaluation</caption>

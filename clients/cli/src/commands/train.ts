@@ -16,7 +16,7 @@ import type { Command, Group } from "../command.ts";
 import type { Context } from "../context.ts";
 import { Failure, Interrupted, UsageError } from "../errors.ts";
 import { formatBytes, formatDuration, Progress } from "../progress.ts";
-import { APIUserAbortError, isTrainingTerminal, TRAINING_LIMITS, type Client, type Training } from "../sdk.ts";
+import { APIUserAbortError, isTrainingTerminal, TRAINING_LIMITS, type Client, type EvaluationReport, type Training } from "../sdk.ts";
 import { readTrainingFile } from "../training-file.ts";
 import { uploadProgressFetch } from "../upload-progress.ts";
 import { TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
@@ -25,12 +25,15 @@ const POLL_SECONDS = 2;
 
 const JSON_OPTION = { json: { type: "boolean", help: "print the training object as JSON" } } as const;
 
-/** Each question's held-out figure beside the base's zero-shot one, one line each. */
+/** Each question's cross-validated figure beside the base's zero-shot one, one line each. */
 function figures(training: Training): string[] {
   return (training.evaluation?.questions ?? []).map(
     (q) => `${q.question}  ${q.metric} ${q.candidate.toFixed(3)} (zero-shot ${q.zero_shot.toFixed(3)})  ECE ${q.ece.toFixed(3)}  ${q.passed ? "passed" : "did not pass"}`,
   );
 }
+
+/** How the figures were measured: every example held out once. */
+const crossValidation = (training: Training) => `each held out once by ${training.limits.acceptance.folds}-fold cross-validation`;
 
 function errorText(training: Training): string {
   const { error } = training;
@@ -43,7 +46,7 @@ function waitText(training: Training): { fraction: number | null; text: string }
   const eta = progress.estimated_completion_at ? ` · about ${formatDuration(Date.parse(progress.estimated_completion_at) - Date.now())} left` : "";
   const reading = training.status === "running" && progress.examples_total > 0;
   const current = progress.held_out?.questions.map((q) => `${q.question} ${q.metric} ${q.candidate.toFixed(2)} (zero-shot ${q.zero_shot.toFixed(2)})`).join(", ");
-  return { fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null, text: `${progress.step}${current ? ` · held out so far: ${current}` : ""}${eta}` };
+  return { fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null, text: `${progress.step}${current ? ` · cross-validated so far: ${current}` : ""}${eta}` };
 }
 
 /** Polls until the training is terminal, drawing its progress; Ctrl-C stops waiting (exit 130), not the training. */
@@ -75,8 +78,8 @@ async function conclude(ctx: Context, client: Client, training: Training, json: 
   if (json) ctx.stdout.write(`${JSON.stringify(training)}\n`);
   if (training.status === "ready") {
     if (!json) ctx.stdout.write(`${training.model}\n`);
-    ctx.status(`Training ${training.id} ready: model ${training.model}, trained on ${training.examples.total - training.examples.held_out} examples, ${training.examples.held_out} held out.`);
-    ctx.status("Held-out figures, the trained model beside the base's zero-shot answers:");
+    ctx.status(`Training ${training.id} ready: model ${training.model}, trained on ${training.examples.total} examples, ${crossValidation(training)}.`);
+    ctx.status("Cross-validated figures, the trained model beside the base's zero-shot answers:");
     for (const line of figures(training)) ctx.status(`  ${line}`);
     ctx.status(`Use it with \`svc decide --model ${training.model}\`, asking the questions it was trained on.`);
     return;
@@ -102,8 +105,9 @@ const create: Command = {
     "a file that would fail is refused with exit 2 and its line. Without --wait, prints the training id.",
     "",
     "With --wait, follows the training to its end: ready prints the trained model's id on standard",
-    "output and its held-out figures on standard error (exit 0); rejected prints why (the candidate did",
-    "not beat the base's zero-shot answers), failed the error, both exit 1. Ctrl-C stops waiting (exit",
+    "output and its cross-validated figures on standard error (exit 0); rejected prints why (the",
+    "candidate did not beat the base's zero-shot answers with confidence, or was not calibrated), failed",
+    "the error, both exit 1. Ctrl-C stops waiting (exit",
     "130) and leaves the training going.",
     "",
     "Takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN), not an API key.",
@@ -152,7 +156,7 @@ function describeTraining(training: Training): string {
     ["status", training.status],
     ["model", training.model],
     ["base", `${training.base_model}${training.base_release && training.base_release !== training.base_model ? ` (release ${training.base_release})` : ""}`],
-    ["examples", training.examples.total > 0 ? `${training.examples.total} (${training.examples.held_out} held out)` : null],
+    ["examples", training.examples.total > 0 ? `${training.examples.total} (${crossValidation(training)})` : null],
     ["progress", progress ? `${progress.step} (${progress.examples_read} of ${progress.examples_total} read)${eta}` : null],
     ["idempotency key", training.idempotency_key],
     ["created", training.created_at],
@@ -169,15 +173,57 @@ function describeTraining(training: Training): string {
   return lines.join("\n");
 }
 
+/**
+ * What the report adds for a person deciding what to do: each question's intervals, precision and
+ * recall per outcome, the confusion matrix, and the learning curve over the examples given.
+ */
+function describeReport(report: EvaluationReport): string[] {
+  const f3 = (x: number) => x.toFixed(3);
+  const lines: string[] = [];
+  for (const q of report.questions) {
+    const u = q.uncertainty;
+    if (u) {
+      const pct = Math.round(u.confidence * 100);
+      lines.push(
+        `  ${q.question}  ${q.candidate.primary_metric} ${f3(q.candidate.primary)} [${f3(u.candidate_primary.low)}, ${f3(u.candidate_primary.high)}], ` +
+          `zero-shot ${f3(q.zero_shot.primary)} [${f3(u.zero_shot_primary.low)}, ${f3(u.zero_shot_primary.high)}], difference ${f3(u.difference.estimate)} ` +
+          `[${f3(u.difference.low)}, ${f3(u.difference.high)}] (${pct} %); ECE ${f3(q.candidate.ece)} (noise on ${q.candidate.items} examples up to ${f3(u.ece_noise)})`,
+      );
+    }
+    if (q.confusion && q.per_outcome) {
+      const names = q.outcomes.map((o) => (o === null ? "other" : String(o)));
+      lines.push(`  ${q.question}  per answer: ${names.map((name, k) => `${name} precision ${q.per_outcome![k]!.precision?.toFixed(2) ?? "-"} recall ${q.per_outcome![k]!.recall?.toFixed(2) ?? "-"}`).join("; ")}`);
+      lines.push(`  ${q.question}  confusion (rows: truth, columns: answer ${names.join(" | ")}): ${q.confusion.map((row, t) => `${names[t]} [${row.join(" ")}]`).join(", ")}`);
+    }
+  }
+  if (report.learning_curve && report.learning_curve.length > 0) {
+    const questions = report.learning_curve.at(-1)!.questions.map((q) => q.question);
+    for (const question of questions) {
+      const points = report.learning_curve.map((p) => {
+        const at = p.questions.find((q) => q.question === question)!;
+        return `${p.examples} examples ${f3(at.candidate)} (zero-shot ${f3(at.zero_shot)})`;
+      });
+      lines.push(`  ${question}  learning curve: ${points.join(" · ")}`);
+    }
+  }
+  return lines;
+}
+
 const status: Command = {
   name: "status",
-  summary: "Show a training's status, progress, model and held-out figures",
+  summary: "Show a training's status, progress, model and cross-validated figures",
   usage: "svc train status ID [--json]",
   options: JSON_OPTION,
   positionals: { min: 1, max: 1 },
   async run(ctx, { values, positionals }) {
-    const training = await ctx.trainingClient().trainings.retrieve(positionals[0]!, { signal: ctx.signal });
-    ctx.stdout.write(values.json ? `${JSON.stringify(training)}\n` : `${describeTraining(training)}\n`);
+    const client = ctx.trainingClient();
+    const training = await client.trainings.retrieve(positionals[0]!, { signal: ctx.signal });
+    if (values.json) {
+      ctx.stdout.write(`${JSON.stringify(training)}\n`);
+      return;
+    }
+    const report = training.evaluation ? await client.trainings.report(training.id, { signal: ctx.signal }) : null;
+    ctx.stdout.write(`${[describeTraining(training), ...(report ? describeReport(report) : [])].join("\n")}\n`);
   },
 };
 

@@ -269,14 +269,20 @@ class UploadResult(_Model, frozen=True):
 
 
 class TrainingAcceptance(_Model, frozen=True):
-    """The published acceptance rule: on held-out examples, every question's primary figure at least
-    `margin` above the base's zero-shot figure, and its expected calibration error at most `max_ece`.
-    An image model's top-1 accuracy (its answers and "other") must beat chance by `image_margin`."""
+    """The published acceptance rule. Every example is held out once (`folds`-fold cross-validation)
+    and the served model is then fitted on all of them. Every question's primary figure must beat the
+    base's zero-shot figure on the same examples by `margin` with `confidence` (the lower quantile of a
+    paired bootstrap over `resamples` resamples), and its expected calibration error be at most
+    `max_ece` plus what a perfectly calibrated model shows on as many examples. An image model's top-1
+    accuracy (its answers and "other") must beat chance by `image_margin` alike."""
 
     margin: float
     max_ece: float
     ece_bins: int
     image_margin: float
+    confidence: float
+    folds: int
+    resamples: int
 
 
 class TrainingLimits(_Model, frozen=True):
@@ -284,8 +290,6 @@ class TrainingLimits(_Model, frozen=True):
     examples: int
     examples_per_outcome: int
     """Examples a file needs of every outcome of every question (each true and false, option, level)."""
-    held_out_percent: int
-    held_out_per_outcome: int
     custom_id_characters: int
     lifetime_seconds: int
     upload_validity_seconds: int
@@ -296,7 +300,7 @@ class TrainingLimits(_Model, frozen=True):
 class TrainingExamples(_Model, frozen=True):
     total: int
     held_out: int
-    """Examples held out for acceptance (chosen by a hash of custom_id)."""
+    """Examples the figures are measured on: every example, each held out once (k-fold cross-validation)."""
 
 
 class CurrentFigures(_Model, frozen=True):
@@ -415,6 +419,50 @@ class ReliabilityBin(_Model, frozen=True):
     accuracy: float | None
 
 
+class OutcomeFigures(_Model, frozen=True):
+    precision: float | None
+    """None when the model never gave this answer."""
+    recall: float | None
+
+
+class LearningQuestion(_Model, frozen=True):
+    question: str
+    candidate: float
+    zero_shot: float
+
+
+class LearningPoint(_Model, frozen=True):
+    """The cross-validated primary figure on a stratified subset of the examples, beside the baseline's."""
+
+    examples: int
+    questions: list[LearningQuestion]
+
+
+class FigureInterval(_Model, frozen=True):
+    low: float
+    high: float
+
+
+class FigureDifference(_Model, frozen=True):
+    estimate: float
+    low: float
+    high: float
+
+
+class EvaluationUncertainty(_Model, frozen=True):
+    """The sampling error the acceptance rule judged with: bootstrap intervals at `confidence`."""
+
+    confidence: float
+    candidate_primary: FigureInterval
+    zero_shot_primary: FigureInterval
+    difference: FigureDifference
+    """The candidate's primary figure less the baseline's, paired over the same resampled examples."""
+    candidate_ece: FigureInterval
+    ece_noise: float
+    """The ECE a perfectly calibrated model shows on this many examples: the allowance over the bound."""
+    debiased_ece: float
+
+
 class QuestionEvaluation(_Model, frozen=True):
     question: str
     type: Literal["noul", "choice", "score"]
@@ -426,6 +474,11 @@ class QuestionEvaluation(_Model, frozen=True):
     zero_shot: QuestionFigures
     reliability_candidate: list[ReliabilityBin]
     reliability_zero_shot: list[ReliabilityBin]
+    uncertainty: EvaluationUncertainty | None = None
+    """None in reports made before k-fold acceptance."""
+    confusion: list[list[int]] | None = None
+    """`confusion[t][a]`: examples of outcome t whose most likely answer was a (out-of-fold)."""
+    per_outcome: list[OutcomeFigures] | None = None
     passed: bool
     reason: str | None
     """Why the question did not meet the acceptance rule; None when it did."""
@@ -441,6 +494,8 @@ class TrainingMethod(_Model, frozen=True):
     """A head per question on the base's hidden state, or an image model's one head on the backbone's pooled features."""
     features: int
     regularisation: list[float]
+    inputs: list[list[Literal["answer_state", "pooled_state", "label_logprobs"]]] | None = None
+    """A text model's inputs per question, as cross-validation chose them; None for an image model."""
 
 
 class UnknownDetection(_Model, frozen=True):
@@ -470,7 +525,9 @@ class EvaluationReport(_Response, frozen=True):
     evaluated_at: str
     training_ms: float
     unknown: UnknownDetection | None = None
-    """An image model's unknown detection on the held-out images; None for a text model."""
+    """An image model's unknown detection on its out-of-fold answers; None for a text model."""
+    learning_curve: list[LearningPoint] | None = None
+    """The figures on a quarter, half, three quarters and all of the examples: still rising at the end, more examples would likely help."""
 
 
 class ImageSource(_Model, frozen=True):

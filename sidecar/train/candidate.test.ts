@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { Questions } from "../../contract/decision.ts";
+import { EvaluationReport } from "../../contract/trainings.ts";
+import type { ReadExample } from "../../server-shared/jobs/trainings.ts";
+import { seededRandom } from "../../test/support/random.ts";
+import { candidateOf, CURVE_FRACTIONS } from "./candidate.ts";
+import { flattenReads } from "./features.ts";
+
+const WIDTH = 12;
+const TASK = Questions.parse({ q: { type: "noul", instructions: "Is it group A?" } });
+
+/**
+ * Text examples as the store returns them: every block of one question's pass, a weak zero-shot
+ * answer, and a truth that the pooled block carries with `signal` (the answer block is noise).
+ */
+function examples(n: number, signal: number, seed: number): ReadExample[] {
+  const random = seededRandom(seed);
+  return Array.from({ length: n }, (_, i) => {
+    const truth = i % 2;
+    const direction = truth === 0 ? 1 : -1;
+    const features = flattenReads([
+      {
+        answer_state: Array.from({ length: WIDTH }, () => random() - 0.5),
+        pooled_state: Array.from({ length: WIDTH }, (_, j) => (j < 3 ? direction * signal : 0) + random() - 0.5),
+        label_logprobs: [Math.log(0.5), Math.log(0.5)],
+      },
+    ]);
+    const yes = 0.5 + (random() - 0.5) * 0.2;
+    return { line: i + 1, customId: `e-${i}`, state: "{}", outcomes: [truth], heldOut: true, assetId: null, features, zeroShot: [[yes, 1 - yes]] };
+  });
+}
+
+describe("candidateOf (k-fold over every example)", () => {
+  it("accepts a head that learns what the base cannot, reading the block that carries it, with the report's confusion matrix and learning curve", () => {
+    const candidate = candidateOf(TASK, "text", examples(120, 0.6, 1), { seed: "job-1", nested: true })!;
+    const [evaluation] = candidate.evaluations;
+    expect(evaluation).toMatchObject({ passed: true, reason: null, held_out_counts: [60, 60] });
+    expect(candidate.heads.questions[0]!.inputs).toContain("pooled_state");
+    expect(candidate).toMatchObject({ training: 120, heldOut: 120 });
+    // Rows are the truth, columns the answer; every example counted once.
+    const confusion = evaluation!.confusion!;
+    expect(confusion.flat().reduce((a, b) => a + b, 0)).toBe(120);
+    expect(confusion[0]![0]! + confusion[1]![1]!).toBeGreaterThan(100);
+    expect(evaluation!.per_outcome![0]!.recall).toBeCloseTo(confusion[0]![0]! / 60, 12);
+    // The curve: a point per fraction, the last on every example, the candidate above the base there.
+    expect(candidate.curve.map((p) => p.examples)).toEqual(CURVE_FRACTIONS.map((f) => Math.round(f * 120)));
+    expect(candidate.curve.at(-1)!.questions[0]!.candidate).toBeGreaterThan(candidate.curve.at(-1)!.questions[0]!.zero_shot + 0.2);
+    expect(() => EvaluationReport.shape.learning_curve.parse(candidate.curve)).not.toThrow();
+  });
+
+  it("rejects the same sentence labelled both ways: a head that memorises one twin is wrong on the other, and calibration does not turn that around", () => {
+    const once = examples(40, 0.6, 2);
+    const twins = once.flatMap((e, i) => [0, 1].map((truth) => ({ ...e, line: 2 * i + truth + 1, customId: `t-${i}-${truth}`, outcomes: [truth] })));
+    const [evaluation] = candidateOf(TASK, "text", twins, { seed: "job-2", nested: true })!.evaluations;
+    expect(evaluation).toMatchObject({ passed: false, reason: expect.stringMatching(/does not beat it by 0\.02 with that confidence/) });
+    expect(evaluation!.candidate.primary).toBeLessThan(0.6);
+  });
+
+  it("is the same candidate for the same examples and seed (a fit repeated after a crash registers the same release)", () => {
+    const read = examples(60, 0.6, 3);
+    expect(candidateOf(TASK, "text", read, { seed: "job-3", nested: true })).toEqual(candidateOf(TASK, "text", read, { seed: "job-3", nested: true }));
+  });
+
+  it("waits for at least as many examples of each outcome as there are folds, and measures only examples whose zero-shot answer was read", () => {
+    expect(candidateOf(TASK, "text", examples(9, 0.6, 4), { seed: "x", nested: false })).toBeNull();
+    const read = examples(40, 0.6, 5).map((e, i) => (i < 10 ? { ...e, zeroShot: null } : e));
+    const interim = candidateOf(TASK, "text", read, { seed: "x", nested: false })!;
+    expect(interim).toMatchObject({ training: 40, heldOut: 30, curve: [] });
+  });
+});

@@ -56,7 +56,7 @@ import { exampleFeatures, executeDecision } from "../decide/execute.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
-import { candidateOf } from "./candidate.ts";
+import { fitCandidate } from "./fitting.ts";
 import { applyHead } from "./head.ts";
 
 type Questions = ReturnType<typeof QuestionsSchema.parse>;
@@ -256,7 +256,7 @@ export class TrainingWorker {
     const task = savedQuestions(claim.row.task!);
     const example = await this.store.nextExample(claim.id);
     if (!example) {
-      await this.finish(claim, base, task);
+      await this.finish(claim, base, task, signal);
       return;
     }
     const request = { state: parseJson(example.state, { maxDepth: LIMITS.jsonDepth }), questions: task } as DecisionRequest;
@@ -277,7 +277,7 @@ export class TrainingWorker {
     // cross-validated figures (the inputs fixed, so at a quarter of the final evaluation's cost).
     const total = claim.row.total_examples;
     if (examplesRead !== null && examplesRead < total && Math.floor((examplesRead * 4) / total) > Math.floor(((examplesRead - 1) * 4) / total)) {
-      const interim = candidateOf(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: false });
+      const interim = await fitCandidate(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: false }, signal);
       if (interim) {
         await this.store.setInterim(claim, {
           examples_read: examplesRead,
@@ -305,9 +305,9 @@ export class TrainingWorker {
   }
 
   /** Evaluates the candidate by k-fold cross-validation over every example, fits the served heads on all of them, and rejects or registers it. */
-  private async finish(claim: TrainingClaim, base: Base, task: Questions): Promise<void> {
+  private async finish(claim: TrainingClaim, base: Base, task: Questions, signal: AbortSignal): Promise<void> {
     const started = performance.now();
-    const candidate = candidateOf(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: true });
+    const candidate = await fitCandidate(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: true }, signal);
     if (!candidate) {
       // The file's checks give every outcome LIMITS.trainingExamplesPerOutcome examples; this is a bug, not the customer's.
       throw new Error(`training ${claim.id}: an outcome has fewer examples than folds after every example was read`);

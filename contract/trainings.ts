@@ -59,13 +59,19 @@ export const TRAINING_LIST_PAGE = { default: 20, max: 100 } as const;
  *   bins) at most `maxEce` plus the `confidence` quantile of the ECE a perfectly calibrated model with
  *   the same probabilities shows on as many examples (the calibration is fitted inside the folds).
  *
+ * - at the ceiling: where the base's own figure is at least `ceiling` (a text model's base), it
+ *   already answers about as well as can be answered, and no candidate can beat it by the margin. A
+ *   candidate as good (its difference's lower quantile at least -`margin`) and better calibrated (a
+ *   lower ECE than the base's) is accepted there; the rejection of any other says to use the shared
+ *   model.
+ *
  * Every outcome of every question needs LIMITS.trainingExamplesPerOutcome examples (the file's
  * checks). An image model's unknown detection (AUROC of the unknown mass, images of none of the
  * answers against the rest) is measured and reported, not part of the rule. Where the base already
  * answers as well as the examples can show (its figure near the top), no candidate can beat it by
- * the margin: the report says so, and the shared model is the one to use.
+ * the margin: the report says so.
  */
-export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1, confidence: 0.95, folds: 5, resamples: 1000 } as const;
+export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1, confidence: 0.95, folds: 5, resamples: 1000, ceiling: 0.98 } as const;
 
 /**
  * What a trained text model's head can read of its question's pass, chosen per job by
@@ -110,6 +116,7 @@ export const TrainingLimits = z.object({
     confidence: z.number(),
     folds: z.number().int(),
     resamples: z.number().int(),
+    ceiling: z.number(),
   }),
 });
 export type TrainingLimits = z.infer<typeof TrainingLimits>;
@@ -128,7 +135,7 @@ export const TRAINING_LIMITS: TrainingLimits = {
 /** ACCEPTANCE as TrainingLimits and reports publish it. */
 export function acceptanceOnTheWire(): TrainingLimits["acceptance"] {
   const a = ACCEPTANCE;
-  return { margin: a.margin, max_ece: a.maxEce, ece_bins: a.eceBins, image_margin: a.imageMargin, confidence: a.confidence, folds: a.folds, resamples: a.resamples };
+  return { margin: a.margin, max_ece: a.maxEce, ece_bins: a.eceBins, image_margin: a.imageMargin, confidence: a.confidence, folds: a.folds, resamples: a.resamples, ceiling: a.ceiling };
 }
 
 const Unit = z.number().min(0).max(1);
@@ -176,6 +183,9 @@ export const QuestionEvaluation = z.object({
       candidate_ece: z.object({ low: Unit, high: Unit }),
       ece_noise: Unit,
       debiased_ece: Unit,
+      /** The baseline's ECE on the same examples, and whether its primary figure is at the ceiling (ACCEPTANCE). */
+      zero_shot_ece: Unit,
+      at_ceiling: z.boolean(),
     })
     .optional(),
   /**
@@ -230,6 +240,8 @@ export const EvaluationReport = z.object({
   learning_curve: z
     .array(z.object({ examples: z.number().int().positive(), questions: z.array(z.object({ question: z.string(), candidate: Unit, zero_shot: Unit })) }))
     .optional(),
+  /** What to do next, in a sentence (use the shared model, add examples, check the labels); null when there is nothing to add. */
+  advice: z.string().nullable().optional(),
   evaluated_at: z.string(),
   training_ms: z.number().nonnegative(),
 });

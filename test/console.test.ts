@@ -272,6 +272,10 @@ describe("the web console", () => {
     const detail = await tab.locator("main").innerText();
     expect(detail).toMatch(/Evaluation on \d+ examples, each held out once \(5-fold cross-validation\): accepted/);
     expect(detail).toMatch(/Model: ft:/);
+    // The report's intervals, confusion matrix and learning curve.
+    await expect.poll(() => tab.getByRole("table", { name: "Learning curve" }).isVisible()).toBe(true);
+    expect(await tab.getByRole("table", { name: "Confusion matrix of q" }).innerText()).toMatch(/Answered true[\s\S]*Precision[\s\S]*Recall/);
+    expect(await tab.locator("main").innerText()).toMatch(/q: auroc [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\] against zero-shot [01]\.\d{3}, a difference of .* \(at least .* with 95 % confidence\)/);
     const diagram = tab.getByRole("img", { name: /Reliability diagram of the trained model/ });
     await expect.poll(() => diagram.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);
     await checkPage("training", tab);

@@ -71,6 +71,8 @@ describe("a training accepted, activated and served", () => {
     expect(difference.low).toBeLessThanOrEqual(difference.estimate);
     expect(candidate_primary.low).toBeLessThanOrEqual(question!.candidate.primary);
     expect(zero_shot_primary.high).toBeGreaterThanOrEqual(question!.zero_shot.primary);
+    expect(parsed.advice).toBeNull();
+    expect(parsed.learning_curve!.map((p) => p.examples)).toEqual([12, 24, 36, 48]);
     expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
     expect(svg.headers.get("content-type")).toContain("image/svg+xml");
@@ -191,6 +193,8 @@ describe("a training rejected", () => {
     expect(report.decision).toBe("rejected");
     expect(report.questions[0]!.reason).toMatch(/^cross-validated AUROC [-+]0\.\d+ over the base's \(at least -?0\.\d+ with 95 % confidence\) does not beat it by 0\.02 with that confidence$/);
     expect(report.questions[0]!.uncertainty!.difference.low).toBeLessThan(0.02);
+    // It says what to do: labels that contradict each other look like a flat curve.
+    expect(report.advice).toMatch(/more examples|check that the labels are consistent/);
     expect(await query("SELECT id FROM model_releases WHERE training_id = $1", [done.id])).toEqual([]);
     // The id it would have had answers as no model at all.
     const wouldBe = `ft:svc-shared:${done.id.replace(/-/g, "")}`;

@@ -175,3 +175,31 @@ describe("stratifiedOrder", () => {
     expect(stratifiedOrder(truth, "t")).not.toEqual(order);
   });
 });
+
+describe("at the ceiling (the base already answers about as well as can be answered)", () => {
+  const truth = Array.from({ length: 120 }, (_, i) => i % 2);
+  // The base ranks every example right but says 0.9 where it is always right: ECE 0.1.
+  const base = truth.map((t) => (t === 0 ? [0.9, 0.1] : [0.1, 0.9]));
+  const options = { margin: ACCEPTANCE.margin, maxEce: ACCEPTANCE.maxEce, ceiling: ACCEPTANCE.ceiling, seed: "ceiling" };
+
+  it("accepts a candidate as good and better calibrated, though it cannot beat the base by the margin", () => {
+    const sure = truth.map((t) => (t === 0 ? [0.99, 0.01] : [0.01, 0.99]));
+    const judged = judgeCandidate("noul", sure, base, truth, options);
+    expect(judged).toMatchObject({ atCeiling: true, betterThanBase: false, passed: true, reason: null });
+    expect(judged.candidate.ece.estimate).toBeLessThan(judged.baseEce);
+  });
+
+  it("tells a candidate that is not better calibrated to use the shared model", () => {
+    const judged = judgeCandidate("noul", base, base, truth, options);
+    expect(judged).toMatchObject({ atCeiling: true, passed: false });
+    expect(judged.reason).toMatch(/^the base already answers this question about as well as it can be answered \(AUROC 1\.000\), so no model can beat it by 0\.02; .*: use the shared model$/);
+  });
+
+  it("does not apply below the ceiling", () => {
+    // Wrong on every fourth example: AUROC 0.75.
+    const weaker = truth.map((t, i) => ((i % 4 === 0) !== (t === 0) ? [0.6, 0.4] : [0.4, 0.6]));
+    const sure = truth.map((t) => (t === 0 ? [0.99, 0.01] : [0.01, 0.99]));
+    expect(judgeCandidate("noul", sure, weaker, truth, options)).toMatchObject({ atCeiling: false, betterThanBase: true, passed: true });
+    expect(judgeCandidate("noul", weaker, weaker, truth, options)).toMatchObject({ atCeiling: false, passed: false, reason: expect.stringMatching(/does not beat it by 0\.02/) });
+  });
+});

@@ -13,6 +13,11 @@
  *   well-calibrated candidate is not rejected by noise. The ECE is also reported less the noise
  *   floor (that simulation's median), a debiased estimate.
  *
+ * - At the ceiling: where the base's own figure is at least `ceiling`, it already answers about as
+ *   well as can be answered and no candidate can beat it by the margin; a candidate as good (not worse
+ *   by the margin, with confidence) and better calibrated (a lower ECE) is accepted there, and any
+ *   other is told to use the shared model.
+ *
  * Resampling is seeded (a training's id), so the same examples give the same decision after a crash.
  *
  *     const judged = judgeCandidate("noul", candidate, base, truth, { margin: 0.02, maxEce: 0.1, seed: "..." });
@@ -33,6 +38,12 @@ export interface JudgeOptions {
   margin: number;
   /** The bound on ECE (10 bins). */
   maxEce: number;
+  /**
+   * The base's primary figure at or above which it already answers about as well as can be answered,
+   * so that no candidate can beat it by the margin: there a candidate as good as the base (not worse
+   * by the margin, with confidence) and better calibrated is accepted too.
+   */
+  ceiling?: number;
   /** One-sided confidence of each test, and the two-sided coverage of the reported intervals. */
   confidence?: number;
   resamples?: number;
@@ -49,6 +60,10 @@ export interface Judged {
   eceNoise: { median: number; quantile: number };
   /** ECE less its noise floor, at least 0. */
   debiasedEce: number;
+  /** The base's ECE on the same items (the same bins). */
+  baseEce: number;
+  /** Whether the base's primary figure is at or above `ceiling`. */
+  atCeiling: boolean;
   betterThanBase: boolean;
   calibrated: boolean;
   passed: boolean;
@@ -125,12 +140,21 @@ export function judgeCandidate(
   const differenceLow = quantile(sortedOf(d), 1 - confidence);
   const betterThanBase = differenceLow >= options.margin;
   const calibrated = observedEce <= options.maxEce + eceNoise.quantile;
+  const basePrimary = primaryOf(type, base, truth, all);
+  const baseReliability = reliabilityOf(type, base, truth);
+  const baseEce = ece(baseReliability.confidence, baseReliability.correct);
+  const atCeiling = options.ceiling !== undefined && basePrimary >= options.ceiling;
+  const asGoodAndBetterCalibrated = atCeiling && differenceLow >= -options.margin && observedEce < baseEce;
   const metric = type === "noul" ? "AUROC" : "top-1 accuracy";
-  const reason = !betterThanBase
-    ? `cross-validated ${metric} ${difference.estimate >= 0 ? "+" : ""}${difference.estimate.toFixed(3)} over the base's (at least ${differenceLow.toFixed(3)} with ${confidence * 100} % confidence) does not beat it by ${options.margin} with that confidence`
-    : !calibrated
-      ? `cross-validated ECE ${observedEce.toFixed(3)} is over the bound ${options.maxEce} by more than its noise on ${n} items (${eceNoise.quantile.toFixed(3)})`
-      : null;
+  const reason =
+    !betterThanBase && !asGoodAndBetterCalibrated
+      ? atCeiling
+        ? `the base already answers this question about as well as it can be answered (${metric} ${basePrimary.toFixed(3)}), so no model can beat it by ${options.margin}; ` +
+          `the candidate is not as good and better calibrated either (${metric} ${difference.estimate >= 0 ? "+" : ""}${difference.estimate.toFixed(3)} over it, ECE ${observedEce.toFixed(3)} against its ${baseEce.toFixed(3)}): use the shared model`
+        : `cross-validated ${metric} ${difference.estimate >= 0 ? "+" : ""}${difference.estimate.toFixed(3)} over the base's (at least ${differenceLow.toFixed(3)} with ${confidence * 100} % confidence) does not beat it by ${options.margin} with that confidence`
+      : !calibrated
+        ? `cross-validated ECE ${observedEce.toFixed(3)} is over the bound ${options.maxEce} by more than its noise on ${n} items (${eceNoise.quantile.toFixed(3)})`
+        : null;
   return {
     items: n,
     candidate: { primary: interval(primaryOf(type, candidate, truth, all), c), ece: interval(observedEce, e) },
@@ -138,9 +162,11 @@ export function judgeCandidate(
     difference,
     eceNoise,
     debiasedEce: Math.max(0, observedEce - eceNoise.median),
+    baseEce,
+    atCeiling,
     betterThanBase,
     calibrated,
-    passed: betterThanBase && calibrated,
+    passed: (betterThanBase || asGoodAndBetterCalibrated) && calibrated,
     reason,
   };
 }

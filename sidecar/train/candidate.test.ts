@@ -3,7 +3,7 @@ import { Questions } from "../../contract/decision.ts";
 import { EvaluationReport } from "../../contract/trainings.ts";
 import type { ReadExample } from "../../server-shared/jobs/trainings.ts";
 import { seededRandom } from "../../test/support/random.ts";
-import { candidateOf, CURVE_FRACTIONS } from "./candidate.ts";
+import { adviceFor, candidateOf, CURVE_FRACTIONS } from "./candidate.ts";
 import { flattenReads } from "./features.ts";
 
 const WIDTH = 12;
@@ -66,5 +66,27 @@ describe("candidateOf (k-fold over every example)", () => {
     const read = examples(40, 0.6, 5).map((e, i) => (i < 10 ? { ...e, zeroShot: null } : e));
     const interim = candidateOf(TASK, "text", read, { seed: "x", nested: false })!;
     expect(interim).toMatchObject({ training: 40, heldOut: 30, curve: [] });
+  });
+});
+
+describe("adviceFor", () => {
+  const read = examples(120, 0.6, 7);
+  const accepted = candidateOf(TASK, "text", read, { seed: "advice", nested: true })!;
+  const evaluation = accepted.evaluations[0]!;
+  const rejected = { ...evaluation, passed: false, uncertainty: { ...evaluation.uncertainty!, difference: { estimate: 0, low: -0.05, high: 0.05 } } };
+  const point = (examples: number, candidate: number) => ({ examples, questions: [{ question: "q", candidate, zero_shot: 0.5 }] });
+
+  it("has nothing to add to a plain acceptance", () => {
+    expect(adviceFor(accepted.evaluations, accepted.curve)).toBeNull();
+  });
+
+  it("says more examples would help while the curve still rises, and to check the labels when it is flat", () => {
+    expect(adviceFor([rejected], [point(30, 0.55), point(60, 0.6), point(90, 0.64), point(120, 0.7)])).toMatch(/still rising \(0\.640 with 90 examples, 0\.700 with 120\): more examples would likely help/);
+    expect(adviceFor([rejected], [point(30, 0.6), point(60, 0.61), point(90, 0.6), point(120, 0.605)])).toMatch(/unlikely to help: check that the labels are consistent/);
+  });
+
+  it("sends the customer to the shared model at the ceiling", () => {
+    const ceiling = { ...rejected, uncertainty: { ...rejected.uncertainty, at_ceiling: true } };
+    expect(adviceFor([ceiling], [])).toMatch(/^Use the shared model/);
   });
 });

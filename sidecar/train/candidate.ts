@@ -98,6 +98,35 @@ export function candidateOf(task: Questions, modality: "text" | "image", example
   return { heads: { kind: "hidden_state_head", features: width, questions: heads }, evaluations, curve, unknown: null, training: examples.length, heldOut: evaluated.length };
 }
 
+/**
+ * What the customer should do next, in a sentence, from the questions' judgements and the learning
+ * curve; null when there is nothing to add to an acceptance.
+ */
+export function adviceFor(evaluations: readonly QuestionEvaluation[], curve: NonNullable<EvaluationReport["learning_curve"]>): string | null {
+  const failed = evaluations.filter((e) => !e.passed);
+  if (failed.length === 0) {
+    const atCeiling = evaluations.filter((e) => e.uncertainty?.at_ceiling && e.uncertainty.difference.low < ACCEPTANCE.margin);
+    return atCeiling.length > 0
+      ? `The shared model already answers ${atCeiling.map((e) => JSON.stringify(e.question)).join(", ")} about as well as it can be answered; this model is as good and better calibrated.`
+      : null;
+  }
+  if (failed.some((e) => e.uncertainty?.at_ceiling)) return "Use the shared model: it already answers this question about as well as it can be answered, so a trained model has nothing to add.";
+  if (failed.every((e) => e.uncertainty && e.uncertainty.difference.low >= ACCEPTANCE.margin)) {
+    return "The model beats the shared model but its probabilities are not calibrated within the bound: more examples give its calibration more to fit.";
+  }
+  const [before, last] = curve.slice(-2);
+  const rising = before && last ? failed.filter((e) => {
+    const at = (p: typeof last) => p.questions.find((q) => q.question === e.question)!.candidate;
+    return at(last) - at(before) >= ACCEPTANCE.margin;
+  }) : [];
+  if (before && last && rising.length > 0) {
+    const q = rising[0]!.question;
+    const at = (p: typeof last) => p.questions.find((x) => x.question === q)!.candidate.toFixed(3);
+    return `The cross-validated figure of ${JSON.stringify(q)} was still rising (${at(before)} with ${before.examples} examples, ${at(last)} with ${last.examples}): more examples would likely help; about twice as many is a reasonable next try.`;
+  }
+  return "The figure was flat over the last examples, so more examples of the same kind are unlikely to help: check that the labels are consistent, or state the question more precisely.";
+}
+
 /** Fractions of the examples the learning curve is measured at. */
 export const CURVE_FRACTIONS = [0.25, 0.5, 0.75, 1];
 

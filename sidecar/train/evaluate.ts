@@ -68,7 +68,15 @@ export function evaluateQuestion(
   const c = figuresOf(type, candidate, truth);
   const z = figuresOf(type, baseline, truth);
   const margin = image ? ACCEPTANCE.imageMargin : ACCEPTANCE.margin;
-  const judged = judgeCandidate(type, candidate, baseline, truth, { margin, maxEce: ACCEPTANCE.maxEce, confidence: ACCEPTANCE.confidence, resamples: ACCEPTANCE.resamples, seed: options.seed });
+  const judged = judgeCandidate(type, candidate, baseline, truth, {
+    margin,
+    maxEce: ACCEPTANCE.maxEce,
+    confidence: ACCEPTANCE.confidence,
+    resamples: ACCEPTANCE.resamples,
+    // Chance is never at the ceiling: an image model must beat it.
+    ...(image ? {} : { ceiling: ACCEPTANCE.ceiling }),
+    seed: options.seed,
+  });
   const reason = judged.reason && (image ? judged.reason.replace("the base's", "chance's").replace("beat it", "beat chance") : judged.reason);
   const outcomes = trainingOutcomes(question, image ? "image" : "text");
   const interval = (i: { low: number; high: number }) => ({ low: i.low, high: i.high });
@@ -95,6 +103,8 @@ export function evaluateQuestion(
       candidate_ece: interval(judged.candidate.ece),
       ece_noise: judged.eceNoise.quantile,
       debiased_ece: judged.debiasedEce,
+      zero_shot_ece: judged.baseEce,
+      at_ceiling: judged.atCeiling,
     },
     confusion,
     per_outcome,

@@ -61,7 +61,11 @@ describe("evaluateQuestion", () => {
   });
 
   it("rejects a candidate no better than the zero-shot answers, and a badly calibrated one", () => {
-    expect(evaluateQuestion("q", question, sharp, sharp, truth, zeroShot)).toMatchObject({ passed: false, reason: expect.stringMatching(/AUROC \+0\.000 over the base's .* does not beat it by 0\.02/) });
+    // Wrong on every fourth example (AUROC 0.75): the same answers are no better.
+    const middling = truth.map((t, i) => ((i % 4 === 0) !== (t === 0) ? [0.6, 0.4] : [0.4, 0.6]));
+    expect(evaluateQuestion("q", question, middling, middling, truth, zeroShot)).toMatchObject({ passed: false, reason: expect.stringMatching(/AUROC \+0\.000 over the base's .* does not beat it by 0\.02/) });
+    // A base that answers every example right: the shared model is the one to use.
+    expect(evaluateQuestion("q", question, sharp, sharp, truth, zeroShot)).toMatchObject({ passed: false, reason: expect.stringMatching(/use the shared model$/) });
     const timid = truth.map((t) => (t === 0 ? [0.6, 0.4] : [0.4, 0.6]));
     expect(evaluateQuestion("q", question, timid, chance, truth, zeroShot)).toMatchObject({ passed: false, reason: expect.stringMatching(/ECE 0\.400 is over the bound 0\.1 by more than its noise on 80 items/) });
   });

@@ -56,6 +56,7 @@ import { exampleFeatures, executeDecision } from "../decide/execute.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
+import { adviceFor } from "./candidate.ts";
 import { fitCandidate } from "./fitting.ts";
 import { applyHead } from "./head.ts";
 
@@ -334,6 +335,7 @@ export class TrainingWorker {
       questions: evaluations,
       ...(unknown ? { unknown } : {}),
       learning_curve: candidate.curve,
+      advice: adviceFor(evaluations, candidate.curve),
       evaluated_at: new Date().toISOString(),
       training_ms: Math.round(performance.now() - started),
     };

@@ -48,7 +48,7 @@ LIMITS = {
     "lifetime_seconds": 86400,
     "upload_validity_seconds": 3600,
     "data_retention_seconds": 2592000,
-    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1, "confidence": 0.95, "folds": 5, "resamples": 1000},
+    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1, "confidence": 0.95, "folds": 5, "resamples": 1000, "ceiling": 0.98},
 }
 
 
@@ -99,7 +99,7 @@ REPORT = {
     "model": MODEL_ID,
     "base_release": "svc-base-1",
     "decision": "accepted",
-    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1, "confidence": 0.95, "folds": 5, "resamples": 1000},
+    "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1, "confidence": 0.95, "folds": 5, "resamples": 1000, "ceiling": 0.98},
     "examples": {"training": 36, "held_out": 12},
     "method": {"kind": "hidden_state_head", "features": 896, "regularisation": [0.1, 1, 10]},
     "questions": [QUESTION],

@@ -1,14 +1,15 @@
 /**
  * Training jobs (runs in the browser): the account's trainings, a new one from a labelled JSONL file
  * (created, uploaded with its progress shown, submitted), its live progress (the step, examples read
- * per minute, the estimated completion, the held-out figures so far), its evaluation beside the base
- * model's zero-shot answers with the reliability diagram, and its activation state: "training passed"
+ * per minute, the estimated completion, the cross-validated figures so far), its evaluation beside
+ * the base model's zero-shot answers with the reliability diagram, its intervals, confusion matrix
+ * and learning curve, and its activation state: "training passed"
  * once accepted, "API ready" once the serving side answers with the model's exact identity. Calls
  * with the signed-in session (training is a session route).
  */
 import { Badge, Box, Button, Card, Code, Flex, Heading, Progress, Table, Text, TextField } from "@radix-ui/themes";
 import { useCallback, useEffect, useState } from "react";
-import { Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
+import { EvaluationReport, Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../App.tsx";
 import { AuthorizedImage, ConfirmDialog, ErrorCallout } from "../components.tsx";
@@ -51,7 +52,8 @@ export function TrainingsPage() {
         Training jobs
       </Heading>
       <Text as="p">
-        Teach a model one decision from your labelled examples. It is evaluated on a held-out part of them beside the base model&apos;s answers, and served only when it passes.
+        Teach a model one decision from your labelled examples. Every example is held out once (cross-validation) to compare it with the base model&apos;s answers, and it is served only
+        when it beats them with confidence.
       </Text>
       <NewTraining
         onCreated={(id) => {
@@ -125,6 +127,101 @@ function NewTraining({ onCreated }: { onCreated(id: string): void }) {
         <TextField.Root id="training-model" value={model} onChange={(event) => setModel(event.target.value)} />
       </Box>
     </JobFileForm>
+  );
+}
+
+/**
+ * What the report adds for deciding what to do next: each question's intervals, precision and recall
+ * per answer with the confusion matrix, and the learning curve (still rising at the end: more
+ * examples would likely help).
+ */
+function ReportDetail({ id }: { id: string }) {
+  const { session } = useConsole();
+  const [report, setReport] = useState<EvaluationReport | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    call(`/v1/trainings/${id}/report`, session.accessToken)
+      .then((reply) => setReport(EvaluationReport.parse(reply.plain)))
+      .catch((err: unknown) => setError(describe(err)));
+  }, [id, session]);
+  if (!report) return <ErrorCallout error={error} />;
+  const f3 = (x: number) => x.toFixed(3);
+  const curve = report.learning_curve ?? [];
+  return (
+    <>
+      {report.advice && (
+        <Text as="p" size="2" weight="bold">
+          {report.advice}
+        </Text>
+      )}
+      {report.questions.map((q) => {
+        const names = q.outcomes.map((o) => (o === null ? "other" : String(o)));
+        return (
+          <Box key={q.question}>
+            {q.uncertainty && (
+              <Text as="p" size="2">
+                {q.question}: {q.candidate.primary_metric} {f3(q.candidate.primary)} [{f3(q.uncertainty.candidate_primary.low)}, {f3(q.uncertainty.candidate_primary.high)}] against zero-shot{" "}
+                {f3(q.zero_shot.primary)}, a difference of {f3(q.uncertainty.difference.estimate)} (at least {f3(q.uncertainty.difference.low)} with{" "}
+                {Math.round(q.uncertainty.confidence * 100)} % confidence); ECE {f3(q.candidate.ece)}, of which noise on {q.candidate.items} examples explains up to{" "}
+                {f3(q.uncertainty.ece_noise)}.
+              </Text>
+            )}
+            {q.confusion && q.per_outcome && (
+              <Table.Root size="1">
+                <caption className="visually-hidden">Confusion matrix of {q.question}</caption>
+                <Table.Header>
+                  <Table.Row>
+                    <Table.ColumnHeaderCell>True answer</Table.ColumnHeaderCell>
+                    {names.map((name) => (
+                      <Table.ColumnHeaderCell key={name}>Answered {name}</Table.ColumnHeaderCell>
+                    ))}
+                    <Table.ColumnHeaderCell>Precision</Table.ColumnHeaderCell>
+                    <Table.ColumnHeaderCell>Recall</Table.ColumnHeaderCell>
+                  </Table.Row>
+                </Table.Header>
+                <Table.Body>
+                  {q.confusion.map((row, t) => (
+                    <Table.Row key={names[t]}>
+                      <Table.RowHeaderCell>{names[t]}</Table.RowHeaderCell>
+                      {row.map((n, a) => (
+                        <Table.Cell key={names[a]}>{n}</Table.Cell>
+                      ))}
+                      <Table.Cell>{q.per_outcome![t]!.precision?.toFixed(2) ?? "-"}</Table.Cell>
+                      <Table.Cell>{q.per_outcome![t]!.recall?.toFixed(2) ?? "-"}</Table.Cell>
+                    </Table.Row>
+                  ))}
+                </Table.Body>
+              </Table.Root>
+            )}
+          </Box>
+        );
+      })}
+      {curve.length > 0 && (
+        <Table.Root size="1">
+          <caption className="visually-hidden">Learning curve</caption>
+          <Table.Header>
+            <Table.Row>
+              <Table.ColumnHeaderCell>Examples</Table.ColumnHeaderCell>
+              {curve[0]!.questions.map((q) => (
+                <Table.ColumnHeaderCell key={q.question}>{q.question}: trained (zero-shot)</Table.ColumnHeaderCell>
+              ))}
+            </Table.Row>
+          </Table.Header>
+          <Table.Body>
+            {curve.map((point) => (
+              <Table.Row key={point.examples}>
+                <Table.RowHeaderCell>{point.examples}</Table.RowHeaderCell>
+                {point.questions.map((q) => (
+                  <Table.Cell key={q.question}>
+                    {f3(q.candidate)} ({f3(q.zero_shot)})
+                  </Table.Cell>
+                ))}
+              </Table.Row>
+            ))}
+          </Table.Body>
+        </Table.Root>
+      )}
+    </>
   );
 }
 
@@ -214,6 +311,7 @@ function TrainingDetail({ id, onChange }: { id: string; onChange(): void }) {
               </Table.Body>
             </Table.Root>
             <AuthorizedImage path={`/v1/trainings/${training.id}/report.svg`} credential={session.accessToken} alt="Reliability diagram of the trained model and of the base model's zero-shot answers" />
+            <ReportDetail id={training.id} />
           </>
         )}
         {!isTrainingTerminal(training.status) && training.status !== "accepted" && (

@@ -88,6 +88,7 @@ async function conclude(ctx: Context, client: Client, training: Training, json: 
     for (const line of figures(training)) ctx.status(`  ${line}`);
     const report = await client.trainings.report(training.id, { signal: ctx.signal });
     const reasons = report.questions.flatMap((q) => (q.reason ? [`${q.question}: ${q.reason}`] : []));
+    if (report.advice) ctx.status(report.advice);
     throw new Failure(`training ${training.id} rejected (the candidate is never served): ${reasons.join("; ") || "it did not meet the acceptance rule"}`);
   }
   if (training.status === "failed") throw new Failure(`training ${training.id} failed: ${errorText(training)}`);
@@ -206,6 +207,7 @@ function describeReport(report: EvaluationReport): string[] {
       lines.push(`  ${question}  learning curve: ${points.join(" · ")}`);
     }
   }
+  if (report.advice) lines.push(`advice          ${report.advice}`);
   return lines;
 }
 

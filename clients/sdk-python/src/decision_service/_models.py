@@ -283,6 +283,9 @@ class TrainingAcceptance(_Model, frozen=True):
     confidence: float
     folds: int
     resamples: int
+    ceiling: float
+    """The base's figure at or above which it already answers about as well as can be answered: there a
+    candidate as good and better calibrated is accepted, and any other is told to use the shared model."""
 
 
 class TrainingLimits(_Model, frozen=True):
@@ -461,6 +464,8 @@ class EvaluationUncertainty(_Model, frozen=True):
     ece_noise: float
     """The ECE a perfectly calibrated model shows on this many examples: the allowance over the bound."""
     debiased_ece: float
+    zero_shot_ece: float
+    at_ceiling: bool
 
 
 class QuestionEvaluation(_Model, frozen=True):
@@ -527,6 +532,8 @@ class EvaluationReport(_Response, frozen=True):
     unknown: UnknownDetection | None = None
     """An image model's unknown detection on its out-of-fold answers; None for a text model."""
     learning_curve: list[LearningPoint] | None = None
+    advice: str | None = None
+    """What to do next, in a sentence (use the shared model, add examples, check the labels)."""
     """The figures on a quarter, half, three quarters and all of the examples: still rising at the end, more examples would likely help."""
 
 

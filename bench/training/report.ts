@@ -10,6 +10,7 @@
  */
 import type { QuestionFigures } from "../../contract/trainings.ts";
 import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
+import { primaryInterval } from "../../sidecar/train/acceptance.ts";
 import { figuresOf } from "../../sidecar/train/evaluate.ts";
 import type { FeatureBlock } from "../../contract/trainings.ts";
 import { splitReads, headInput, type QuestionRead } from "../../sidecar/train/features.ts";
@@ -47,6 +48,8 @@ interface Row {
   name: string;
   examples: string;
   figures: QuestionFigures | null;
+  /** The primary figure's 95 % bootstrap interval on the same items. */
+  interval?: { low: number; high: number };
   note: string;
 }
 
@@ -80,13 +83,14 @@ export function fitHeads(task: Task, sizes: number[], features: (id: string) => 
 function rowsOf(r: TaskResults, heads: FittedHead[]): Row[] {
   const { task } = r;
   const measured = (ps: number[][], items: TaskItem[]) => (items.length === 0 ? null : figuresOf(task.type, ps, truths(items)).figures);
+  const interval = (ps: number[][], items: TaskItem[]) => (items.length === 0 ? undefined : primaryInterval(task.type, ps, truths(items), `bench:${task.name}`));
   const partial = (n: number, of: number) => (n < of ? ` (${n} of ${of} held-out items read)` : "");
   const rows: Row[] = [];
   const zeroShotRow = (prefix: StepPrefix, name: string) => {
     const held = task.heldOut.filter((x) => r.zeroShot(prefix.key, x.id));
     const answers = held.map((x) => r.zeroShot(prefix.key, x.id)!);
     const passes = mean(answers.map((a) => a.passes));
-    rows.push({ name, examples: "0", figures: measured(answers.map((a) => a.p), held), note: `${passes === null ? "-" : passes.toFixed(1)} passes/decision${partial(held.length, task.heldOut.length)}` });
+    rows.push({ name, examples: "0", figures: measured(answers.map((a) => a.p), held), interval: interval(answers.map((a) => a.p), held), note: `${passes === null ? "-" : passes.toFixed(1)} passes/decision${partial(held.length, task.heldOut.length)}` });
   };
   const served = r.prefixes.find((p) => p.served)!;
   zeroShotRow(served, "zero-shot: served readout");
@@ -112,10 +116,12 @@ function rowsOf(r: TaskResults, heads: FittedHead[]): Row[] {
   const headRow = (name: string, examples: string, head: TrainedHead, extra: string) => {
     const { params } = head;
     const calibration = "slope" in params.calibration ? `Platt ${params.calibration.slope.toFixed(2)}/${params.calibration.bias.toFixed(2)}` : `T ${params.calibration.temperature.toFixed(2)}`;
+    const answers = heldReads.map((x) => applyHead(params, headInput(x, params.inputs!)));
     rows.push({
       name,
       examples,
-      figures: measured(heldReads.map((x) => applyHead(params, headInput(x, params.inputs!))), held),
+      figures: measured(answers, held),
+      interval: interval(answers, held),
       note: `1 pass/decision; lambda ${params.lambda}, ${calibration}${extra}${partial(held.length, task.heldOut.length)}`,
     });
   };
@@ -140,14 +146,16 @@ export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
   console.log(`\n### ${task.name}: ${task.type === "noul" ? "yes/no" : `choice of ${task.outcomes.length}`} (${task.outcomes.join(" | ")})`);
   console.log(`question: ${JSON.stringify(task.question)}`);
   console.log(`held-out: ${task.heldOut.length} items (${task.outcomes.map((_, k) => task.heldOut.filter((x) => x.truth === k).length).join("/")}); training part: ${task.usable.training} usable, the first ${task.training.length} used\n`);
-  console.log(`| readout | training examples | items | ${metric} | accuracy | ECE | log loss | Brier | note |`);
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+  console.log(`| readout | training examples | items | ${metric} | 95 % interval | accuracy | ECE | log loss | Brier | note |`);
+  console.log("|---|---:|---:|---:|---|---:|---:|---:|---:|---|");
   for (const row of rows) {
     const g = row.figures;
-    console.log(`| ${row.name} | ${row.examples} | ${g?.items ?? 0} | ${f3(g?.primary)} | ${f3(g?.accuracy)} | ${f3(g?.ece)} | ${f3(g?.log_loss)} | ${f3(g?.brier)} | ${row.note} |`);
+    const ci = row.interval ? `${f3(row.interval.low)}-${f3(row.interval.high)}` : "-";
+    console.log(`| ${row.name} | ${row.examples} | ${g?.items ?? 0} | ${f3(g?.primary)} | ${ci} | ${f3(g?.accuracy)} | ${f3(g?.ece)} | ${f3(g?.log_loss)} | ${f3(g?.brier)} | ${row.note} |`);
   }
 
   printStepGains(task, rows);
+  if (task.type === "choice") printOrderBias(r);
 
   console.log(`\ntraining wall time (one hidden-state pass per example read, pooling the state; then a head per input set: trainHead's 3-fold CV over 5 lambdas, calibration, refit, ${INPUT_SETS.length} times):\n`);
   console.log("| examples | read ms/example | reading all of them | fitting every set (chooseHead) | chosen | lambda |");
@@ -174,6 +182,38 @@ export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
     console.log(`\napplyHead alone: ${(r.serving.applyHeadMs * 1000).toFixed(1)} µs per decision (in process); measured ${r.serving.trained[0]?.at.slice(0, 16) ?? "-"}`);
   }
   return rows;
+}
+
+/**
+ * Option-order bias of the zero-shot choice readout (issue 36, point 6), from readings already cached:
+ * the "both option orders" step is the mean of the key-order reading (the contextual step's answer)
+ * and the reversed one, each contextually calibrated (execute.ts answerOf), so the reversed reading
+ * is 2 x both - key. How often reversing the options flips the answer, and top-1 of each way of
+ * reading them: key order (served), reversed, their mean (the both-orders step), their geometric mean.
+ */
+function printOrderBias(r: TaskResults): void {
+  const { task } = r;
+  const items = task.heldOut.filter((x) => r.zeroShot("contextual", x.id) && r.zeroShot("both-orders", x.id));
+  if (items.length === 0) return;
+  const argmax = (p: readonly number[]) => p.reduce((best, v, i) => (v > p[best]! ? i : best), 0);
+  const normalised = (p: number[]) => {
+    const sum = p.reduce((a, b) => a + b, 0);
+    return p.map((v) => v / sum);
+  };
+  const reads = items.map((x) => {
+    const key = r.zeroShot("contextual", x.id)!.p;
+    const both = r.zeroShot("both-orders", x.id)!.p;
+    const reversed = normalised(key.map((k, i) => Math.max(1e-9, 2 * both[i]! - k)));
+    const geometric = normalised(key.map((k, i) => Math.sqrt(Math.max(1e-12, k) * reversed[i]!)));
+    return { key, reversed, both, geometric, truth: x.truth };
+  });
+  const top1 = (pick: (x: (typeof reads)[number]) => number[]) => reads.filter((x) => argmax(pick(x)) === x.truth).length / reads.length;
+  const flips = reads.filter((x) => argmax(x.key) !== argmax(x.reversed)).length;
+  console.log(`
+option-order bias (${items.length} held-out items, read both ways): reversing the options flips the answer on ${flips} (${((100 * flips) / items.length).toFixed(1)} %)`);
+  console.log(
+    `  top-1: key order (served) ${f3(top1((x) => x.key))}, reversed ${f3(top1((x) => x.reversed))}, mean of both ${f3(top1((x) => x.both))}, geometric mean of both ${f3(top1((x) => x.geometric))} (both: 2 content passes)`,
+  );
 }
 
 /**

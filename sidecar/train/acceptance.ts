@@ -171,6 +171,15 @@ export function judgeCandidate(
   };
 }
 
+/** A bootstrap interval of the primary figure alone (AUROC for yes/no, top-1 otherwise), for benchmarks' tables. */
+export function primaryInterval(type: Question["type"], ps: readonly (readonly number[])[], truth: readonly number[], seed: string, confidence = DEFAULT_CONFIDENCE, resamples = DEFAULT_RESAMPLES): Interval {
+  const random = seededRandom(seed);
+  const all = truth.map((_, i) => i);
+  const xs = sortedOf(Array.from({ length: resamples }, () => primaryOf(type, ps, truth, all.map(() => Math.floor(random() * truth.length)))));
+  const tail = (1 - confidence) / 2;
+  return { estimate: primaryOf(type, ps, truth, all), low: quantile(xs, tail), high: quantile(xs, 1 - tail) };
+}
+
 /**
  * Stratified k-fold assignment: examples of each outcome dealt to the folds in turn, in an order fixed
  * by `seed`, so every fold holds every outcome that has at least k examples.

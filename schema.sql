@@ -220,9 +220,10 @@ CREATE INDEX trainings_open ON trainings (last_claimed_at NULLS FIRST)
 
 -- A validated training file's examples: the state's JSON text, the true outcome of each question
 -- (in the task's order), whether the hash of its custom_id put it in the held-out part, and, once
--- its step has run, its features (the base's hidden state per question, concatenated) and, for a
--- held-out example, the base release's zero-shot distribution per question, and when (`read_at`, for
--- the status's rate).
+-- its step has run, its features (the base's hidden state per question, concatenated), the state's
+-- sentence embedding and the fingerprint of the encoder that made it (where the runtime has one),
+-- and, for a held-out example, the base release's zero-shot distribution per question, and when
+-- (`read_at`, for the status's rate).
 CREATE TABLE training_examples (
   training_id  uuid NOT NULL REFERENCES trainings (id) ON DELETE CASCADE,
   line         integer NOT NULL CHECK (line >= 1),
@@ -232,11 +233,14 @@ CREATE TABLE training_examples (
   held_out     boolean NOT NULL,
   features     real[],
   zero_shot    jsonb,
+  embedding    real[],
+  encoder      text,
   read_at      timestamptz,
   -- An image training's example: the asset its features are read from (its state is then the
   -- example's text context, which a trained image model does not read).
   asset_id     uuid,
-  PRIMARY KEY (training_id, line)
+  PRIMARY KEY (training_id, line),
+  CONSTRAINT training_examples_embedding_encoder CHECK ((encoder IS NULL) = (embedding IS NULL))
 );
 CREATE INDEX training_examples_pending ON training_examples (training_id, line) WHERE features IS NULL;
 

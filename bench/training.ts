@@ -102,13 +102,14 @@ import { parseArgs } from "node:util";
 import { RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
 import type { Decision } from "../server-shared/sidecar-protocol.ts";
 import { ensureModel } from "../local/model.ts";
+import { ensureTextEncoder } from "../local/text-encoder.ts";
 import { startRuntime } from "../local/tiers.ts";
 import { applyHead } from "../sidecar/train/head.ts";
 import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 import type { Release } from "../sidecar/decide/identity.ts";
-import { ResultCache, type Features, type Served, type ZeroShot } from "./training/cache.ts";
+import { ResultCache, type Embedding, type Features, type Served, type ZeroShot } from "./training/cache.ts";
 import { ensureDataPackages, trainingTasks, USER_QUESTIONS, type Task, type TaskItem } from "./training/data.ts";
-import { readFeatures, readZeroShot, serve, servedPrefix, stepPrefixes, trainedRelease } from "./training/read.ts";
+import { readEmbedding, readFeatures, readZeroShot, serve, servedPrefix, stepPrefixes, trainedRelease } from "./training/read.ts";
 import { fitHeads, printTargets, printTask, printUserQuestions, readOf, releaseCalibration, type FittedHead } from "./training/report.ts";
 import { headInput } from "../sidecar/train/features.ts";
 
@@ -138,14 +139,18 @@ const tasks = trainingTasks(join(cacheDir, "data"), { heldOut: Number(args["held
 
 const logDir = mkdtempSync(join(tmpdir(), "bench-training-"));
 const model = await ensureModel();
+const textEncoder = await ensureTextEncoder();
 const secret = randomBytes(32).toString("hex");
-const runtime = await startRuntime({ name: "runtime", modelPath: model.path, secret, logDir });
+const runtime = await startRuntime({ name: "runtime", modelPath: model.path, encoderPath: textEncoder.path, secret, logDir });
 const client = new HttpRuntimeClient(runtime.url, secret);
 const release: Release = { id: runtime.ready.release_id, fingerprint: runtime.ready.fingerprint };
+const encoder = (await client.identity()).encoder!;
 const scope = `${release.fingerprint}:${RENDERING_VERSION}`;
 const caches = {
-  // "features-pooled": every question's blocks (sidecar/train/features.ts), read with the state pooled.
+  // "features-pooled": every question's blocks of its pass (sidecar/train/features.ts), read with the state pooled.
   features: new ResultCache<Features>(cacheDir, "features-pooled", scope),
+  // The state's sentence embedding: the encoder's alone (the model's fingerprint does not cover it).
+  embeddings: new ResultCache<Embedding>(cacheDir, "sentence-embeddings", encoder.fingerprint),
   zeroShot: new ResultCache<ZeroShot>(cacheDir, "zero-shot", scope),
   served: new ResultCache<Served>(cacheDir, "served", scope),
 };
@@ -176,8 +181,10 @@ function pending(): Read[] {
     stepPrefixes(type)
       .filter((p) => (keys.includes(p.key) || (p.served && keys.includes("served"))) && !zeroShotOf(p.key, id))
       .map((p): Read => ({ stage, run: async () => caches.zeroShot.put(`${p.key}:${id}`, await readZeroShot(client, release, request, p.steps)) }));
-  const features = (stage: string, item: TaskItem): Read[] =>
-    caches.features.get(item.id) ? [] : [{ stage, run: async () => caches.features.put(item.id, await readFeatures(client, release, item.item)) }];
+  const features = (stage: string, item: TaskItem): Read[] => [
+    ...(caches.features.get(item.id) ? [] : [{ stage, run: async () => caches.features.put(item.id, await readFeatures(client, release, item.item)) }]),
+    ...(caches.embeddings.get(item.id) ? [] : [{ stage, run: async () => caches.embeddings.put(item.id, await readEmbedding(client, release, item.item)) }]),
+  ];
   const perTask = (read: (t: Task) => Read[]) => interleaved(tasks.map(read));
   const allSteps = ["rendering", "contextual", "both-orders"];
   const [smallest] = sizes;
@@ -234,7 +241,7 @@ async function measureServing(task: Task, head: FittedHead): Promise<{ zeroShot:
   }
   // applyHead alone, in process, on the held-out features (the rest of a trained decision is its pass).
   const params = head.head.params;
-  const features = task.heldOut.map((x) => caches.features.get(x.id)).filter((x) => x !== undefined).map((f) => headInput(readOf(task, f), params.inputs!));
+  const features = task.heldOut.filter((x) => caches.features.get(x.id)).map((x) => headInput(readOf(task, caches.features.get(x.id)!, caches.embeddings.get(x.id)), params.inputs!));
   const started = performance.now();
   for (let round = 0; round < 10; round++) for (const x of features) applyHead(params, x);
   return {
@@ -250,7 +257,7 @@ const heads = new Map<string, FittedHead[]>();
 try {
   progress = await readMissing(pending());
   for (const task of tasks) {
-    const fitted = fitHeads(task, sizes, (id) => caches.features.get(id));
+    const fitted = fitHeads(task, sizes, (id) => caches.features.get(id), (id) => caches.embeddings.get(id), encoder.fingerprint);
     heads.set(task.name, fitted);
     const at300 = fitted.find((h) => h.size === 300) ?? fitted.at(-1)!;
     serving.set(task.name, await measureServing(task, at300));
@@ -269,6 +276,7 @@ const rowsByTask = tasks.map((task) =>
       task,
       prefixes: stepPrefixes(task.type),
       features: (id) => caches.features.get(id),
+      embedding: (id) => caches.embeddings.get(id),
       zeroShot: zeroShotOf,
       calibrationSizes,
       serving: serving.get(task.name) ?? null,

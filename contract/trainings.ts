@@ -74,11 +74,12 @@ export const TRAINING_LIST_PAGE = { default: 20, max: 100 } as const;
 export const ACCEPTANCE = { margin: 0.02, maxEce: 0.1, eceBins: 10, imageMargin: 0.1, confidence: 0.95, folds: 5, resamples: 1000, ceiling: 0.98 } as const;
 
 /**
- * What a trained text model's head can read of its question's pass, chosen per job by
- * cross-validation: the base's final hidden state at the answer position, the state's hidden states
- * pooled, and the pass's own label log-probabilities (the zero-shot reading, uncalibrated).
+ * What a trained text model's head can read, chosen per job by cross-validation: of its question's
+ * pass, the base's final hidden state at the answer position, the state's hidden states pooled, and
+ * the pass's own label log-probabilities (the zero-shot reading, uncalibrated); and the state's
+ * sentence embedding by the runtime's sentence encoder (all-MiniLM-L6-v2), where it has one.
  */
-export const FEATURE_BLOCKS = ["answer_state", "pooled_state", "label_logprobs"] as const;
+export const FEATURE_BLOCKS = ["answer_state", "pooled_state", "label_logprobs", "sentence_embedding"] as const;
 export const FeatureBlock = z.enum(FEATURE_BLOCKS);
 export type FeatureBlock = z.infer<typeof FeatureBlock>;
 

@@ -24,6 +24,7 @@ import { ensureModel } from "./model.ts";
 import { startBridges } from "./bridges.ts";
 import { freePort } from "./ports.ts";
 import { ensureImageBackbone } from "./image-backbone.ts";
+import { ensureTextEncoder } from "./text-encoder.ts";
 import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "./tiers.ts";
 import { startEdge, type EdgeKind } from "./edge.ts";
 import { startPostgres } from "./postgres.ts";
@@ -119,6 +120,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   try {
     const model = await ensureModel();
     log(`model      ${model.path}`);
+    const encoder = await ensureTextEncoder();
 
     const [postgres, redis, idp] = await startAll(stoppers, [
       startPostgres({ dataDir: join(dataDir, "postgres") }),
@@ -140,7 +142,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const runtimeSecret = secret();
     // A developer's engine choices (a GPU build, more threads) carry over; nothing else of theirs does.
     const engineSettings = Object.fromEntries(["RUNTIME_GPU", "RUNTIME_THREADS"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
-    const runtimeOptions = { name: "runtime", modelPath: model.path, secret: runtimeSecret, logDir, env: engineSettings };
+    const runtimeOptions = { name: "runtime", modelPath: model.path, encoderPath: encoder.path, secret: runtimeSecret, logDir, env: engineSettings };
     let runtime = await startRuntime(runtimeOptions);
     let runtimeRestarts = 0;
     children.push(runtime.child);

@@ -28,6 +28,7 @@ export function runtimeEnv(modelPath: string, secret: string): Record<string, st
   return {
     RUNTIME_MODEL_PATH: modelPath,
     RUNTIME_ADAPTER_PATH: "",
+    RUNTIME_ENCODER_PATH: "",
     RUNTIME_RELEASE_ID: "",
     RUNTIME_SECRET: secret,
     RUNTIME_HOST: "127.0.0.1",
@@ -49,6 +50,8 @@ export async function startRuntime(opts: {
   port?: number;
   /** "image": an image runtime (runtime/image-main.ts) serving the ONNX backbone at `modelPath`. */
   kind?: "text" | "image";
+  /** A text runtime's sentence encoder (local/text-encoder.ts), for /v1/embed; none when absent. */
+  encoderPath?: string;
 }): Promise<StartedRuntime> {
   const port = opts.port ?? (await freePort());
   const logPath = join(opts.logDir, `${opts.name}.log`);
@@ -58,7 +61,7 @@ export async function startRuntime(opts: {
     command: BUN,
     args: [opts.kind === "image" ? "runtime/image-main.ts" : "runtime/main.ts"],
     cwd: ROOT,
-    env: { ...runtimeEnv(opts.modelPath, opts.secret), RUNTIME_PORT: String(port), ...opts.env },
+    env: { ...runtimeEnv(opts.modelPath, opts.secret), RUNTIME_PORT: String(port), ...(opts.encoderPath ? { RUNTIME_ENCODER_PATH: opts.encoderPath } : {}), ...opts.env },
     logPath,
     ready: async () => {
       const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));

@@ -6,6 +6,8 @@
  * Environment:
  *   RUNTIME_MODEL_PATH            GGUF weights (required)
  *   RUNTIME_ADAPTER_PATH          GGUF LoRA adapter served on top of the weights (optional)
+ *   RUNTIME_ENCODER_PATH          the sentence encoder's ONNX file (optional; local/text-encoder.ts installs it),
+ *                                 its vocabulary beside it as <name>.tokenizer.json: /v1/embed for trained heads
  *   RUNTIME_RELEASE_ID            release id to report (default: derived from the file name and fingerprint)
  *   RUNTIME_SECRET                bearer secret every call must carry (required), or RUNTIME_SECRET_FILE, a
  *                                 file holding it, read again on SIGHUP; `new,old` while rotating (both accepted)
@@ -29,7 +31,10 @@ import { SecretSource } from "../server-shared/secrets.ts";
 import { integer, optional, parseSettings, required } from "../server-shared/settings.ts";
 import { Identity, RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
 import { cachedSha256 } from "../server-shared/digest.ts";
+import { createHash } from "node:crypto";
+import { basename } from "node:path";
 import { Engine, type EngineOptions } from "./engine.ts";
+import { encoderTokenizerPath, SentenceEncoder } from "./text-encoder.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
 import { serveRuntime } from "./serve.ts";
 import { createRuntimeApp } from "./server.ts";
@@ -37,6 +42,7 @@ import { createRuntimeApp } from "./server.ts";
 const RuntimeSettings = z.object({
   RUNTIME_MODEL_PATH: required(),
   RUNTIME_ADAPTER_PATH: optional(),
+  RUNTIME_ENCODER_PATH: optional(),
   RUNTIME_RELEASE_ID: optional(),
   // Checked (with RUNTIME_SECRET_FILE) by server-shared/secrets.ts at start.
   RUNTIME_SECRET: optional(),
@@ -81,6 +87,7 @@ async function main(): Promise<void> {
   const engine = await Engine.load(engineOptions);
   console.error(`runtime: loaded ${modelPath}${adapterPath ? ` with adapter ${adapterPath}` : ""} in ${Math.round(performance.now() - started)} ms`);
 
+  const encoder = settings.RUNTIME_ENCODER_PATH ? await loadEncoder(settings.RUNTIME_ENCODER_PATH, settings.RUNTIME_THREADS) : null;
   const identity = Identity.parse({
     release_id: settings.RUNTIME_RELEASE_ID ?? defaultReleaseId(modelPath, fingerprint),
     fingerprint,
@@ -88,9 +95,19 @@ async function main(): Promise<void> {
     modalities: ["text"],
     max_tokens_per_pass: engine.maxTokensPerPass,
     engine: engine.description,
+    ...(encoder ? { encoder: encoder.identity } : {}),
   });
-  const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted);
+  const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted, encoder?.encoder);
   serveRuntime({ label: "runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
+}
+
+/** The sentence encoder at `modelPath` and its identity: its fingerprint hashes the ONNX file's and the vocabulary's SHA-256. */
+async function loadEncoder(modelPath: string, threads: number): Promise<{ encoder: SentenceEncoder; identity: NonNullable<Identity["encoder"]> }> {
+  const tokenizerPath = encoderTokenizerPath(modelPath);
+  const encoder = await SentenceEncoder.load({ modelPath, tokenizerPath, threads });
+  const digest = createHash("sha256").update(`${await cachedSha256(modelPath)}:${await cachedSha256(tokenizerPath)}`).digest("hex");
+  console.error(`runtime: loaded the sentence encoder ${modelPath} (${encoder.width} numbers)`);
+  return { encoder, identity: { name: basename(modelPath).replace(/\.onnx$/, ""), fingerprint: digest, width: encoder.width } };
 }
 
 main().catch((err: unknown) => {

@@ -1,7 +1,7 @@
 /**
  * The runtime's HTTP face (runs in the runtime process on the GPU host): the calls of
  * server-shared/runtime-protocol.ts behind a bearer secret, with the gateway's error envelope. A text
- * runtime (createRuntimeApp) answers tokenize and score, an image runtime (createImageRuntimeApp)
+ * runtime (createRuntimeApp) answers tokenize and score (and embed, with a sentence encoder), an image runtime (createImageRuntimeApp)
  * image-features; both answer identity and stats.
  *
  * Nothing here logs a request body or a header: prompts are customer data and the secret is a secret.
@@ -12,11 +12,13 @@ import { ServiceError } from "../server-shared/errors.ts";
 import { errorRenderer, notFound, sharedSecret } from "../server-shared/http.ts";
 import { readGranted } from "../server-shared/grants.ts";
 import {
+  EmbedRequest,
   ImageFeaturesRequest,
   RUNTIME_BODY,
   RUNTIME_PATHS,
   ScoreRequest,
   TokenizeRequest,
+  type EmbedResponse,
   type Identity,
   type ImageFeaturesResponse,
   type ScoreResponse,
@@ -25,9 +27,10 @@ import {
 } from "../server-shared/runtime-protocol.ts";
 import type { ScoringEngine } from "./engine.ts";
 import type { ImageEngine } from "./image-engine.ts";
+import type { SentenceEncoder } from "./text-encoder.ts";
 
-/** `secrets`: the runtime secrets accepted at the time of a call (RUNTIME_SECRET's rotation list). */
-export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secrets: () => readonly string[]): Hono {
+/** `secrets`: the runtime secrets accepted at the time of a call (RUNTIME_SECRET's rotation list); `encoder`: the sentence encoder /v1/embed runs, if any. */
+export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secrets: () => readonly string[], encoder?: SentenceEncoder): Hono {
   const app = new Hono();
   app.use("*", sharedSecret(secrets, "runtime"));
   common(app, engine, identity);
@@ -62,6 +65,18 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
     };
     return c.json(response);
   });
+
+  if (encoder && identity.encoder) {
+    const encoderFingerprint = identity.encoder.fingerprint;
+    app.post(RUNTIME_PATHS.embed, async (c) => {
+      const body = await readJson(c, EmbedRequest, RUNTIME_BODY);
+      const result = await encoder.embed(body.text).catch((err: unknown) => {
+        throw new ServiceError("internal_error", "the encoder failed to embed the text", `encoder failed: ${err instanceof Error ? err.message : String(err)}`);
+      });
+      const response: EmbedResponse = { release_id: identity.release_id, fingerprint: identity.fingerprint, encoder: encoderFingerprint, tokens: result.tokens, embedding: result.embedding };
+      return c.json(response);
+    });
+  }
 
   app.notFound(notFound);
   app.onError(errorRenderer("runtime"));

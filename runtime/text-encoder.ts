@@ -4,8 +4,10 @@
  * L2-normalised, as sentence-transformers computes it (issue 36: an input a trained head may read).
  *
  * The model was trained on at most 256 pieces. A longer text is read in windows of that size, each
- * embedded on its own, and their embeddings averaged (weighted by pieces) and normalised again.
- * One text at a time, like the runtime's other engines.
+ * embedded on its own, and their embeddings averaged (weighted by pieces) and normalised again; only
+ * its first ENCODER_MAX_PIECES pieces are read (a state the sidecar admits is far shorter: its pass
+ * holds at most LIMITS.tokensPerPass of the model's tokens). One text at a time, like the runtime's
+ * other engines.
  *
  *     const encoder = await SentenceEncoder.load({ modelPath, tokenizerPath, threads: 2 });
  *     const { embedding, tokens } = await encoder.embed("The film was a delight.");   // 384 numbers
@@ -16,6 +18,11 @@ import { WordPiece } from "./wordpiece.ts";
 
 /** Pieces per window, "[CLS]" and "[SEP]" included (the model's max_seq_length). */
 export const ENCODER_WINDOW = 256;
+/** The most pieces of one text read (64 windows); the rest is not. */
+export const ENCODER_MAX_PIECES = 64 * (ENCODER_WINDOW - 2);
+
+/** Where an encoder's vocabulary lies: beside its ONNX file, as `<name>.tokenizer.json`. */
+export const encoderTokenizerPath = (modelPath: string) => modelPath.replace(/\.onnx$/, "") + ".tokenizer.json";
 
 export interface SentenceEncoderOptions {
   modelPath: string;
@@ -51,7 +58,7 @@ export class SentenceEncoder {
   }
 
   private async evaluate(text: string): Promise<{ embedding: number[]; tokens: number }> {
-    const [cls, ...rest] = this.tokenizer.encode(text, Number.MAX_SAFE_INTEGER);
+    const [cls, ...rest] = this.tokenizer.encode(text, ENCODER_MAX_PIECES + 2);
     const sep = rest.pop()!;
     const pieces = rest;
     const sum = new Float64Array(this.width);

@@ -2,7 +2,7 @@
  * The runtime protocol: how a sidecar talks to a model runtime (server-only; no client sees it). This
  * file is its one description.
  *
- * A runtime hosts one release (a base model plus at most one adapter) and answers three calls over
+ * A runtime hosts one release (a base model plus at most one adapter) and answers the calls below over
  * HTTP with JSON bodies. Every call carries `Authorization: Bearer <secret>`, the secret being the
  * value of the environment variable that the registry entry's `token_env` names. The sidecar refuses a
  * runtime URL that is plaintext `http://` to a non-loopback host (see `checkServiceUrl`).
@@ -68,6 +68,16 @@
  *        "image"; its fingerprint covers the backbone file and IMAGE_PREPROCESSING_VERSION. It
  *        answers no tokenize or score call (404), as a text runtime answers no image call.
  *
+ *   POST /v1/embed      EmbedRequest -> EmbedResponse   (a text runtime with a sentence encoder)
+ *        The text's sentence embedding by the runtime's sentence encoder (runtime/text-encoder.ts:
+ *        the mean of its pieces' final states, L2-normalised; a text longer than the encoder's
+ *        window read in windows and averaged), which a trained head may read beside the model's
+ *        states. `encoder` is the encoder's fingerprint (its ONNX file's and vocabulary's SHA-256
+ *        hashed together): a head trained on one encoder's embeddings is served only with that
+ *        encoder. The encoder is not part of the runtime's `fingerprint` (what a model answers does
+ *        not depend on it); the identity names it as `encoder`. A runtime without one answers 404
+ *        `not_found`.
+ *
  *   GET  /v1/stats      -> Stats
  *        Passes evaluated since the runtime started, the tokens they evaluated (kept prefixes not
  *        counted again) and the milliseconds spent evaluating them (for operators and benchmarks: the
@@ -94,6 +104,8 @@ export const Identity = z.object({
   max_tokens_per_pass: z.number().int().positive(),
   /** Engine and version, for operators; not part of the identity comparison. */
   engine: z.string(),
+  /** The sentence encoder `/v1/embed` runs (absent: none, and no such call). */
+  encoder: z.object({ name: z.string(), fingerprint: z.string().regex(/^[0-9a-f]{64}$/), width: z.number().int().positive() }).optional(),
 });
 export type Identity = z.infer<typeof Identity>;
 
@@ -153,6 +165,18 @@ export const ScoreResponse = Stamp.extend({
 });
 export type ScoreResponse = z.infer<typeof ScoreResponse>;
 
+export const EmbedRequest = looseFields({ text: z.string() });
+export type EmbedRequest = z.infer<typeof EmbedRequest>;
+
+export const EmbedResponse = Stamp.extend({
+  /** The encoder's fingerprint (Identity `encoder.fingerprint`). */
+  encoder: z.string(),
+  /** Pieces the encoder read, its markers included. */
+  tokens: z.number().int().positive(),
+  embedding: z.array(z.number()),
+});
+export type EmbedResponse = z.infer<typeof EmbedResponse>;
+
 /** Version of the image runtime's preprocessing (crop, scale, normalisation); part of an image release's fingerprint. */
 export const IMAGE_PREPROCESSING_VERSION = "image-v1";
 
@@ -197,4 +221,5 @@ export const RUNTIME_PATHS = {
   tokenize: "/v1/tokenize",
   score: "/v1/score",
   imageFeatures: "/v1/image-features",
+  embed: "/v1/embed",
 } as const;

@@ -6,6 +6,7 @@
  * A trained release runs on its base release's runtime. Its head reads what the question's first
  * served pass gives (the hidden state at the answer position, the state's pooled hidden state, the
  * label log-probabilities: FEATURE_BLOCKS, runtime-protocol.ts `hidden_state` and `pooled_state`),
+ * and may read the state's sentence embedding (`/v1/embed`, by the encoder its params name),
  * so the same rendering must be used to train it and to serve it: RENDERING_VERSION is part of its
  * fingerprint, as it is of its base's.
  */
@@ -34,6 +35,14 @@ export const HeadParams = z.object({
    * the blocks, which reads `answer_state` of a pass whose prefix was evaluated whole.
    */
   inputs: z.array(FeatureBlock).min(1).optional(),
+  /**
+   * The fingerprint of the sentence encoder whose embeddings the head reads (runtime-protocol.ts
+   * Identity `encoder`), present exactly when `inputs` names `sentence_embedding`: the head is served
+   * only by a runtime with that encoder.
+   */
+  encoder: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+}).refine((h) => (h.inputs?.includes("sentence_embedding") ?? false) === (h.encoder !== undefined), {
+  message: "a head names its encoder exactly when it reads sentence_embedding",
 });
 export type HeadParams = z.infer<typeof HeadParams>;
 

@@ -17,10 +17,16 @@ import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { CONTENT_FREE_STATE, FIXED_FORMS, OPTIONS_PER_PASS, SERVED_RENDERING, passTokenBound, planQuestion, asText } from "../sidecar/decide/render.ts";
-import type { Identity, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import type { EmbedRequest, EmbedResponse, Identity, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
+import { ensureTextEncoder } from "../local/text-encoder.ts";
+import { stringifyJson } from "../contract/json.ts";
+import { trainedFingerprint, type HeadParams, type TrainedHeads } from "../server-shared/trained.ts";
+import { splitReads, headInput } from "../sidecar/train/features.ts";
+import { trainHead } from "../sidecar/train/head.ts";
+import { animalSentences } from "./support/training.ts";
 import type { Child } from "../local/process.ts";
-import { executeDecision, PASSES_IN_FLIGHT, SERVED_STEPS, type Steps } from "../sidecar/decide/execute.ts";
+import { exampleFeatures, executeDecision, PASSES_IN_FLIGHT, SERVED_STEPS, type Steps } from "../sidecar/decide/execute.ts";
 import { IdentityMismatchError, type Release } from "../sidecar/decide/identity.ts";
 import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
 import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
@@ -38,7 +44,7 @@ beforeAll(async () => {
   workDir = await mkdtemp(join(tmpdir(), "decide-test-"));
   const model = await ensureModel();
   const secret = randomBytes(32).toString("hex");
-  const started = await startRuntime({ name: "runtime", modelPath: model.path, secret, logDir: workDir });
+  const started = await startRuntime({ name: "runtime", modelPath: model.path, encoderPath: (await ensureTextEncoder()).path, secret, logDir: workDir });
   runtime = started.child;
   real = new HttpRuntimeClient(started.url, secret);
   release = { id: started.ready.release_id, fingerprint: started.ready.fingerprint };
@@ -76,6 +82,10 @@ class CountingRuntime implements RuntimeClient {
 
   identity(signal?: AbortSignal): Promise<Identity> {
     return this.inner.identity(signal);
+  }
+
+  embed(request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResponse> {
+    return this.inner.embed(request, signal);
   }
 
   tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
@@ -534,6 +544,10 @@ class EvictingPrefixRuntime implements RuntimeClient {
     return this.inner.identity(signal);
   }
 
+  embed(request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResponse> {
+    return this.inner.embed(request, signal);
+  }
+
   tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     return this.inner.tokenize(request, signal);
   }
@@ -561,6 +575,7 @@ class WrongFingerprintRuntime implements RuntimeClient {
     private readonly from: number,
   ) {}
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   tokenize = (request: TokenizeRequest, signal?: AbortSignal) => this.inner.tokenize(request, signal);
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
     const response = await this.inner.score(request, signal);
@@ -573,6 +588,7 @@ class WrongFingerprintRuntime implements RuntimeClient {
 class WrongStampRuntime implements RuntimeClient {
   constructor(private readonly inner: RuntimeClient) {}
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     return { ...(await this.inner.tokenize(request, signal)), fingerprint: "0".repeat(64) };
@@ -586,6 +602,7 @@ class SmallPassRuntime implements RuntimeClient {
     private readonly max: number,
   ) {}
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     return { ...(await this.inner.tokenize(request, signal)), max_tokens_per_pass: this.max };
@@ -596,6 +613,7 @@ class SmallPassRuntime implements RuntimeClient {
 abstract class RetokenizingRuntime implements RuntimeClient {
   constructor(protected readonly inner: RuntimeClient) {}
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
+  embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
   protected abstract retokenize(text: string): Promise<Tokenized> | null;
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
@@ -632,3 +650,52 @@ class SharedTokenLabelRuntime extends RetokenizingRuntime {
     return text === this.label ? tokenizeOne(this.sameAs).then(({ tokens }) => ({ tokens, pieces: [this.label] })) : null;
   }
 }
+
+describe("a trained release that reads the sentence embedding", () => {
+  const question = { q: { type: "noul", instructions: "Does this sentence belong to group A?" } };
+  const request = (state: string) => Decision.parse({ state, questions: question });
+  /** A head on the answer state and the embedding, fitted on the example sentences as the training worker reads them. */
+  async function trainedOn(sentences: { text: string; animal: boolean }[]): Promise<{ head: HeadParams; encoder: string }> {
+    const reads = [];
+    let encoder = "";
+    for (const s of sentences) {
+      const read = await exampleFeatures(real, release, request(s.text), undefined, true);
+      encoder = read.embedding!.encoder;
+      expect(read.embedding!.values).toHaveLength(384);
+      reads.push(splitReads(read.features, [2], read.embedding!.values)[0]!);
+    }
+    const inputs = ["answer_state", "sentence_embedding"] as const;
+    const { params } = trainHead(reads.map((r) => headInput(r, inputs)), sentences.map((s) => (s.animal ? 0 : 1)), 2);
+    return { head: { ...params, inputs: [...inputs], encoder }, encoder };
+  }
+  const releaseWith = async (head: HeadParams): Promise<Release> => {
+    const task = { questions: stringifyJson(request("x").questions) };
+    const heads: TrainedHeads = { kind: "hidden_state_head", features: head.mean.length, questions: [head] };
+    const fingerprint = await trainedFingerprint(release.fingerprint, task, heads);
+    return { id: "ft:embedding", fingerprint, runtime: { id: release.id, fingerprint: release.fingerprint }, trained: { task, heads } };
+  };
+
+  it("is served from the state's embedding by the encoder the head names, in one pass, and refused by any other encoder (503 identity_mismatch)", async () => {
+    const sentences = animalSentences();
+    const { head, encoder } = await trainedOn(sentences.filter((_, i) => i % 2 === 0));
+    const held = sentences.filter((_, i) => i % 2 === 1);
+    const trained = await releaseWith(head);
+    let right = 0;
+    for (const s of held) {
+      const execution = await executeDecision(real, trained, request(s.text));
+      expect(execution.passes).toBe(1);
+      const yes = (execution.answers.get("q") as NoulAnswer).noul;
+      if (yes > 0.5 === s.animal) right += 1;
+    }
+    expect(right).toBeGreaterThanOrEqual(held.length - 2);
+
+    // A head that names another encoder than the runtime's is never served with this one's numbers.
+    const other = await releaseWith({ ...head, encoder: (encoder[0] === "0" ? "1" : "0") + encoder.slice(1) });
+    const refused = await executeDecision(real, other, request(held[0]!.text)).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(ServiceError);
+    expect(refused).toMatchObject({ code: "identity_mismatch", status: 503 });
+
+    // Without `embed`, an example's features carry no embedding (a runtime without an encoder).
+    expect((await exampleFeatures(real, release, request(held[0]!.text))).embedding).toBeNull();
+  });
+});

@@ -16,8 +16,10 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse, type Tokenized } from "../server-shared/runtime-protocol.ts";
+import { EmbedResponse, Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import { ensureModel, type ModelFile } from "../local/model.ts";
+import { ensureTextEncoder } from "../local/text-encoder.ts";
+import { SentenceEncoder } from "../runtime/text-encoder.ts";
 import { start } from "../local/process.ts";
 import { cachedSha256, sha256File } from "../server-shared/digest.ts";
 import type { ScoringEngine } from "../runtime/engine.ts";
@@ -40,6 +42,8 @@ let main: Runtime;
 /** Serves the altered copy of the weights, with a 64-token pass limit. */
 let altered: Runtime;
 let alteredPath: string;
+/** The sentence encoder `main` runs (the altered runtime has none). */
+let encoder: Awaited<ReturnType<typeof ensureTextEncoder>>;
 
 beforeAll(async () => {
   workDir = await mkdtemp(join(tmpdir(), "runtime-test-"));
@@ -48,7 +52,7 @@ beforeAll(async () => {
   alteredPath = join(workDir, "gemma-3-270m-q4_k_m.gguf");
   await copyWithRenamedModel(model.path, alteredPath);
   [main, altered] = await Promise.all([
-    startRuntime({ name: "runtime", modelPath: model.path, secret, logDir: workDir }),
+    startRuntime({ name: "runtime", modelPath: model.path, encoderPath: (encoder = await ensureTextEncoder()).path, secret, logDir: workDir }),
     startRuntime({ name: "runtime-altered", modelPath: alteredPath, secret, logDir: workDir, env: { RUNTIME_MAX_TOKENS_PER_PASS: "64", RUNTIME_GPU: "false" } }),
   ]);
 });
@@ -100,6 +104,7 @@ describe("authorization", () => {
     ["GET", RUNTIME_PATHS.stats, undefined],
     ["POST", RUNTIME_PATHS.tokenize, { texts: [{ text: "Yes" }] }],
     ["POST", RUNTIME_PATHS.score, { segments: [{ text: "Yes", special: true }], label_tokens: [1] }],
+    ["POST", RUNTIME_PATHS.embed, { text: "Yes" }],
   ] as const;
   const presented: [string, () => Record<string, string>][] = [
     ["no Authorization header", () => ({})],
@@ -488,6 +493,34 @@ describe("score", () => {
       expect(notText.status).toBe(422);
       expect(notText.body.error.message).toContain("texts.1.text");
     });
+  });
+});
+
+describe("embed (the sentence encoder beside the model)", () => {
+  it("names its encoder in the identity, apart from the model's fingerprint, and embeds as the encoder does in process", async () => {
+    const identity = Identity.parse(await call(main, "GET", RUNTIME_PATHS.identity));
+    const expected = createHash("sha256").update(`${encoder.sha256}:${await cachedSha256(encoder.tokenizerPath)}`).digest("hex");
+    expect(identity.encoder).toEqual({ name: "all-minilm-l6-v2", fingerprint: expected, width: 384 });
+    expect(identity.fingerprint).toBe(fingerprintOf({ weightsSha256: model.sha256, adapterSha256: null, renderingVersion: RENDERING_VERSION }));
+
+    const text = "The parcel came two weeks late and the box was crushed.";
+    const response = EmbedResponse.parse(await call(main, "POST", RUNTIME_PATHS.embed, { text }));
+    expect(response).toMatchObject({ release_id: identity.release_id, fingerprint: identity.fingerprint, encoder: expected, tokens: 14 }); // [CLS], twelve words and "." one piece each, [SEP]
+    const inProcess = await (await SentenceEncoder.load({ modelPath: encoder.path, tokenizerPath: encoder.tokenizerPath, threads: 1 })).embed(text);
+    expect(response.embedding).toHaveLength(384);
+    response.embedding.forEach((x, i) => expect(x).toBeCloseTo(inProcess.embedding[i]!, 5));
+  });
+
+  it("refuses a malformed body with 422, and a runtime without an encoder answers 404 and names none", async () => {
+    for (const body of [{}, { text: 7 }, { text: null }, []]) {
+      const refused = await callRaw(main, RUNTIME_PATHS.embed, body);
+      expect(refused.status, JSON.stringify(body)).toBe(422);
+      expect(refused.body.error.code).toBe("invalid_request");
+    }
+    expect(Identity.parse(await call(altered, "GET", RUNTIME_PATHS.identity)).encoder).toBeUndefined();
+    const absent = await callRaw(altered, RUNTIME_PATHS.embed, { text: "hello" });
+    expect(absent.status).toBe(404);
+    expect(absent.body.error.code).toBe("not_found");
   });
 });
 

@@ -8,7 +8,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureTextEncoder, TEXT_ENCODER_SHA256 } from "../local/text-encoder.ts";
-import { ENCODER_WINDOW, SentenceEncoder } from "../runtime/text-encoder.ts";
+import { ENCODER_MAX_PIECES, ENCODER_WINDOW, SentenceEncoder } from "../runtime/text-encoder.ts";
 
 const SENTENCES = [
   "A man is eating food.",
@@ -71,6 +71,9 @@ describe("the text encoder", () => {
     expect(dot(long.embedding, once.embedding)).toBeGreaterThan(0.6);
     expect(dot(long.embedding, once.embedding)).toBeGreaterThan(dot(long.embedding, unrelated.embedding) + 0.4);
     expect(Math.hypot(...long.embedding)).toBeCloseTo(1, 5);
+    // Past ENCODER_MAX_PIECES the rest of a text is not read: 64 whole windows, whatever its length.
+    const huge = await encoder.embed("word ".repeat(3 * ENCODER_MAX_PIECES));
+    expect(huge.tokens).toBe((ENCODER_MAX_PIECES / (ENCODER_WINDOW - 2)) * ENCODER_WINDOW);
     const empty = await encoder.embed("");
     expect(empty.tokens).toBe(2);
     expect(empty.embedding).toHaveLength(384);

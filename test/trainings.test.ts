@@ -9,6 +9,7 @@ import { DecisionResponse } from "../contract/decision.ts";
 import { ModelList } from "../contract/models.ts";
 import { validateTrainingFile } from "../contract/training-file.ts";
 import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
+import type { TrainedHeads } from "../server-shared/trained.ts";
 import { call, newAccount, query } from "./support/api.ts";
 import { heldSubmitted, lines, poll, results, submitted } from "./support/bulk.ts";
 import { animalSentences, noulFile, pollTraining, submitTraining, withModel, type Account } from "./support/training.ts";
@@ -73,10 +74,20 @@ describe("a training accepted, activated and served", () => {
     expect(zero_shot_primary.high).toBeGreaterThanOrEqual(question!.zero_shot.primary);
     expect(parsed.advice).toBeNull();
     expect(parsed.learning_curve!.map((p) => p.examples)).toEqual([12, 24, 36, 48]);
-    expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs)$/)])]);
+    expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs|sentence_embedding)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
     expect(svg.headers.get("content-type")).toContain("image/svg+xml");
     expect(await svg.text()).toContain("<svg");
+  });
+
+  it("embedded every example's state with the runtime's sentence encoder, and a head that reads the embedding names that encoder", async () => {
+    const rows = await query<{ width: number; encoder: string }>("SELECT array_length(embedding, 1) AS width, encoder FROM training_examples WHERE training_id = $1", [done.id]);
+    expect(rows).toHaveLength(48);
+    expect(new Set(rows.map((r) => `${r.width}:${r.encoder}`))).toEqual(new Set([`384:${rows[0]!.encoder}`]));
+    expect(rows[0]!.encoder).toMatch(/^[0-9a-f]{64}$/);
+    const [release] = await query<{ head: TrainedHeads }>("SELECT head FROM model_releases WHERE id = $1", [done.model]);
+    const [head] = release!.head.questions;
+    expect(head!.encoder).toBe(head!.inputs!.includes("sentence_embedding") ? rows[0]!.encoder : undefined);
   });
 
   it("is registered as an immutable release owned by the account, on the base's runtime", async () => {

@@ -16,6 +16,13 @@ export interface Features {
   ms: number;
 }
 
+/** One state's sentence embedding (runtime-protocol.ts `/v1/embed`), cached under the encoder's fingerprint. */
+export interface Embedding {
+  embedding: number[];
+  tokens: number;
+  ms: number;
+}
+
 /** One zero-shot answer through a prefix of the readout steps, as a distribution in label order (noul: [yes, no]). */
 export interface ZeroShot {
   p: number[];

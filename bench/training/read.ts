@@ -6,6 +6,7 @@
  * with a trained release (a Release carrying the head, as the sidecar serves one).
  *
  *     const f = await readFeatures(client, release, item.item);        // { features, ms }
+ *     const e = await readEmbedding(client, release, item.item);       // { embedding, tokens, ms }
  *     const z = await readZeroShot(client, release, request, SERVED_STEPS);   // { p, passes, ms }
  */
 import { stringifyJson } from "../../contract/json.ts";
@@ -14,9 +15,10 @@ import { trainedFingerprint, type TrainedHeads } from "../../server-shared/train
 import type { RuntimeClient } from "../../sidecar/runtime/client.ts";
 import { distribution } from "../../sidecar/decide/evaluation.ts";
 import { exampleFeatures, executeDecision, SERVED_STEPS, type Steps } from "../../sidecar/decide/execute.ts";
-import type { Release } from "../../sidecar/decide/identity.ts";
+import { runtimeOf, verifiedClient, type Release } from "../../sidecar/decide/identity.ts";
+import { asText } from "../../sidecar/decide/render.ts";
 import type { HeadParams } from "../../server-shared/trained.ts";
-import type { Features, Served, ZeroShot } from "./cache.ts";
+import type { Embedding, Features, Served, ZeroShot } from "./cache.ts";
 
 /** A prefix of the zero-shot readout's steps, measured on its own. */
 export interface StepPrefix {
@@ -53,6 +55,13 @@ export async function readFeatures(client: RuntimeClient, release: Release, requ
   const started = performance.now();
   const { features } = await exampleFeatures(client, release, request);
   return { features, ms: performance.now() - started };
+}
+
+/** The state's sentence embedding, as exampleFeatures reads it beside the passes (the runtime's `/v1/embed` on the state's text). */
+export async function readEmbedding(client: RuntimeClient, release: Release, request: Decision): Promise<Embedding> {
+  const started = performance.now();
+  const response = await verifiedClient(client, runtimeOf(release)).embed({ text: asText(request.state) });
+  return { embedding: response.embedding, tokens: response.tokens, ms: performance.now() - started };
 }
 
 export async function readZeroShot(client: RuntimeClient, release: Release, request: Decision, steps: Steps): Promise<ZeroShot> {

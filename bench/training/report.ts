@@ -15,7 +15,7 @@ import { figuresOf } from "../../sidecar/train/evaluate.ts";
 import type { FeatureBlock } from "../../contract/trainings.ts";
 import { splitReads, headInput, type QuestionRead } from "../../sidecar/train/features.ts";
 import { applyHead, INPUT_SETS, trainHead, type TrainedHead } from "../../sidecar/train/head.ts";
-import type { Features, Served, ZeroShot } from "./cache.ts";
+import type { Embedding, Features, Served, ZeroShot } from "./cache.ts";
 import type { Task, TaskItem } from "./data.ts";
 import type { StepPrefix } from "./read.ts";
 
@@ -24,6 +24,8 @@ export interface TaskResults {
   task: Task;
   prefixes: StepPrefix[];
   features: (id: string) => Features | undefined;
+  /** The state's sentence embedding (absent where not read, or the runtime has no encoder). */
+  embedding: (id: string) => Embedding | undefined;
   zeroShot: (prefix: string, id: string) => ZeroShot | undefined;
   /** Training-part sizes whose served zero-shot answers fit a release calibration. */
   calibrationSizes: number[];
@@ -56,24 +58,28 @@ interface Row {
 const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
 const truths = (items: TaskItem[]) => items.map((x) => x.truth);
 
-/** One question's blocks of a cached example (features.ts). */
-export const readOf = (task: Task, f: Features): QuestionRead => splitReads(f.features, [task.outcomes.length])[0]!;
+/** One question's blocks of a cached example (features.ts), with its sentence embedding where there is one. */
+export const readOf = (task: Task, f: Features, embedding?: Embedding): QuestionRead => splitReads(f.features, [task.outcomes.length], embedding?.embedding ?? null)[0]!;
 
 /**
  * Per training size, a head per input set on the first `size` training examples with features
  * (trainHead chooses its lambda inside them), and the one whose cross-validated log loss is lowest:
- * what the training worker's chooseHead serves.
+ * what the training worker's chooseHead serves. Sets with the sentence embedding are fitted when
+ * every one of those examples has one (`encoder`: its fingerprint, which such a head names).
  */
-export function fitHeads(task: Task, sizes: number[], features: (id: string) => Features | undefined): FittedHead[] {
+export function fitHeads(task: Task, sizes: number[], features: (id: string) => Features | undefined, embedding: (id: string) => Embedding | undefined, encoder: string | null): FittedHead[] {
   return sizes.map((size) => {
     const training = task.training.slice(0, size).filter((x) => features(x.id));
-    const readMs = mean(training.map((x) => features(x.id)!.ms));
+    const readMs = mean(training.map((x) => features(x.id)!.ms + (embedding(x.id)?.ms ?? 0)));
     if (training.length < 20 || new Set(truths(training)).size < task.outcomes.length) return { size, used: training.length, head: null, bySet: [], fitMs: 0, readMs };
     const started = performance.now();
-    const reads = training.map((x) => readOf(task, features(x.id)!));
-    const bySet = INPUT_SETS.map((inputs) => {
+    const embedded = encoder !== null && training.every((x) => embedding(x.id));
+    const reads = training.map((x) => readOf(task, features(x.id)!, embedded ? embedding(x.id) : undefined));
+    const sets = INPUT_SETS.filter((inputs) => inputs.every((block) => reads[0]![block].length > 0));
+    const bySet = sets.map((inputs) => {
       const head = trainHead(reads.map((r) => headInput(r, inputs)), truths(training), task.outcomes.length);
-      return { inputs, head: { ...head, params: { ...head.params, inputs: [...inputs] } }, cvLogLoss: Math.min(...head.cv) };
+      const params = { ...head.params, inputs: [...inputs], ...(inputs.includes("sentence_embedding") ? { encoder: encoder! } : {}) };
+      return { inputs, head: { ...head, params }, cvLogLoss: Math.min(...head.cv) };
     });
     const chosen = bySet.reduce((best, x) => (x.cvLogLoss < best.cvLogLoss ? x : best));
     return { size, used: training.length, head: chosen.head, bySet, fitMs: performance.now() - started, readMs };
@@ -112,7 +118,7 @@ function rowsOf(r: TaskResults, heads: FittedHead[]): Row[] {
     });
   }
   const held = task.heldOut.filter((x) => r.features(x.id));
-  const heldReads = held.map((x) => readOf(task, r.features(x.id)!));
+  const heldReads = held.map((x) => readOf(task, r.features(x.id)!, r.embedding(x.id)));
   const headRow = (name: string, examples: string, head: TrainedHead, extra: string) => {
     const { params } = head;
     const calibration = "slope" in params.calibration ? `Platt ${params.calibration.slope.toFixed(2)}/${params.calibration.bias.toFixed(2)}` : `T ${params.calibration.temperature.toFixed(2)}`;
@@ -157,7 +163,7 @@ export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
   printStepGains(task, rows);
   if (task.type === "choice") printOrderBias(r);
 
-  console.log(`\ntraining wall time (one hidden-state pass per example read, pooling the state; then a head per input set: trainHead's 3-fold CV over 5 lambdas, calibration, refit, ${INPUT_SETS.length} times):\n`);
+  console.log(`\ntraining wall time (one hidden-state pass per example read, pooling the state, and its sentence embedding; then a head per input set: trainHead's 3-fold CV over 5 lambdas, calibration, refit, up to ${INPUT_SETS.length} times):\n`);
   console.log("| examples | read ms/example | reading all of them | fitting every set (chooseHead) | chosen | lambda |");
   console.log("|---:|---:|---:|---:|---|---:|");
   for (const h of heads) {

@@ -84,11 +84,18 @@ const ExampleRow = z.object({
   asset_id: z.string().nullable(),
   features: z.array(z.coerce.number()).nullable(),
   zero_shot: z.array(z.array(z.number())).nullable(),
+  embedding: z.array(z.coerce.number()).nullable().optional(),
+  encoder: z.string().nullable().optional(),
 });
 
-/** An example with what its step read: its features and, held out, the base's zero-shot distributions per question. */
+/**
+ * An example with what its step read: its features, the state's sentence embedding with the encoder's
+ * fingerprint (null where the runtime had no encoder), and the base's zero-shot distributions per
+ * question (null in older jobs' training part).
+ */
 export interface ReadExample extends StoredExample {
   features: number[];
+  embedding: { encoder: string; values: number[] } | null;
   zeroShot: number[][] | null;
 }
 
@@ -305,19 +312,19 @@ export class TrainingStore {
   }
 
   /**
-   * Commits one example's features (and zero-shot answers) under the fence, once. Returns the
-   * examples read since, or null when nothing was written.
+   * Commits one example's features (its embedding, and zero-shot answers) under the fence, once.
+   * Returns the examples read since, or null when nothing was written.
    */
-  async commitExample(claim: Lease, line: number, features: number[], zeroShot: number[][] | null): Promise<number | null> {
+  async commitExample(claim: Lease, line: number, features: number[], zeroShot: number[][] | null, embedding: ReadExample["embedding"] = null): Promise<number | null> {
     const [row] = await this.db.query(
       `WITH read AS (
-         UPDATE training_examples SET features = $4::real[], zero_shot = $5::jsonb, read_at = now()
+         UPDATE training_examples SET features = $4::real[], zero_shot = $5::jsonb, embedding = $6::real[], encoder = $7, read_at = now()
           WHERE training_id = $1 AND line = $3 AND features IS NULL
             AND EXISTS (SELECT 1 FROM trainings WHERE ${TRAINING_JOBS.fence()} AND status = 'running')
           RETURNING line)
        UPDATE trainings SET examples_read = examples_read + (SELECT count(*) FROM read)
         WHERE id = $1 RETURNING (SELECT count(*) FROM read) AS read, examples_read`,
-      [claim.id, claim.token, line, features, zeroShot === null ? null : JSON.stringify(zeroShot)],
+      [claim.id, claim.token, line, features, zeroShot === null ? null : JSON.stringify(zeroShot), embedding?.values ?? null, embedding?.encoder ?? null],
     );
     return row && Int.parse(row.read) > 0 ? Int.parse(row.examples_read) : null;
   }
@@ -336,14 +343,15 @@ export class TrainingStore {
   /** Every example with what its step read, in line order (the fit runs once all have). */
   async readExamples(trainingId: string): Promise<ReadExample[]> {
     const rows = await this.db.query(
-      `SELECT line, custom_id, state, outcomes, held_out, asset_id, features, zero_shot FROM training_examples
+      `SELECT line, custom_id, state, outcomes, held_out, asset_id, features, zero_shot, embedding, encoder FROM training_examples
         WHERE training_id = $1 AND features IS NOT NULL ORDER BY line`,
       [trainingId],
     );
     return rows.map((raw) => {
       const e = ExampleRow.parse(raw);
       const example = { line: e.line, customId: e.custom_id, state: e.state, outcomes: e.outcomes, heldOut: e.held_out, assetId: e.asset_id };
-      return { ...example, features: e.features!, zeroShot: e.zero_shot };
+      const embedding = e.embedding && e.encoder ? { encoder: e.encoder, values: e.embedding } : null;
+      return { ...example, features: e.features!, embedding, zeroShot: e.zero_shot };
     });
   }
 

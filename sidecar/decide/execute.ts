@@ -26,6 +26,7 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import type { SavedTask, TrainedHeads } from "../../server-shared/trained.ts";
 import { applyHead } from "../train/head.ts";
 import { flattenReads, headInput, type QuestionRead } from "../train/features.ts";
+import type { EmbedResponse } from "../../server-shared/runtime-protocol.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { renderChoice, SERVED_RENDERING, type Pass, type Reading, type Rendering } from "./render.ts";
 import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
@@ -119,18 +120,30 @@ function checkTask(task: SavedTask, questions: Decision["questions"]): void {
 }
 
 /**
- * A trained release's answers: per question, one pass with the base's hidden states, the question's
- * head applied to the blocks it reads (train/features.ts). The answers have the shared model's wire
- * shape; `option_mass` is the pass's.
+ * A trained release's answers: per question, one pass with the base's hidden states, and the state's
+ * sentence embedding where a head reads it (from the encoder the head names, or 503
+ * `identity_mismatch`); the question's head applied to the blocks it reads (train/features.ts). The
+ * answers have the shared model's wire shape; `option_mass` is the pass's.
  */
 async function runTrained(runner: PassRunner, heads: TrainedHeads, admission: Admission): Promise<Map<string, Answer>> {
   // Heads with `inputs` were trained on passes that pooled the state; older ones on passes that did not.
   const pooled = heads.questions.some((h) => h.inputs !== undefined);
-  const read = await Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, pooled)));
+  const encoder = heads.questions.find((h) => h.encoder)?.encoder;
+  const [read, embedding] = await Promise.all([
+    Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, pooled))),
+    encoder ? runner.embed(admission.stateText) : null,
+  ]);
+  if (embedding && embedding.encoder !== encoder) {
+    throw new ServiceError(
+      "identity_mismatch",
+      "the model runtime does not serve the registered release; no answer was produced",
+      `encoder mismatch: the trained head reads encoder ${encoder!.slice(0, 12)}, the runtime embeds with ${embedding.encoder.slice(0, 12)}`,
+    );
+  }
   return new Map(
     admission.questions.map(({ id, question }, i): [string, Answer] => {
       const head = heads.questions[i]!;
-      const p = applyHead(head, headInput(read[i]!, head.inputs ?? ["answer_state"]));
+      const p = applyHead(head, headInput({ ...read[i]!, sentence_embedding: embedding?.embedding ?? [] }, head.inputs ?? ["answer_state"]));
       const option_mass = optionMass(read[i]!.label_logprobs);
       if (question.type === "noul") return [id, { ...noulAnswer(p), option_mass }];
       if (question.type === "score") return [id, { ...scoreAnswer(question.criteria, p), option_mass }];
@@ -144,19 +157,29 @@ async function readQuestion(runner: PassRunner, { plan, words }: AdmittedQuestio
   const pass = plan.readings[0]?.pass;
   if (!pass || plan.chunks.length > 0) throw new ServiceError("invalid_request", "a trained model reads one pass per question");
   const read = await runner.runHidden(pass, words, pooled);
-  return { answer_state: read.hidden, pooled_state: read.pooled ?? [], label_logprobs: read.logprobs };
+  return { answer_state: read.hidden, pooled_state: read.pooled ?? [], label_logprobs: read.logprobs, sentence_embedding: [] };
 }
 
 /**
  * The features of one example as training reads them, exactly as a trained release will read a
- * request: every question's blocks (train/features.ts flattenReads), in the task's order. `usage`
- * counts its passes.
+ * request: every question's blocks (train/features.ts flattenReads), in the task's order, and with
+ * `embed` (the runtime has a sentence encoder) the state's embedding and the encoder's fingerprint.
+ * `usage` counts its passes.
  */
-export async function exampleFeatures(client: RuntimeClient, release: Release, request: Decision, signal?: AbortSignal): Promise<{ features: number[]; usage: Usage }> {
+export async function exampleFeatures(
+  client: RuntimeClient,
+  release: Release,
+  request: Decision,
+  signal?: AbortSignal,
+  embed = false,
+): Promise<{ features: number[]; embedding: { encoder: string; values: number[] } | null; usage: Usage }> {
   const admission = await admit(client, runtimeOf(release), request, { rendering: TRAINED_STEPS.rendering, contextual: false, bothOrders: false }, signal);
   const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
-  const read = await Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, true)));
-  return { features: flattenReads(read), usage: runner.usage() };
+  const [read, embedding] = await Promise.all([
+    Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, true))),
+    embed ? runner.embed(admission.stateText) : null,
+  ]);
+  return { features: flattenReads(read), embedding: embedding && { encoder: embedding.encoder, values: embedding.embedding }, usage: runner.usage() };
 }
 
 /**
@@ -297,6 +320,13 @@ class PassRunner {
     if (!read.hidden) throw new RuntimeError("the runtime returned no hidden state", 200, "malformed");
     if (pooled && !read.pooled) throw new RuntimeError("the runtime returned no pooled state", 200, "malformed");
     return { logprobs: read.logprobs, hidden: read.hidden, pooled: read.pooled ?? null };
+  }
+
+  /** The state's sentence embedding (not a pass: the runtime's encoder reads it beside the model). */
+  embed(text: string): Promise<EmbedResponse> {
+    if (this.failure) return Promise.reject(this.failure.error);
+    this.signal?.throwIfAborted();
+    return this.client.embed({ text }, this.signal);
   }
 
   /**

@@ -97,5 +97,6 @@ export function verifiedClient(client: RuntimeClient, runtime: RuntimeIdentity):
     identity: async (signal) => check(await client.identity(signal)),
     tokenize: async (request, signal) => check(await client.tokenize(request, signal)),
     score: async (request, signal) => check(await client.score(request, signal)),
+    embed: async (request, signal) => check(await client.embed(request, signal)),
   };
 }

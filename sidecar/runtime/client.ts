@@ -12,10 +12,12 @@ import { LIMITS } from "../../contract/limits.ts";
 import { checkServiceUrl } from "../../contract/urls.ts";
 import {
   Identity,
+  EmbedResponse,
   ImageFeaturesResponse,
   RUNTIME_PATHS,
   ScoreResponse,
   TokenizeResponse,
+  type EmbedRequest,
   type ImageFeaturesCall,
   type ScoreRequest,
   type TokenizeRequest,
@@ -27,6 +29,8 @@ export interface RuntimeClient {
   identity(signal?: AbortSignal): Promise<Identity>;
   tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse>;
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse>;
+  /** The text's sentence embedding (a runtime with a sentence encoder: Identity `encoder`). */
+  embed(request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResponse>;
 }
 
 /** An image runtime's calls. */
@@ -74,6 +78,10 @@ export class HttpRuntimeClient implements RuntimeClient, ImageRuntimeClient {
     return this.call(RUNTIME_PATHS.score, request, ScoreResponse, signal);
   }
 
+  embed(request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResponse> {
+    return this.call(RUNTIME_PATHS.embed, request, EmbedResponse, signal);
+  }
+
   imageFeatures(request: ImageFeaturesCall, signal?: AbortSignal): Promise<ImageFeaturesResponse> {
     return this.call(RUNTIME_PATHS.imageFeatures, request, ImageFeaturesResponse, signal);
   }
@@ -106,12 +114,13 @@ export class HttpRuntimeClient implements RuntimeClient, ImageRuntimeClient {
   }
 }
 
-/** `inner`, adding the time of each call to `timings` under its name (identity, tokenize, score). */
+/** `inner`, adding the time of each call to `timings` under its name (identity, tokenize, score, embed). */
 export function timedClient(inner: RuntimeClient, timings: Timings): RuntimeClient {
   return {
     identity: (signal) => timings.time("identity", () => inner.identity(signal)),
     tokenize: (request, signal) => timings.time("tokenize", () => inner.tokenize(request, signal)),
     score: (request, signal) => timings.time("score", () => inner.score(request, signal)),
+    embed: (request, signal) => timings.time("embed", () => inner.embed(request, signal)),
   };
 }
 

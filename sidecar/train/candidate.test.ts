@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Questions } from "../../contract/decision.ts";
 import { EvaluationReport } from "../../contract/trainings.ts";
 import type { ReadExample } from "../../server-shared/jobs/trainings.ts";
+import { TrainedHeads } from "../../server-shared/trained.ts";
 import { seededRandom } from "../../test/support/random.ts";
 import { adviceFor, candidateOf, CURVE_FRACTIONS } from "./candidate.ts";
 import { flattenReads } from "./features.ts";
@@ -9,24 +10,30 @@ import { flattenReads } from "./features.ts";
 const WIDTH = 12;
 const TASK = Questions.parse({ q: { type: "noul", instructions: "Is it group A?" } });
 
+const ENCODER = "e".repeat(64);
+
 /**
  * Text examples as the store returns them: every block of one question's pass, a weak zero-shot
- * answer, and a truth that the pooled block carries with `signal` (the answer block is noise).
+ * answer, and a truth that the pooled block carries with `signal` (the answer block is noise); or,
+ * with `in: "embedding"`, that only the sentence embedding carries.
  */
-function examples(n: number, signal: number, seed: number): ReadExample[] {
+function examples(n: number, signal: number, seed: number, options: { in: "pooled" | "embedding" } = { in: "pooled" }): ReadExample[] {
   const random = seededRandom(seed);
   return Array.from({ length: n }, (_, i) => {
     const truth = i % 2;
     const direction = truth === 0 ? 1 : -1;
+    const carries = (block: "pooled" | "embedding", j: number) => (options.in === block && j < 3 ? direction * signal : 0) + random() - 0.5;
     const features = flattenReads([
       {
         answer_state: Array.from({ length: WIDTH }, () => random() - 0.5),
-        pooled_state: Array.from({ length: WIDTH }, (_, j) => (j < 3 ? direction * signal : 0) + random() - 0.5),
+        pooled_state: Array.from({ length: WIDTH }, (_, j) => carries("pooled", j)),
         label_logprobs: [Math.log(0.5), Math.log(0.5)],
+        sentence_embedding: [],
       },
     ]);
+    const embedding = { encoder: ENCODER, values: Array.from({ length: 8 }, (_, j) => carries("embedding", j)) };
     const yes = 0.5 + (random() - 0.5) * 0.2;
-    return { line: i + 1, customId: `e-${i}`, state: "{}", outcomes: [truth], heldOut: true, assetId: null, features, zeroShot: [[yes, 1 - yes]] };
+    return { line: i + 1, customId: `e-${i}`, state: "{}", outcomes: [truth], heldOut: true, assetId: null, features, embedding, zeroShot: [[yes, 1 - yes]] };
   });
 }
 
@@ -46,6 +53,21 @@ describe("candidateOf (k-fold over every example)", () => {
     expect(candidate.curve.map((p) => p.examples)).toEqual(CURVE_FRACTIONS.map((f) => Math.round(f * 120)));
     expect(candidate.curve.at(-1)!.questions[0]!.candidate).toBeGreaterThan(candidate.curve.at(-1)!.questions[0]!.zero_shot + 0.2);
     expect(() => EvaluationReport.shape.learning_curve.parse(candidate.curve)).not.toThrow();
+  });
+
+  it("reads the sentence embedding where it carries the answer, naming its encoder; and never when the examples' embeddings are not all one encoder's", () => {
+    const read = examples(120, 0.6, 8, { in: "embedding" });
+    const candidate = candidateOf(TASK, "text", read, { seed: "job-8", nested: true })!;
+    expect(candidate.evaluations[0]!.passed).toBe(true);
+    expect(candidate.heads.questions[0]).toMatchObject({ inputs: expect.arrayContaining(["sentence_embedding"]), encoder: ENCODER });
+    expect(() => TrainedHeads.parse(candidate.heads)).not.toThrow();
+
+    for (const mixed of [read.map((e, i) => (i === 7 ? { ...e, embedding: null } : e)), read.map((e, i) => (i === 7 ? { ...e, embedding: { ...e.embedding!, encoder: "f".repeat(64) } } : e))]) {
+      const without = candidateOf(TASK, "text", mixed, { seed: "job-8", nested: true })!;
+      expect(without.heads.questions[0]!.inputs).not.toContain("sentence_embedding");
+      expect(without.heads.questions[0]!.encoder).toBeUndefined();
+      expect(without.evaluations[0]!.passed).toBe(false);
+    }
   });
 
   it("rejects the same sentence labelled both ways: a head that memorises one twin is wrong on the other, and calibration does not turn that around", () => {

@@ -57,12 +57,16 @@ export function candidateOf(task: Questions, modality: "text" | "image", example
   const truthOf = (q: number) => evaluated.map((i) => examples[i]!.outcomes[q]!);
   if (modality === "image") return imageCandidate(questions[0]!, outcomes[0]!, examples, folds, evaluated, truthOf(0), options.seed);
 
-  const reads = examples.map((e) => splitReads(e.features, outcomes));
+  // The sentence embedding is an input only when every example has one, from one encoder.
+  const encoders = new Set(examples.map((e) => e.embedding?.encoder ?? null));
+  const encoder = encoders.size === 1 ? [...encoders][0]! : null;
+  const reads = examples.map((e) => splitReads(e.features, outcomes, encoder ? e.embedding!.values : null));
+  const named = (params: HeadParams): HeadParams => (params.inputs?.includes("sentence_embedding") ? { ...params, encoder: encoder! } : params);
   const heads: HeadParams[] = [];
   const evaluations = questions.map(([id, question], q) => {
     const y = examples.map((e) => e.outcomes[q]!);
     const readsOf = (idx: readonly number[]) => idx.map((i) => reads[i]![q]!);
-    const served = chooseHead(readsOf(examples.map((_, i) => i)), y, outcomes[q]!).params;
+    const served = named(chooseHead(readsOf(examples.map((_, i) => i)), y, outcomes[q]!).params);
     heads.push(served);
     const fit = (training: number[]): HeadParams =>
       options.nested

@@ -244,13 +244,16 @@ export function trainHead(X: readonly (readonly number[])[], y: readonly number[
 /**
  * The inputs a text head may read, tried in this order: each set's head is fitted as trainHead fits
  * one, and the set whose best cross-validated log loss is lowest is kept (ties to the earlier, the
- * cheaper). Four fits of trainHead per question: the cost bound of a job's choice.
+ * cheaper). A set with a block the examples lack (no sentence embedding: the runtime has no encoder)
+ * is skipped. At most six fits of trainHead per question: the cost bound of a job's choice.
  */
 export const INPUT_SETS: readonly (readonly FeatureBlock[])[] = [
   ["answer_state"],
   ["pooled_state"],
   ["answer_state", "pooled_state"],
   ["answer_state", "pooled_state", "label_logprobs"],
+  ["answer_state", "sentence_embedding"],
+  ["answer_state", "pooled_state", "label_logprobs", "sentence_embedding"],
 ];
 
 export interface ChosenHead extends TrainedHead {
@@ -258,12 +261,12 @@ export interface ChosenHead extends TrainedHead {
   byInputs: { inputs: readonly FeatureBlock[]; cvLogLoss: number }[];
 }
 
-/** A head on the input set cross-validation prefers (INPUT_SETS), its `params.inputs` naming it. */
+/** A head on the input set cross-validation prefers (INPUT_SETS), its `params.inputs` naming it (a caller adds `encoder` where they name the embedding). */
 export function chooseHead(reads: readonly QuestionRead[], y: readonly number[], classes: number, sets = INPUT_SETS): ChosenHead {
   let best: TrainedHead | null = null;
   let bestLoss = Infinity;
   const byInputs: ChosenHead["byInputs"] = [];
-  for (const inputs of sets) {
+  for (const inputs of sets.filter((set) => set.every((block) => reads[0]![block].length > 0))) {
     const head = trainHead(reads.map((r) => headInput(r, inputs)), y, classes);
     const cvLogLoss = Math.min(...head.cv);
     byInputs.push({ inputs, cvLogLoss });

@@ -186,7 +186,10 @@ export class TrainingWorker {
     const entry = claim.row.base_release && (await servedRelease(this.deps.pool, this.deps.selfUrl, claim.row.base_release));
     if (!entry) return null;
     const release = await verifiedRelease(entry, { id: entry.id, fingerprint: entry.fingerprint });
-    return { entry, release, client: runtimeClientFor(entry, this.deps.secrets), modality: entry.modality };
+    const client = runtimeClientFor(entry, this.deps.secrets);
+    // A text runtime with a sentence encoder: each example's state is embedded too (features.ts).
+    const encoder = entry.modality === "text" && (await client.identity()).encoder !== undefined;
+    return { entry, release, client, modality: entry.modality, encoder };
   }
 
   private async validate(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
@@ -242,12 +245,12 @@ export class TrainingWorker {
   }
 
   /** The backbone's features of a training image: its canonical PNG read by the image runtime through a grant. */
-  private async imageFeatures(claim: TrainingClaim, base: Base, assetId: string, signal: AbortSignal): Promise<{ features: number[] }> {
+  private async imageFeatures(claim: TrainingClaim, base: Base, assetId: string, signal: AbortSignal): Promise<{ features: number[]; embedding: null }> {
     const canonical = await this.assets.canonical(assetId, claim.row.account_id);
     if (!canonical) throw new Error(`training ${claim.id}: its image ${assetId} is gone`);
     const grant = await readGrant(this.deps.edge, canonical.object, signal);
     const call = { image: { url: grant.url, headers: grant.headers }, bytes: canonical.bytes, sha256: canonical.sha256 };
-    return readImageFeatures(base.client, runtimeOf(base.release), call, signal);
+    return { ...(await readImageFeatures(base.client, runtimeOf(base.release), call, signal)), embedding: null };
   }
 
   /** Runs the next example, or fits and evaluates the candidate once every example is read. */
@@ -268,12 +271,12 @@ export class TrainingWorker {
     const assetId = example.assetId;
     const features = assetId
       ? await this.inBulkLane(claim, signal, () => this.imageFeatures(claim, base, assetId, signal))
-      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.client, base.release, request, signal));
+      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.client, base.release, request, signal, base.encoder));
     const zeroShot =
       features && example.heldOut && !assetId ? await this.inBulkLane(claim, signal, () => executeDecision(base.client, base.release, request, signal)) : null;
     if (!features || (example.heldOut && !assetId && !zeroShot)) return;
     signal.throwIfAborted();
-    const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers));
+    const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers), features.embedding);
     // At each quarter of the examples read (the last excepted: the report follows), the current
     // cross-validated figures (the inputs fixed, so at a quarter of the final evaluation's cost).
     const total = claim.row.total_examples;
@@ -391,6 +394,8 @@ interface Base {
   release: Release;
   client: RuntimeClient & ImageRuntimeClient;
   modality: Modality;
+  /** The runtime has a sentence encoder (Identity `encoder`). */
+  encoder: boolean;
 }
 
 /** A file whose examples are not what the base reads (images for a text model, or text for an image backbone), as the job's error. */

@@ -499,7 +499,7 @@ class TrainingMethod(_Model, frozen=True):
     """A head per question on the base's hidden state, or an image model's one head on the backbone's pooled features."""
     features: int
     regularisation: list[float]
-    inputs: list[list[Literal["answer_state", "pooled_state", "label_logprobs"]]] | None = None
+    inputs: list[list[Literal["answer_state", "pooled_state", "label_logprobs", "sentence_embedding"]]] | None = None
     """A text model's inputs per question, as cross-validation chose them; None for an image model."""
 
 

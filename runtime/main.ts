@@ -14,9 +14,10 @@
  *   RUNTIME_HOST, RUNTIME_PORT    where to listen (default host 127.0.0.1; port required, 0 picks one)
  *   RUNTIME_MAX_TOKENS_PER_PASS   longest pass evaluated (default LIMITS.tokensPerPass)
  *   RUNTIME_THREADS               CPU threads for evaluation (default 2)
- *   RUNTIME_GPU                   unset or "auto": the GPU build of the engine where a GPU is present, the
- *                                 CPU build otherwise; "false" forces the CPU build; "cuda", "vulkan" or
- *                                 "metal" insist on one (no fallback). The identity's `engine` says which runs.
+ *   RUNTIME_GPU                   unset or "auto": the first of the CUDA and Vulkan builds that evaluates a
+ *                                 pass in a probe process of its own (gpu-probe.ts), else the CPU build;
+ *                                 "false" forces the CPU build; "cuda", "vulkan" or "metal" insist on one (no
+ *                                 probe, no fallback). The identity's `engine` says which runs, and why not the others.
  *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
  *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
  *                                 within about 1e-3, about 45 ms slower a pass on a CPU; benchmarks' baseline only)
@@ -34,6 +35,7 @@ import { cachedSha256 } from "../server-shared/digest.ts";
 import { createHash } from "node:crypto";
 import { basename } from "node:path";
 import { Engine, type EngineOptions } from "./engine.ts";
+import { chooseGpu } from "./gpu-probe.ts";
 import { encoderTokenizerPath, SentenceEncoder } from "./text-encoder.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
 import { serveRuntime } from "./serve.ts";
@@ -83,8 +85,11 @@ async function main(): Promise<void> {
     renderingVersion: RENDERING_VERSION,
   });
 
+  // "auto": each GPU build proven by a pass in a child process first (gpu-probe.ts), so that a build
+  // that aborts the process takes down a probe, never the runtime.
+  const choice = engineOptions.gpu === "auto" ? await chooseGpu({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
   const started = performance.now();
-  const engine = await Engine.load(engineOptions);
+  const engine = await Engine.load({ ...engineOptions, gpu: choice ? choice.gpu : engineOptions.gpu });
   console.error(`runtime: loaded ${modelPath}${adapterPath ? ` with adapter ${adapterPath}` : ""} in ${Math.round(performance.now() - started)} ms`);
 
   const encoder = settings.RUNTIME_ENCODER_PATH ? await loadEncoder(settings.RUNTIME_ENCODER_PATH, settings.RUNTIME_THREADS) : null;
@@ -94,7 +99,7 @@ async function main(): Promise<void> {
     rendering_version: RENDERING_VERSION,
     modalities: ["text"],
     max_tokens_per_pass: engine.maxTokensPerPass,
-    engine: engine.description,
+    engine: choice && choice.tried.length > 0 ? `${engine.description}, after ${choice.tried.map((t) => `${t.build}: ${t.why}`).join("; ")}` : engine.description,
     ...(encoder ? { encoder: encoder.identity } : {}),
   });
   const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted, encoder?.encoder);

@@ -170,7 +170,8 @@ async function healthLinks(deps: SidecarDeps): Promise<LinkStatus[]> {
         // The row checked as a decision would check it, then the runtime's own report of its identity.
         const release = await verifiedRelease(entry, entry);
         const identity = await verifiedClient(runtimeClientFor(entry, deps.secrets), runtimeOf(release)).identity(AbortSignal.timeout(2500));
-        return `${identity.release_id} fingerprint ${identity.fingerprint.slice(0, 12)}`;
+        // The engine build that serves, and why not the others (runtime/gpu-probe.ts), for operators.
+        return `${identity.release_id} fingerprint ${identity.fingerprint.slice(0, 12)}, engine ${identity.engine}`;
       }),
     ),
   );

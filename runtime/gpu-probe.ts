@@ -1,0 +1,102 @@
+/**
+ * Which engine build a runtime with `RUNTIME_GPU=auto` serves with (issue 37: no crash loop, ever).
+ * A GPU build can load and then abort the whole process at its first pass (node-llama-cpp 3.22.1's
+ * prebuilt CUDA build on an H100 with a CUDA 13.0 driver: its sm_90 code is PTX the driver cannot
+ * compile), which no try/catch survives. So each GPU build is proven first in a child process of its
+ * own that loads the model and evaluates a real pass; the first whose child succeeds is the one the
+ * runtime loads. The order: CUDA, then Vulkan, then the CPU build, which needs no proof (it is the
+ * last resort, and the runtime's own warm-up pass is its proof).
+ *
+ *     const { gpu, tried } = await chooseGpu({ modelPath, threads: 2 }, log);
+ *     // gpu: "cuda" | "vulkan" | false; tried: why each build before it was passed over
+ *
+ * The child is this file run as a script: `bun runtime/gpu-probe.ts <build>` with RUNTIME_MODEL_PATH
+ * and RUNTIME_THREADS. It exits 0 after one pass, 3 when the build or a device for it is not here.
+ * `RUNTIME_PROBE_FAKE_ABORT` (a comma list of builds) is a fault for tests only: the child for a
+ * listed build aborts as that H100's CUDA build did, since this machine has no such build to abort.
+ */
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { getLlama, type LlamaGpuType } from "node-llama-cpp";
+
+/** The GPU builds tried, in order, before the CPU build. */
+export const GPU_ORDER = ["cuda", "vulkan"] as const;
+/** How long a probe may take: loading the model on the device and one pass. */
+export const PROBE_TIMEOUT_MS = 120_000;
+/** A probe's exit code when its build, or a device for it, is not on this host. */
+const NOT_HERE = 3;
+
+export interface GpuChoice {
+  gpu: (typeof GPU_ORDER)[number] | false;
+  /** Each build passed over before the chosen one, and why, in order. */
+  tried: { build: string; why: string }[];
+}
+
+export async function chooseGpu(options: { modelPath: string; threads: number }, log: (line: string) => void): Promise<GpuChoice> {
+  const tried: GpuChoice["tried"] = [];
+  for (const build of GPU_ORDER) {
+    const why = await probe(build, options);
+    if (why === null) {
+      log(`runtime: the ${build} build evaluated its probe pass; serving with it`);
+      return { gpu: build, tried };
+    }
+    log(`runtime: not the ${build} build: ${why}`);
+    tried.push({ build, why });
+  }
+  log("runtime: serving with the CPU build");
+  return { gpu: false, tried };
+}
+
+/** null when `build` evaluated a pass in a child process; otherwise why not. */
+function probe(build: string, options: { modelPath: string; threads: number }): Promise<string | null> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), build], {
+      env: { ...process.env, RUNTIME_MODEL_PATH: options.modelPath, RUNTIME_THREADS: String(options.threads) },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString("utf8")).slice(-2000)));
+    const timer = setTimeout(() => child.kill("SIGKILL"), PROBE_TIMEOUT_MS);
+    child.on("error", (err) => {
+      clearTimeout(timer);
+      resolve(`its probe could not start: ${err.message}`);
+    });
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      const last = stderr.trim().split("\n").at(-1) ?? "";
+      if (code === 0) resolve(null);
+      else if (code === NOT_HERE) resolve(last || "not available on this host");
+      else if (signal === "SIGKILL") resolve(`its probe pass did not finish within ${PROBE_TIMEOUT_MS / 1000} s`);
+      else resolve(`its probe pass ${signal ? `was killed by ${signal}` : `exited with ${code}`}${last ? `: ${last.slice(0, 300)}` : ""}`);
+    });
+  });
+}
+
+/** The child: load the model with `build` and evaluate one short pass. */
+async function probeMain(build: LlamaGpuType): Promise<void> {
+  if ((process.env.RUNTIME_PROBE_FAKE_ABORT ?? "").split(",").includes(String(build))) {
+    console.error(`fake abort of the ${build} build (RUNTIME_PROBE_FAKE_ABORT, a test's fault)`);
+    process.abort();
+  }
+  const llama = await getLlama({ gpu: build, build: "never", progressLogs: false }).catch((err: unknown) => {
+    console.error(`no ${build} build or device here (${err instanceof Error ? err.message.split("\n")[0] : String(err)})`);
+    process.exit(NOT_HERE);
+  });
+  if (llama.gpu !== build) {
+    console.error(`no ${build} build or device here (node-llama-cpp loaded the ${llama.gpu || "cpu"} build)`);
+    process.exit(NOT_HERE);
+  }
+  const model = await llama.loadModel({ modelPath: process.env.RUNTIME_MODEL_PATH! });
+  const context = await model.createContext({ contextSize: 256, threads: Number(process.env.RUNTIME_THREADS) || 2 });
+  const tokens = model.tokenize("Is this a probe? Yes");
+  // A pass whose logits are read: where a build's kernels fail, they fail here.
+  await context.getSequence().controlledEvaluate([...tokens.slice(0, -1), [tokens.at(-1)!, { generateNext: { probabilities: true } }]]);
+  process.exit(0);
+}
+
+if (import.meta.main) {
+  probeMain(process.argv[2] as LlamaGpuType).catch((err: unknown) => {
+    console.error(`the probe failed: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  });
+}

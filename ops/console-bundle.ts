@@ -36,16 +36,24 @@ export async function buildConsole(outdir = CONSOLE_ASSETS_DIR): Promise<{ files
   });
   if (!result.success) throw new Error(`the console did not build:\n${result.logs.map(String).join("\n")}`);
   writeFileSync(join(aside, CONSOLE_STYLE_HASHES_FILE), JSON.stringify(inlineStyleHashes(aside)));
-  rmSync(outdir, { recursive: true, force: true });
-  renameSync(aside, outdir);
-  const files = readdirSync(outdir);
+  // Measured aside: once renamed, a build running beside this one may replace the folder.
+  const files = readdirSync(aside);
   let bytes = 0;
   let gzipBytes = 0;
   for (const file of files) {
-    const path = join(outdir, file);
+    const path = join(aside, file);
     if (!statSync(path).isFile()) continue;
     bytes += statSync(path).size;
     gzipBytes += gzipSync(readFileSync(path)).length;
+  }
+  rmSync(outdir, { recursive: true, force: true });
+  try {
+    renameSync(aside, outdir);
+  } catch (err) {
+    // Another build of the same checkout put its folder in place in between: the same files.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ENOTEMPTY" && code !== "EEXIST") throw err;
+    rmSync(aside, { recursive: true, force: true });
   }
   return { files, bytes, gzipBytes };
 }

@@ -201,6 +201,16 @@ describe("reliabilitySvg", () => {
   const before = reliabilityBins([0.95, 0.95, 0.95, 0.95, 0.55, 0.55], [true, false, true, false, true, false]);
   const after = reliabilityBins([0.55, 0.55, 0.55, 0.55, 0.45, 0.45], [true, false, true, true, false, true]);
 
+  it("sets a long title (a trained model's id) small enough to fit its width, a short one at 15", () => {
+    const fontOf = (svg: string) => Number(/<text [^>]*y="28"[^>]*font-size="(\d+)"/.exec(svg)![1]);
+    expect(fontOf(reliabilitySvg("noul, release r1", [{ name: "s", bins: before }]))).toBe(15);
+    const long = "Reliability of ft:svc-shared:9ae9b90c01d743b1a9fb5d4949154db4 (cross-validated)";
+    const size = fontOf(reliabilitySvg(long, [{ name: "s", bins: before }]));
+    // At most 0.6 of the size per character (sans-serif's widest lowercase and digits are about 0.55), inside 540 less margins.
+    expect(size * 0.6 * long.length).toBeLessThanOrEqual(540 - 20);
+    expect(size).toBeGreaterThanOrEqual(8);
+  });
+
   it("draws a self-contained diagram: axes, dashed diagonal, one line per series, a legend", () => {
     const svg = reliabilitySvg("noul, release r1", [
       { name: "before", bins: before },

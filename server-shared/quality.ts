@@ -131,7 +131,7 @@ export function reliabilitySvg(title: string, series: readonly { name: string; b
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${HEIGHT}" fill="#ffffff"/>`,
-    `<text x="${WIDTH / 2}" y="28" text-anchor="middle" font-size="15">${escapeXml(title)}</text>`,
+    `<text x="${WIDTH / 2}" y="28" text-anchor="middle" font-size="${titleFontSize(title)}">${escapeXml(title)}</text>`,
     `<rect x="${x(0)}" y="${y(1)}" width="${PLOT.size}" height="${PLOT.size}" fill="none" stroke="#000000"/>`,
     `<line x1="${x(0)}" y1="${y(0)}" x2="${x(1)}" y2="${y(1)}" stroke="#aaaaaa" stroke-dasharray="5,4"/>`,
   ];
@@ -165,6 +165,14 @@ export function reliabilitySvg(title: string, series: readonly { name: string; b
   });
   out.push("</svg>");
   return out.join("\n");
+}
+
+/**
+ * The title's font size: 15, or smaller so that a long title (a trained model's id) fits the width,
+ * taking a character of sans-serif as about 0.6 of the size (no font metrics in an SVG string).
+ */
+export function titleFontSize(title: string): number {
+  return Math.max(8, Math.min(15, Math.floor((WIDTH - 20) / (0.6 * Math.max(1, [...title].length)))));
 }
 
 /**

@@ -132,8 +132,8 @@ function NewTraining({ onCreated }: { onCreated(id: string): void }) {
 
 /**
  * What the report adds for deciding what to do next: each question's intervals, precision and recall
- * per answer with the confusion matrix, and the learning curve (still rising at the end: more
- * examples would likely help).
+ * per answer with the confusion matrix, and the learning curve (its advice, above, says whether
+ * more examples would likely help).
  */
 function ReportDetail({ id }: { id: string }) {
   const { session } = useConsole();
@@ -204,7 +204,7 @@ function ReportDetail({ id }: { id: string }) {
       {curve.length > 0 && (
         <>
           <Heading as="h4" size="2">
-            Learning curve: still rising at the end, more examples would likely help
+            Learning curve: the cross-validated figure on the first examples
           </Heading>
           <Table.Root size="1">
             <caption className="visually-hidden">Learning curve</caption>

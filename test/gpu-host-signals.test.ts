@@ -171,9 +171,12 @@ describe("SIGHUP: secrets rotated without a restart", () => {
 
 describe("SIGTERM: the sidecar drains", () => {
   it("answers the call it has taken, commits the bulk step in flight, renews no lease, and releases its batch", async () => {
-    // Records of three questions (six passes), so that a step lasts long enough to be renewed often.
+    // Records of three questions over a long state of their own, so that a step lasts long enough to
+    // be renewed often and to be still in flight at the signal below (a short state shared by every
+    // record was kept evaluated, and a step could end within the 100 ms the real-time call is given).
     const questions = { a: { type: "noul", instructions: "Is this about money?" }, b: { type: "noul", instructions: "Is it urgent?" }, c: { type: "noul", instructions: "Is it a bug?" } };
-    const batchId = await submitted(account, lines(Array.from({ length: 12 }, (_, i) => ({ custom_id: `r${i}`, body: { model: RELEASE, state: ticket.state, questions } }))));
+    const state = (i: number) => `${ticket.state} ${"The customer wrote again about the same charge on the card. ".repeat(25)}(message ${i})`;
+    const batchId = await submitted(account, lines(Array.from({ length: 12 }, (_, i) => ({ custom_id: `r${i}`, body: { model: RELEASE, state: state(i), questions } }))));
     const committed = async () => Number((await query<{ n: string }>("SELECT count(*) AS n FROM batch_results WHERE batch_id = $1", [batchId]))[0]!.n);
     // The signal comes right after a commit, when the next step has just begun.
     for (let waited = 0, first = -1; ; waited += 10) {

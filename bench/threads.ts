@@ -15,7 +15,7 @@ const threads = Number(process.env.RUNTIME_THREADS ?? 2);
 const rounds = Number(process.env.ROUNDS ?? 4);
 const perRound = 5;
 
-const engine = await Engine.load({ modelPath: (await ensureModel()).path, adapterPath: null, maxTokensPerPass: 4096, threads, gpu: false });
+const engine = await Engine.load({ modelPath: (await ensureModel()).path, adapterPath: null, maxTokensPerPass: 4096, threads, build: "cpu" });
 const text = `State:\n${"The customer writes that the app crashes on start and asks for a refund of the double charge. ".repeat(8)}\nQuestion: Does the customer ask for money back?\nAnswer:`;
 const label = engine.tokenize(" Yes", false).tokens[0]!;
 const tokens = engine.tokenize(text, false).tokens.length;

@@ -25,33 +25,30 @@
  * changed with this rule. The KV cache is full-size for sliding-window layers too (`swaFullCache`),
  * so that erasing a rest never costs re-evaluating the prefix.
  *
- *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, gpu: false });
+ *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, build: "cpu" });
  *     const { promptTokens, logprobs } = await engine.score(prompt, [yesToken, noToken]);
  *     const { hiddenState } = await engine.score(prompt, [yesToken, noToken], { hiddenState: true });
  */
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import {
-  getLlama,
   type ControlledEvaluateInputItem,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
-  type LlamaGpuType,
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LOGPROB_FLOOR, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import type { Segment } from "../server-shared/runtime-protocol.ts";
+import { describeBuild, engineVersion, loadLlama, type EngineBuild } from "./engine-build.ts";
 
 export interface EngineOptions {
   modelPath: string;
   adapterPath: string | null;
   maxTokensPerPass: number;
   threads: number;
-  /** "auto": the GPU build where a GPU is present (CUDA, else Vulkan), the CPU build otherwise; `false`: always the CPU build. */
-  gpu: "auto" | LlamaGpuType;
+  /** The llama.cpp build to load (engine-build.ts); nothing else is tried. */
+  build: EngineBuild;
   /**
    * How a pass reads its labels: "labels" (the label logits and the normaliser, `readLabels`) or
    * "distribution" (the whole probability map, as every pass did until issue 26: the benchmarks'
@@ -118,9 +115,8 @@ export class Engine implements ScoringEngine {
   ) {}
 
   static async load(options: EngineOptions): Promise<Engine> {
-    // build: "never": a runtime uses the prebuilt binaries that the package install brought, and
-    // fails fast rather than compiling llama.cpp on a production host.
-    const llama = await getLlama({ gpu: options.gpu, build: "never", progressLogs: false });
+    // Never compiles: a runtime uses a build the install brought or `npm run build:engine` made.
+    const llama = await loadLlama(options.build);
     const model = await llama.loadModel({ modelPath: options.modelPath });
     const contextOptions: ContextOptions = {
       contextSize: options.maxTokensPerPass,
@@ -135,9 +131,9 @@ export class Engine implements ScoringEngine {
     // size, which node-llama-cpp does not expose otherwise.
     const warmup = await evaluateForProbabilities(sequence, [model.tokens.bos ?? (0 as Token)]);
     await sequence.clearHistory();
-    // Which build runs, and on what: "(cpu build)" or e.g. "(cuda build: NVIDIA H100 80GB HBM3)".
+    // Which build runs, and on what: "cpu (prebuilt)" or e.g. "cuda (local build, sm_90) on NVIDIA H100 80GB HBM3".
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
-    const description = `node-llama-cpp ${packageVersion()} (${llama.gpu || "cpu"} build${devices.length > 0 ? `: ${devices.join(", ")}` : ""})`;
+    const description = `node-llama-cpp ${engineVersion()}, ${describeBuild(llama)}${devices.length > 0 ? ` on ${devices.join(", ")}` : ""}`;
     const reader = READERS[options.readout ?? "labels"];
     return new Engine(llama, model, context, new PrefixSequence(sequence, reader), contextOptions, options.maxTokensPerPass, warmup.size, description, reader);
   }
@@ -424,7 +420,3 @@ async function readDistribution(sequence: LlamaContextSequence, tokens: readonly
 type Reader = (sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
 const READERS: Record<Readout, Reader> = { labels: readLabels, distribution: readDistribution };
 
-function packageVersion(): string {
-  const manifest = new URL("../package.json", import.meta.resolve("node-llama-cpp"));
-  return (JSON.parse(readFileSync(fileURLToPath(manifest), "utf8")) as { version: string }).version;
-}

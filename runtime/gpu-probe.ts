@@ -4,11 +4,12 @@
  * prebuilt CUDA build on an H100 with a CUDA 13.0 driver: its sm_90 code is PTX the driver cannot
  * compile), which no try/catch survives. So each GPU build is proven first in a child process of its
  * own that loads the model and evaluates a real pass; the first whose child succeeds is the one the
- * runtime loads. The order: CUDA, then Vulkan, then the CPU build, which needs no proof (it is the
- * last resort, and the runtime's own warm-up pass is its proof).
+ * runtime loads. The order (engine-build.ts GPU_BUILDS): the local CUDA build (`npm run build:engine`),
+ * the prebuilt CUDA build, the prebuilt Vulkan build, then the CPU build, which needs no proof (it is
+ * the last resort, and the runtime's own warm-up pass is its proof).
  *
- *     const { gpu, tried } = await chooseGpu({ modelPath, threads: 2 }, log);
- *     // gpu: "cuda" | "vulkan" | false; tried: why each build before it was passed over
+ *     const { build, tried } = await chooseBuild({ modelPath, threads: 2 }, log);
+ *     // build: "cuda-local" | "cuda" | "vulkan" | "cpu"; tried: why each build before it was passed over
  *
  * The child is this file run as a script: `bun runtime/gpu-probe.ts <build>` with RUNTIME_MODEL_PATH
  * and RUNTIME_THREADS. It exits 0 after one pass, 3 when the build or a device for it is not here.
@@ -17,34 +18,32 @@
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { getLlama, type LlamaGpuType } from "node-llama-cpp";
+import { GPU_BUILDS, loadLlama, type EngineBuild, type GpuBuild } from "./engine-build.ts";
 
-/** The GPU builds tried, in order, before the CPU build. */
-export const GPU_ORDER = ["cuda", "vulkan"] as const;
 /** How long a probe may take: loading the model on the device and one pass. */
 export const PROBE_TIMEOUT_MS = 120_000;
 /** A probe's exit code when its build, or a device for it, is not on this host. */
 const NOT_HERE = 3;
 
-export interface GpuChoice {
-  gpu: (typeof GPU_ORDER)[number] | false;
+export interface BuildChoice {
+  build: GpuBuild | "cpu";
   /** Each build passed over before the chosen one, and why, in order. */
-  tried: { build: string; why: string }[];
+  tried: { build: GpuBuild; why: string }[];
 }
 
-export async function chooseGpu(options: { modelPath: string; threads: number }, log: (line: string) => void): Promise<GpuChoice> {
-  const tried: GpuChoice["tried"] = [];
-  for (const build of GPU_ORDER) {
+export async function chooseBuild(options: { modelPath: string; threads: number }, log: (line: string) => void): Promise<BuildChoice> {
+  const tried: BuildChoice["tried"] = [];
+  for (const build of GPU_BUILDS) {
     const why = await probe(build, options);
     if (why === null) {
       log(`runtime: the ${build} build evaluated its probe pass; serving with it`);
-      return { gpu: build, tried };
+      return { build, tried };
     }
     log(`runtime: not the ${build} build: ${why}`);
     tried.push({ build, why });
   }
   log("runtime: serving with the CPU build");
-  return { gpu: false, tried };
+  return { build: "cpu", tried };
 }
 
 /** null when `build` evaluated a pass in a child process; otherwise why not. */
@@ -73,19 +72,15 @@ function probe(build: string, options: { modelPath: string; threads: number }): 
 }
 
 /** The child: load the model with `build` and evaluate one short pass. */
-async function probeMain(build: LlamaGpuType): Promise<void> {
-  if ((process.env.RUNTIME_PROBE_FAKE_ABORT ?? "").split(",").includes(String(build))) {
+async function probeMain(build: EngineBuild): Promise<void> {
+  if ((process.env.RUNTIME_PROBE_FAKE_ABORT ?? "").split(",").includes(build)) {
     console.error(`fake abort of the ${build} build (RUNTIME_PROBE_FAKE_ABORT, a test's fault)`);
     process.abort();
   }
-  const llama = await getLlama({ gpu: build, build: "never", progressLogs: false }).catch((err: unknown) => {
+  const llama = await loadLlama(build).catch((err: unknown) => {
     console.error(`no ${build} build or device here (${err instanceof Error ? err.message.split("\n")[0] : String(err)})`);
     process.exit(NOT_HERE);
   });
-  if (llama.gpu !== build) {
-    console.error(`no ${build} build or device here (node-llama-cpp loaded the ${llama.gpu || "cpu"} build)`);
-    process.exit(NOT_HERE);
-  }
   const model = await llama.loadModel({ modelPath: process.env.RUNTIME_MODEL_PATH! });
   const context = await model.createContext({ contextSize: 256, threads: Number(process.env.RUNTIME_THREADS) || 2 });
   const tokens = model.tokenize("Is this a probe? Yes");
@@ -95,7 +90,7 @@ async function probeMain(build: LlamaGpuType): Promise<void> {
 }
 
 if (import.meta.main) {
-  probeMain(process.argv[2] as LlamaGpuType).catch((err: unknown) => {
+  probeMain(process.argv[2] as EngineBuild).catch((err: unknown) => {
     console.error(`the probe failed: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });

@@ -14,9 +14,10 @@
  *   RUNTIME_HOST, RUNTIME_PORT    where to listen (default host 127.0.0.1; port required, 0 picks one)
  *   RUNTIME_MAX_TOKENS_PER_PASS   longest pass evaluated (default LIMITS.tokensPerPass)
  *   RUNTIME_THREADS               CPU threads for evaluation (default 2)
- *   RUNTIME_GPU                   unset or "auto": the first of the CUDA and Vulkan builds that evaluates a
- *                                 pass in a probe process of its own (gpu-probe.ts), else the CPU build;
- *                                 "false" forces the CPU build; "cuda", "vulkan" or "metal" insist on one (no
+ *   RUNTIME_GPU                   unset or "auto": the first of the local CUDA build (npm run build:engine), the
+ *                                 prebuilt CUDA build and the Vulkan build that evaluates a pass in a probe process
+ *                                 of its own (gpu-probe.ts), else the CPU build; "false" forces the CPU build;
+ *                                 "cuda" (the local build where there is one), "vulkan" or "metal" insist on one (no
  *                                 probe, no fallback). The identity's `engine` says which runs, and why not the others.
  *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
  *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
@@ -35,8 +36,9 @@ import { cachedSha256 } from "../server-shared/digest.ts";
 import { createHash } from "node:crypto";
 import { basename } from "node:path";
 import { Engine, type EngineOptions } from "./engine.ts";
-import { chooseGpu } from "./gpu-probe.ts";
-import { encoderTokenizerPath, SentenceEncoder } from "./text-encoder.ts";
+import { localCudaBuild, type EngineBuild } from "./engine-build.ts";
+import { chooseBuild } from "./gpu-probe.ts";
+import type { SentenceEncoder } from "./text-encoder.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
 import { serveRuntime } from "./serve.ts";
 import { createRuntimeApp } from "./server.ts";
@@ -74,7 +76,7 @@ async function main(): Promise<void> {
     adapterPath: settings.RUNTIME_ADAPTER_PATH ?? null,
     maxTokensPerPass: settings.RUNTIME_MAX_TOKENS_PER_PASS,
     threads: settings.RUNTIME_THREADS,
-    gpu: settings.RUNTIME_GPU === "false" ? false : settings.RUNTIME_GPU,
+    build: insisted(settings.RUNTIME_GPU),
     readout: settings.RUNTIME_READOUT,
   };
   const { modelPath, adapterPath } = engineOptions;
@@ -87,9 +89,9 @@ async function main(): Promise<void> {
 
   // "auto": each GPU build proven by a pass in a child process first (gpu-probe.ts), so that a build
   // that aborts the process takes down a probe, never the runtime.
-  const choice = engineOptions.gpu === "auto" ? await chooseGpu({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
+  const choice = settings.RUNTIME_GPU === "auto" ? await chooseBuild({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
   const started = performance.now();
-  const engine = await Engine.load({ ...engineOptions, gpu: choice ? choice.gpu : engineOptions.gpu });
+  const engine = await Engine.load({ ...engineOptions, build: choice ? choice.build : engineOptions.build });
   console.error(`runtime: loaded ${modelPath}${adapterPath ? ` with adapter ${adapterPath}` : ""} in ${Math.round(performance.now() - started)} ms`);
 
   const encoder = settings.RUNTIME_ENCODER_PATH ? await loadEncoder(settings.RUNTIME_ENCODER_PATH, settings.RUNTIME_THREADS) : null;
@@ -106,8 +108,17 @@ async function main(): Promise<void> {
   serveRuntime({ label: "runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
 }
 
+/** The build a RUNTIME_GPU other than "auto" insists on ("auto" is decided by probes, in main). */
+function insisted(gpu: "false" | "auto" | "cuda" | "vulkan" | "metal"): EngineBuild {
+  if (gpu === "false" || gpu === "auto") return "cpu";
+  if (gpu === "cuda") return localCudaBuild() ? "cuda-local" : "cuda";
+  return gpu;
+}
+
 /** The sentence encoder at `modelPath` and its identity: its fingerprint hashes the ONNX file's and the vocabulary's SHA-256. */
 async function loadEncoder(modelPath: string, threads: number): Promise<{ encoder: SentenceEncoder; identity: NonNullable<Identity["encoder"]> }> {
+  // Imported only here: ONNX Runtime is loaded by runtimes that serve the encoder, no other.
+  const { encoderTokenizerPath, SentenceEncoder } = await import("./text-encoder.ts");
   const tokenizerPath = encoderTokenizerPath(modelPath);
   const encoder = await SentenceEncoder.load({ modelPath, tokenizerPath, threads });
   const digest = createHash("sha256").update(`${await cachedSha256(modelPath)}:${await cachedSha256(tokenizerPath)}`).digest("hex");

@@ -275,7 +275,7 @@ describe("ops/health-check.ts", () => {
     const outcome = healthCheck(["sidecar"], { SIDECAR_PORT: portOf(sidecarUrl), SIDECAR_SECRET: secrets.sidecar });
     expect(outcome.status, explain(outcome)).toBe(0);
     expect(outcome.stdout).toMatch(/^sidecar->postgres {2}ok {2}[\d.]+ ms {2}\d+ release\(s\) served here$/m);
-    expect(outcome.stdout).toMatch(new RegExp(`^sidecar->runtime ${literal(stack().releaseId)} {2}ok {2}[\\d.]+ ms {2}${literal(stack().releaseId)} fingerprint [0-9a-f]{12}, engine node-llama-cpp \\S+ \\((cpu|cuda|vulkan) build.*$`, "m"));
+    expect(outcome.stdout).toMatch(new RegExp(`^sidecar->runtime ${literal(stack().releaseId)} {2}ok {2}[\\d.]+ ms {2}${literal(stack().releaseId)} fingerprint [0-9a-f]{12}, engine node-llama-cpp \\S+, (cpu|cuda|vulkan) \\((prebuilt|local build).*$`, "m"));
     expectNoSecret(outcome, secrets.sidecar, secrets.runtime);
   });
 

@@ -75,13 +75,16 @@ describe("identity", () => {
     });
     // RUNTIME_GPU unset: the GPU build where a GPU is present, which this machine may lack.
     // RUNTIME_GPU unset is "auto": the builds passed over before the one that serves, and why, follow it.
-    expect(identity.engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+ \((cpu build|(cuda|vulkan) build: .+)\)(, after .+)?$/);
-    if (!hasGpuDevice()) expect(identity.engine).toMatch(/\(cpu build\), after cuda: .+; vulkan: .+$/);
+    expect(identity.engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+, (cpu \(prebuilt\)|(cuda|vulkan) \((prebuilt|local build[^)]*)\) on .+)(, after .+)?$/);
+    // The order: the local CUDA build (none is built here), the prebuilt CUDA build, Vulkan, then the CPU build.
+    if (!hasGpuDevice()) {
+      expect(identity.engine).toMatch(/, cpu \(prebuilt\), after cuda-local: no cuda-local build or device here \(no local CUDA build on this host \(npm run build:engine makes one\)\); cuda: .+; vulkan: .+$/);
+    }
     expect(main.ready).toEqual({ port: Number(new URL(main.url).port), release_id: identity.release_id, fingerprint });
   });
 
   it("runs the CPU build when told to (RUNTIME_GPU=false), and says so", async () => {
-    expect(Identity.parse(await call(altered, "GET", RUNTIME_PATHS.identity)).engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+ \(cpu build\)$/);
+    expect(Identity.parse(await call(altered, "GET", RUNTIME_PATHS.identity)).engine).toMatch(/^node-llama-cpp \d+\.\d+\.\d+, cpu \(prebuilt\)$/);
   });
 
   it("changes with any byte of the weights", async () => {
@@ -501,15 +504,19 @@ describe("choosing the engine build (RUNTIME_GPU=auto)", () => {
   it("survives a GPU build that aborts the process at its first pass: proven in a probe process, passed over, said in the identity and the log", async () => {
     // A fake: this machine has no GPU build that aborts, so the probe for each listed build aborts as
     // node-llama-cpp's CUDA build did on an H100 whose driver could not compile its code.
-    const aborting = await startRuntime({ name: "runtime-aborting-builds", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_PROBE_FAKE_ABORT: "cuda,vulkan" } });
+    const aborting = await startRuntime({ name: "runtime-aborting-builds", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_PROBE_FAKE_ABORT: "cuda-local,cuda,vulkan" } });
     try {
       const identity = Identity.parse(await call(aborting, "GET", RUNTIME_PATHS.identity));
-      expect(identity.engine).toMatch(/\(cpu build\), after cuda: its probe pass was killed by SIGABRT: .*; vulkan: its probe pass was killed by SIGABRT: /);
+      expect(identity.engine).toMatch(
+        /, cpu \(prebuilt\), after cuda-local: its probe pass was killed by SIGABRT: .*; cuda: its probe pass was killed by SIGABRT: .*; vulkan: its probe pass was killed by SIGABRT: /,
+      );
       expect(identity.fingerprint).toBe(main.ready.fingerprint);
       const response = await score(aborting, "<start_of_turn>user\nIs the sky blue?<end_of_turn>\n<start_of_turn>model\n", await labelTokens("Yes", "No"));
       expect(response.logprobs).toHaveLength(2);
       const log = await readFile(aborting.child.logPath, "utf8");
-      expect(log).toMatch(/runtime: not the cuda build: its probe pass was killed by SIGABRT[^\n]*\nruntime: not the vulkan build: [^\n]*\nruntime: serving with the CPU build\n/);
+      expect(log).toMatch(
+        /runtime: not the cuda-local build: its probe pass was killed by SIGABRT[^\n]*\nruntime: not the cuda build: its probe pass was killed by SIGABRT[^\n]*\nruntime: not the vulkan build: [^\n]*\nruntime: serving with the CPU build\n/,
+      );
     } finally {
       await aborting.child.stop();
     }
@@ -517,7 +524,7 @@ describe("choosing the engine build (RUNTIME_GPU=auto)", () => {
 
   it("insists on the build asked for, with no probe and no fallback", async () => {
     const log = await readFile(altered.child.logPath, "utf8");
-    expect(log).not.toMatch(/probe|not the (cuda|vulkan) build/);
+    expect(log).not.toMatch(/probe|not the (cuda-local|cuda|vulkan) build/);
   });
 });
 

@@ -95,7 +95,7 @@ describe("local stack", () => {
     }
     expect(body.links.at(-1)?.detail).toContain(stack.release.fingerprint.slice(0, 12));
     // Which engine build serves (runtime/gpu-probe.ts), and why not the others.
-    expect(body.links.at(-1)?.detail).toMatch(/, engine node-llama-cpp \d+\.\d+\.\d+ \((cpu|cuda|vulkan) build/);
+    expect(body.links.at(-1)?.detail).toMatch(/, engine node-llama-cpp \d+\.\d+\.\d+, (cpu|cuda|vulkan) \((prebuilt|local build)/);
     expect(requestId).toMatch(/^req_[0-9a-f]{32}$/);
   });
 

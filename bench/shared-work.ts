@@ -47,6 +47,16 @@
  *         shared against today, filed      3.13x, 3.30x              3.64x, 4.33x   (means; medians 3.01x, 3.58x and 3.69x, 4.53x)
  *     (b) today / shared, per request      28 / 21 ms                64 / 44 ms
  *
+ * The same H100 on 2026-11-27 with the engine built for it (npm run build:engine: the local CUDA build,
+ * sm_90, flash attention), the two builds one after the other in one session, RUNS=5, RUNTIME_THREADS=4:
+ *
+ *                                          local CUDA build          Vulkan build
+ *     (a) when filed / today / shared      357 / 291 / 108 ms        497 / 442 / 148 ms
+ *     (b) today / shared, per request      25 / 19 ms                30 / 24 ms
+ *
+ * The largest difference between the shared and today's probabilities was 0.20 on the CUDA build
+ * (0.010 on Vulkan, 0.056 on the 2-core CPU): its kernels move a split pass's numbers more.
+ *
  * Evaluated tokens are the same as on the 2-core CPU (1,693 = the bound; 1 pass a request after the
  * first in (b)). On the GPU a pass's fixed cost, not its tokens, is most of the time (5 passes of
  * 1,693 tokens take 143 ms, 10 of 8,013 take 447 ms), so there the passes saved count more than the

@@ -8,19 +8,26 @@
  * (its processes' user + system time); then the passes and time of a 255-option choice, and the
  * sidecar's resident memory. Requests go one at a time: the GPU lane is serial, so concurrency would
  * only measure queueing. Settings: RUNS (per path, default 30).
+ *
+ * Then the service's own time per decision (issue 37): a yes/no question on a state never seen before,
+ * NEW_STATES requests (default 40) through the edge interleaved with the same passes sent straight to
+ * the runtime, each on a state of its own; for each request, its wall time minus the time the runtime
+ * was busy evaluating it (the runtime's /v1/stats before and after). On a GPU a pass takes about 2 ms,
+ * so what the service adds must be small beside it (target: at most 3 ms at p50 through the edge).
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
-import { RUNTIME_PATHS, ScoreResponse, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { benchKey } from "./keys.ts";
 import { groupCpuMs } from "./load.ts";
 
 const runs = Number(process.env.RUNS ?? 30);
+const newStates = Number(process.env.NEW_STATES ?? 40);
 
 /** What each Server-Timing entry times. */
 const HOPS: Record<string, string> = {
@@ -37,10 +44,10 @@ const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
 chmodSync(dataDir, 0o711);
 const stack = await startStack({ dataDir, log: () => {} });
 
-function percentiles(samples: number[]): { p50: number; p99: number } {
+function percentiles(samples: number[]): { p50: number; p90: number; p99: number } {
   const sorted = [...samples].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-  return { p50: at(0.5), p99: at(0.99) };
+  return { p50: at(0.5), p90: at(0.9), p99: at(0.99) };
 }
 
 async function timed(n: number, run: () => Promise<void>): Promise<number[]> {
@@ -83,10 +90,11 @@ try {
     body: JSON.stringify({ texts: passes[0]!.labels.flat().map((text) => ({ text })) }),
   });
   const labelTokens = TokenizeResponse.parse(await tokenized.json()).results.map((result) => result.tokens[0]!);
-  /** The passes straight to the runtime; the tokens they evaluated. */
-  const direct = async () => {
+  /** The passes straight to the runtime (those of `request`, or of another state's); the tokens they evaluated. */
+  const direct = async (state: unknown = request.state) => {
     let tokens = 0;
-    for (const pass of passes) {
+    const own = state === request.state ? passes : plannedPasses(planQuestion(SERVED_RENDERING, asText(state), request.questions.urgent, { words: false, contextual: true })).slice(0, 1);
+    for (const pass of own) {
       const res = await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.score}`, {
         method: "POST",
         headers: runtimeHeaders,
@@ -94,7 +102,7 @@ try {
       });
       if (res.status !== 200) throw new Error(`runtime answered ${res.status}`);
       const scored = ScoreResponse.parse(await res.json());
-      tokens += scored.evaluated_tokens ?? scored.prompt_tokens;
+      tokens += scored.prompt_tokens;
     }
     return tokens;
   };
@@ -110,7 +118,7 @@ try {
   for (const edge of edges) {
     const directTokens = await direct();
     const { usage } = await decide(edge.baseUrl, request);
-    if (usage.input_tokens !== directTokens || usage.output_tokens !== passes.length) {
+    if (usage.billable_input_tokens !== directTokens || usage.output_tokens !== passes.length) {
       throw new Error(`the baseline is not the served passes: ${passes.length} passes of ${directTokens} tokens directly, ${JSON.stringify(usage)} served`);
     }
   }
@@ -126,6 +134,23 @@ try {
   }
   const cpuPerDecision = edges.map((edge, i) => (groupCpuMs(edge.child.proc.pid!) - cpuBefore[i]!) / runs);
   const baseline = percentiles(directSamples);
+
+  // The service's own time on new states: wall time minus the runtime's busy time, request by request.
+  const runtimeStats = async () => Stats.parse(await (await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
+  const own = { service: [] as number[], direct: [] as number[], serviceWall: [] as number[], directWall: [] as number[], hops: [] as Map<string, number>[] };
+  for (let i = 0; i < newStates; i++) {
+    const state = { ticket: `Ticket ${i}-${Date.now()}: the invoice was charged twice this month (order ${1000 + i}).`, customer: `customer ${i}` };
+    for (const path of i % 2 === 0 ? (["service", "direct"] as const) : (["direct", "service"] as const)) {
+      const before = await runtimeStats();
+      const t0 = performance.now();
+      if (path === "service") await decide(stack.baseUrl, { ...request, state: { ...state, path } }, own.hops);
+      else await direct({ ...state, path });
+      const wall = performance.now() - t0;
+      const busy = (await runtimeStats()).busy_ms - before.busy_ms;
+      own[path].push(wall - busy);
+      own[path === "service" ? "serviceWall" : "directWall"].push(wall);
+    }
+  }
 
   const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option-${i}`, i % 3 === 0 ? null : `description ${i}`]));
   const t0 = performance.now();
@@ -156,6 +181,16 @@ try {
     console.log(`  ${"(edge, outside its timed hops)".padEnd(34)} ${(e2e.p50 - edgeHops).toFixed(2).padStart(8)}  workerd${i === 1 ? " and wrangler's proxy" : ""}, body parsing, the client's loopback`);
     console.log(`  ${"edge CPU per decision".padEnd(34)} ${cpuPerDecision[i]!.toFixed(1).padStart(8)}  user + system time of the edge's processes`);
   }
+  const ownService = percentiles(own.service);
+  const ownDirect = percentiles(own.direct);
+  console.log(`\nthe service's own time: one noul question on ${newStates} states never seen before, edge (Miniflare) and the runtime directly interleaved; wall time minus the runtime's busy time (/v1/stats), ms`);
+  row("path", "p50 ms", "p90 ms");
+  row("edge + sidecar + runtime: wall", percentiles(own.serviceWall).p50.toFixed(1), percentiles(own.serviceWall).p90.toFixed(1));
+  row("  minus runtime busy (target p50 <= 3)", ownService.p50.toFixed(2), ownService.p90.toFixed(2));
+  row("runtime /v1/score directly: wall", percentiles(own.directWall).p50.toFixed(1), percentiles(own.directWall).p90.toFixed(1));
+  row("  minus runtime busy", ownDirect.p50.toFixed(2), ownDirect.p90.toFixed(2));
+  console.log("  where it goes, median of each hop's Server-Timing (ms):");
+  for (const name of [...new Set(own.hops.flatMap((h) => [...h.keys()]))]) console.log(`    ${name.padEnd(32)} ${percentiles(own.hops.map((h) => h.get(name) ?? 0)).p50.toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
   console.log(`\n255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);
   console.log(`sidecar resident memory after the runs: ${rss ? (Number(rss) / 1024).toFixed(1) : "?"} MiB`);
 } finally {

@@ -19,6 +19,8 @@
  *                                 of its own (gpu-probe.ts), else the CPU build; "false" forces the CPU build;
  *                                 "cuda" (the local build where there is one), "vulkan" or "metal" insist on one (no
  *                                 probe, no fallback). The identity's `engine` says which runs, and why not the others.
+ *   RUNTIME_FAKE_PASS_MS          benchmarks only: every pass takes this many milliseconds and evaluates nothing (a
+ *                                 stand-in for a GPU, fixed-pass-engine.ts); the identity's `engine` says so
  *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
  *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
  *                                 within about 1e-3, about 45 ms slower a pass on a CPU; benchmarks' baseline only)
@@ -37,6 +39,7 @@ import { createHash } from "node:crypto";
 import { basename } from "node:path";
 import { Engine, type EngineOptions } from "./engine.ts";
 import { localCudaBuild, type EngineBuild } from "./engine-build.ts";
+import { FixedPassEngine } from "./fixed-pass-engine.ts";
 import { chooseBuild } from "./gpu-probe.ts";
 import type { SentenceEncoder } from "./text-encoder.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
@@ -54,6 +57,7 @@ const RuntimeSettings = z.object({
   RUNTIME_PORT: integer(0, 65535),
   RUNTIME_MAX_TOKENS_PER_PASS: integer(2, 1 << 20, LIMITS.tokensPerPass),
   RUNTIME_THREADS: integer(1, 1024, 2),
+  RUNTIME_FAKE_PASS_MS: z.preprocess((v) => (v === "" ? undefined : v), z.coerce.number().int().min(1).max(1000).optional()),
   RUNTIME_READOUT: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["labels", "distribution"]).default("labels")),
   RUNTIME_GPU: z.preprocess(
     (v) => (v === "" ? undefined : v),
@@ -91,7 +95,8 @@ async function main(): Promise<void> {
   // that aborts the process takes down a probe, never the runtime.
   const choice = settings.RUNTIME_GPU === "auto" ? await chooseBuild({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
   const started = performance.now();
-  const engine = await Engine.load({ ...engineOptions, build: choice ? choice.build : engineOptions.build });
+  const loaded = await Engine.load({ ...engineOptions, build: choice ? choice.build : engineOptions.build });
+  const engine = settings.RUNTIME_FAKE_PASS_MS ? new FixedPassEngine(loaded, settings.RUNTIME_FAKE_PASS_MS) : loaded;
   console.error(`runtime: loaded ${modelPath}${adapterPath ? ` with adapter ${adapterPath}` : ""} in ${Math.round(performance.now() - started)} ms`);
 
   const encoder = settings.RUNTIME_ENCODER_PATH ? await loadEncoder(settings.RUNTIME_ENCODER_PATH, settings.RUNTIME_THREADS) : null;

@@ -528,6 +528,32 @@ describe("choosing the engine build (RUNTIME_GPU=auto)", () => {
   });
 });
 
+describe("a stand-in for a GPU (RUNTIME_FAKE_PASS_MS, benchmarks only)", () => {
+  it("takes the fixed time for every pass, one at a time, evaluates nothing, and says so in the identity", async () => {
+    const fixed = await startRuntime({ name: "runtime-fixed-passes", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_GPU: "false", RUNTIME_FAKE_PASS_MS: "25" } });
+    try {
+      const identity = Identity.parse(await call(fixed, "GET", RUNTIME_PATHS.identity));
+      expect(identity.engine).toBe("fixed 25 ms passes (a stand-in for a GPU, no evaluation)");
+      expect(identity.fingerprint).toBe(main.ready.fingerprint);
+      const labels = await labelTokens("Yes", "No");
+      const started = performance.now();
+      const answers = await Promise.all([0, 1, 2, 3].map((i) => score(fixed, `Is ${i} even?`, labels)));
+      // Four passes queued at once take four fixed times: one at a time, as a GPU runs them.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(100);
+      for (const answer of answers) {
+        expect(answer.logprobs).toHaveLength(2);
+        expect(answer.logprobs.reduce((sum, lp) => sum + Math.exp(lp), 0)).toBeLessThanOrEqual(0.5);
+      }
+      const stats = Stats.parse(await call(fixed, "GET", RUNTIME_PATHS.stats));
+      expect(stats.passes).toBe(4);
+      expect(stats.busy_ms).toBeGreaterThanOrEqual(4 * 24);
+      expect(stats.busy_ms).toBeLessThan(4 * 60);
+    } finally {
+      await fixed.child.stop();
+    }
+  });
+});
+
 describe("embed (the sentence encoder beside the model)", () => {
   it("names its encoder in the identity, apart from the model's fingerprint, and embeds as the encoder does in process", async () => {
     const identity = Identity.parse(await call(main, "GET", RUNTIME_PATHS.identity));

@@ -158,7 +158,7 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     request: { schema: CreateKeyRequest },
     responses: { 201: { description: "The new key's metadata and its secret.", body: CreatedKey } },
-    errors: [...USER_TOKEN, "forbidden", "invalid_request", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", ...SERVER],
   },
   {
     method: "get",
@@ -246,7 +246,7 @@ export const ROUTES: readonly Route[] = [
     parameters: [modelName],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The model, retired.", body: RetiredModel } },
-    errors: [...USER_TOKEN, "forbidden", "invalid_request", "model_not_found", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "model_not_found", ...SERVER],
   },
   {
     method: "post",
@@ -260,7 +260,7 @@ export const ROUTES: readonly Route[] = [
       201: { description: "A new training, with `upload` (a signed PUT for the JSONL training file).", body: Training },
       200: { description: "The training this idempotency key already made; `upload` only while no file has arrived.", body: Training },
     },
-    errors: [...USER_TOKEN, "forbidden", "invalid_request", "active_training_limit", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "active_training_limit", ...SERVER],
   },
   {
     method: "get",
@@ -271,7 +271,7 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     parameters: [PARAMETERS.trainingListLimit, PARAMETERS.trainingListAfter],
     responses: { 200: { description: "One page of trainings.", body: TrainingList } },
-    errors: [...USER_TOKEN, "forbidden", "invalid_request", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", ...SERVER],
   },
   {
     method: "get",
@@ -282,7 +282,7 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     parameters: [trainingId],
     responses: { 200: { description: "The training.", body: Training } },
-    errors: [...USER_TOKEN, "forbidden", "not_found", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "not_found", ...SERVER],
   },
   {
     method: "post",
@@ -294,7 +294,7 @@ export const ROUTES: readonly Route[] = [
     parameters: [trainingId],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The training, queued (or unchanged on a repeat).", body: Training } },
-    errors: [...USER_TOKEN, "forbidden", "invalid_request", "not_found", "model_not_found", "training_not_submittable", "upload_incomplete", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "not_found", "model_not_found", "training_not_submittable", "upload_incomplete", ...SERVER],
   },
   {
     method: "post",
@@ -306,7 +306,7 @@ export const ROUTES: readonly Route[] = [
     parameters: [trainingId],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The training, cancelled (or unchanged when already terminal).", body: Training } },
-    errors: [...USER_TOKEN, "forbidden", "invalid_request", "not_found", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "not_found", ...SERVER],
   },
   {
     method: "get",
@@ -317,7 +317,7 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     parameters: [trainingId],
     responses: { 200: { description: "The candidate's held-out figures beside the base's zero-shot answers.", body: EvaluationReport } },
-    errors: [...USER_TOKEN, "forbidden", "not_found", "report_not_ready", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "not_found", "report_not_ready", ...SERVER],
   },
   {
     method: "get",
@@ -328,7 +328,7 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     parameters: [trainingId],
     responses: { 200: { description: "The reliability diagram.", body: SVG } },
-    errors: [...USER_TOKEN, "forbidden", "not_found", "report_not_ready", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "not_found", "report_not_ready", ...SERVER],
   },
   {
     method: "post",

@@ -73,10 +73,10 @@ describe("POST /v1/keys", () => {
     const other = await signIn();
     const first = await createKey(other.token);
     await query("UPDATE accounts SET status = 'disabled' WHERE id = (SELECT account_id FROM api_keys WHERE id = $1)", [first.id]);
-    expectError(await call("/v1/keys", { token: other.token, body: { name: "more" } }), 403, "forbidden");
+    expectError(await call("/v1/keys", { token: other.token, body: { name: "more" } }), 401, "account_disabled");
   });
 
-  userRouteSecurity({ method: "POST", path: "/v1/keys", body: { name: "x" } });
+  userRouteSecurity({ method: "POST", path: "/v1/keys", body: { name: "x" }, ok: 201 });
 });
 
 describe("GET /v1/keys", () => {
@@ -161,5 +161,5 @@ describe("POST /v1/keys/{id}/revoke", () => {
     expect((await call(`/v1/keys/${key.id}/revoke`, { token: user.token, rawBody: "" })).status).toBe(200);
   });
 
-  userRouteSecurity({ method: "POST", path: `/v1/keys/${"c".repeat(26)}/revoke`, body: {} });
+  userRouteSecurity({ method: "POST", path: `/v1/keys/${"c".repeat(26)}/revoke`, body: {}, ok: 404 });
 });

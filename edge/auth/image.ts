@@ -14,6 +14,7 @@ import { notFound } from "../../server-shared/http.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
 import { presentedKey, verifyKey } from "./api-key.ts";
+import { userAccount } from "../accounts.ts";
 import { verifiedUser } from "./user.ts";
 
 /** The routes that exist only where IMAGE_BROWSER is on (a signed-in session's). */
@@ -57,14 +58,7 @@ export const imageSession = createMiddleware<AppEnv>(async (c, next) => {
 /** Sets `user` and `imageAccount` from a signed-in user's token; the account is made on first use, as a first key makes it. */
 async function signedInAccount(c: Context<AppEnv>, token: string): Promise<void> {
   const user = await verifiedUser(c, token);
-  const rows = await services(c.env).sql`
-    WITH account AS (
-      INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
-      ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
-      RETURNING id, status
-    ) SELECT id, status FROM account`;
-  const account = rows[0] as { id: string; status: string } | undefined;
-  if (!account || account.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
+  const accountId = await userAccount(c, { create: true, user });
   c.set("user", user);
-  c.set("imageAccount", account.id);
+  c.set("imageAccount", accountId);
 }

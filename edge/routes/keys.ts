@@ -18,6 +18,7 @@ import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
 import { pathParam } from "../params.ts";
 import { quoteName } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
+import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import { readJson } from "../../server-shared/body.ts";
 import type { AppEnv } from "../env.ts";
@@ -31,18 +32,14 @@ const METADATA = "id, name, created_at, revoked_at";
 
 keys.post("/v1/keys", async (c) => {
   const { name } = await readJson(c, CreateKeyRequest, { maxBytes: LIMITS.controlBodyBytes });
-  const user = c.get("user");
+  const accountId = await userAccount(c, { create: true });
   const { id, secret } = newKey();
+  // Still active when the key is written: an account disabled in between gets no key.
   const rows = await services(c.env).sql`
-    WITH account AS (
-      INSERT INTO accounts (idp_issuer, idp_subject) VALUES (${user.issuer}, ${user.subject})
-      ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
-      RETURNING id, status
-    )
     INSERT INTO api_keys (id, account_id, name, digest)
-    SELECT ${id}, account.id, ${name}, ${await sha256Hex(secret)} FROM account WHERE account.status = 'active'
+    SELECT ${id}, a.id, ${name}, ${await sha256Hex(secret)} FROM accounts a WHERE a.id = ${accountId} AND a.status = 'active'
     RETURNING id, name, created_at, revoked_at`;
-  if (!rows[0]) throw new ServiceError("forbidden", "this account is disabled; no new keys can be issued");
+  if (!rows[0]) throw new ServiceError("account_disabled", "this account is disabled");
   return c.json({ ...metadata(rows[0]), secret } satisfies CreatedKey, 201);
 });
 

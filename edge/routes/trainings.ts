@@ -25,6 +25,7 @@ import { ServiceError } from "../../server-shared/errors.ts";
 import { signUpload } from "../../server-shared/grants.ts";
 import { TRAINING_PROGRESS_WINDOW_MINUTES, TrainingStore, type TrainingStatusRow } from "../../server-shared/jobs/trainings.ts";
 import { reliabilitySvg } from "../../server-shared/quality.ts";
+import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
 import { resolveModel } from "../models.ts";
@@ -45,22 +46,8 @@ const RETRY_SECONDS = 60;
 /** Where a training's report is published. */
 export const reportPath = (id: string) => `/v1/trainings/${id}/report`;
 
-/** The signed-in user's account id; created on first use when `create` (as a first key creates it), else null when there is none. */
-async function accountOf(c: Context<AppEnv>, create: boolean): Promise<string | null> {
-  const { issuer, subject } = c.get("user");
-  const { sql } = services(c.env);
-  const rows = create
-    ? await sql.query(
-        `INSERT INTO accounts (idp_issuer, idp_subject) VALUES ($1, $2)
-         ON CONFLICT (idp_issuer, idp_subject) DO UPDATE SET idp_subject = EXCLUDED.idp_subject
-         RETURNING id, status`,
-        [issuer, subject],
-      )
-    : await sql.query("SELECT id, status FROM accounts WHERE idp_issuer = $1 AND idp_subject = $2", [issuer, subject]);
-  const row = rows[0];
-  if (row && row.status !== "active") throw new ServiceError("forbidden", "this account is disabled; it cannot train");
-  return row ? String(row.id) : null;
-}
+/** The signed-in user's account id (edge/accounts.ts); created on first use when `create`, else null when there is none. */
+const accountOf = (c: Context<AppEnv>, create: boolean) => userAccount(c, { create });
 
 trainings.post("/v1/trainings", async (c) => {
   const request = await readJson(c, CreateTrainingRequest, { maxBytes: LIMITS.controlBodyBytes });

@@ -1,7 +1,8 @@
 /**
  * Security tests shared by every authenticated route: each route file calls one of these, so a new
  * route gets missing, malformed, wrong, revoked, disabled-account, wrong-kind and service-credential
- * checks by one line.
+ * checks by one line. Each refusal is measured against the route's own answer to a good credential
+ * (`ok`), so a route that answers 500 to everyone fails here rather than passing every refusal.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { ErrorEnvelope } from "../../contract/errors.ts";
@@ -12,6 +13,17 @@ export interface Route {
   method: "GET" | "POST";
   path: string;
   body?: unknown;
+  /**
+   * What a fresh account's good credential is answered: 200 when absent; e.g. 201 for a create, or
+   * 404 for a route about one resource that is another account's (the route ran, and said so).
+   */
+  ok?: number | readonly number[];
+}
+
+/** The route answered the good credential as it should: it ran, past authentication. */
+function expectAccepted(reply: Reply, route: Route): void {
+  const ok = [route.ok ?? 200].flat();
+  expect(ok, `${route.method} ${route.path} answered ${reply.status}: ${JSON.stringify(reply.body)}`).toContain(reply.status);
 }
 
 export function expectError(reply: Reply, status: number, code: string): void {
@@ -45,8 +57,7 @@ export function apiKeyRouteSecurity(route: Route | (() => Route)): void {
     });
 
     it("accepts the account's key (the baseline the refusals below are measured against)", async () => {
-      const reply = await send(resolve(), account.key.secret);
-      expect(reply.status).not.toBe(401);
+      expectAccepted(await send(resolve(), account.key.secret), resolve());
     });
 
     it("refuses a missing credential", async () => {
@@ -69,18 +80,18 @@ export function apiKeyRouteSecurity(route: Route | (() => Route)): void {
 
     it("refuses a revoked key on its very next request", async () => {
       const key = await createKey(account.userToken, "to revoke");
-      expect((await send(resolve(), key.secret)).status).not.toBe(401);
+      expectAccepted(await send(resolve(), key.secret), resolve());
       expect((await call(`/v1/keys/${key.id}/revoke`, { token: account.userToken, body: {} })).status).toBe(200);
       expectError(await send(resolve(), key.secret), 401, "revoked_key");
     });
 
     it("refuses every key of a disabled account on its very next request, and accepts them again once enabled", async () => {
       const other = await newAccount();
-      expect((await send(resolve(), other.key.secret)).status).not.toBe(401);
+      expectAccepted(await send(resolve(), other.key.secret), resolve());
       await withDb((db) => setStatus(db, other.accountId, "disabled"));
       expectError(await send(resolve(), other.key.secret), 401, "account_disabled");
       await withDb((db) => setStatus(db, other.accountId, "active"));
-      expect((await send(resolve(), other.key.secret)).status).not.toBe(401);
+      expectAccepted(await send(resolve(), other.key.secret), resolve());
     });
 
     it("refuses a user access token", async () => {
@@ -99,6 +110,10 @@ export function userRouteSecurity(route: Route | (() => Route)): void {
     let user: { token: string };
     beforeAll(async () => {
       user = await signIn();
+    });
+
+    it("accepts a signed-in user's token (the baseline the refusals below are measured against)", async () => {
+      expectAccepted(await send(resolve(), user.token), resolve());
     });
 
     it("refuses a missing credential", async () => {
@@ -122,6 +137,54 @@ export function userRouteSecurity(route: Route | (() => Route)): void {
     it("refuses an API key", async () => {
       const account = await newAccount();
       expectError(await send(resolve(), account.key.secret), 401, "wrong_credential_kind");
+    });
+
+    it("refuses the service's own credentials", async () => {
+      for (const [, secret] of serviceCredentials()) expectError(await send(resolve(), secret), 401, "invalid_credentials");
+    });
+  });
+}
+
+/**
+ * The routes that take the owner's API key or a signed-in user's token (edge/auth/image.ts): both are
+ * accepted; every refusal of either kind is the one its own routes give.
+ */
+export function keyOrUserRouteSecurity(route: Route | (() => Route)): void {
+  const resolve = () => (typeof route === "function" ? route() : route);
+  describe("API-key or user-token authentication", () => {
+    let account: Awaited<ReturnType<typeof newAccount>>;
+    beforeAll(async () => {
+      account = await newAccount();
+    });
+
+    it("accepts the account's key and its user's token (the baselines the refusals below are measured against)", async () => {
+      expectAccepted(await send(resolve(), account.key.secret), resolve());
+      expectAccepted(await send(resolve(), account.userToken), resolve());
+    });
+
+    it("refuses a missing credential, a malformed one, a wrong key secret and an unknown key id", async () => {
+      expectError(await send(resolve()), 401, "missing_credentials");
+      expectError(await send(resolve(), "svc_not-a-key"), 401, "invalid_credentials");
+      const secret = account.key.secret;
+      expectError(await send(resolve(), secret.slice(0, -1) + (secret.endsWith("A") ? "B" : "A")), 401, "invalid_credentials");
+      expectError(await send(resolve(), `svc_${"a".repeat(26)}_${secret.slice(-43)}`), 401, "invalid_credentials");
+    });
+
+    it("refuses a revoked key on its very next request", async () => {
+      const key = await createKey(account.userToken, "to revoke");
+      expectAccepted(await send(resolve(), key.secret), resolve());
+      expect((await call(`/v1/keys/${key.id}/revoke`, { token: account.userToken, body: {} })).status).toBe(200);
+      expectError(await send(resolve(), key.secret), 401, "revoked_key");
+    });
+
+    it("refuses a disabled account's key and its user's token alike, and accepts both again once enabled", async () => {
+      const other = await newAccount();
+      await withDb((db) => setStatus(db, other.accountId, "disabled"));
+      expectError(await send(resolve(), other.key.secret), 401, "account_disabled");
+      expectError(await send(resolve(), other.userToken), 401, "account_disabled");
+      await withDb((db) => setStatus(db, other.accountId, "active"));
+      expectAccepted(await send(resolve(), other.key.secret), resolve());
+      expectAccepted(await send(resolve(), other.userToken), resolve());
     });
 
     it("refuses the service's own credentials", async () => {

@@ -18,7 +18,8 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   runtime: ["runtime", "server-shared", "contract"],
   // ops/calibrate.ts runs the sidecar's readout on a runtime to fit a release's calibration;
   // ops/smoke.ts calls a deployment as a customer would, through the TypeScript SDK.
-  ops: ["ops", "sidecar", "server-shared", "contract", "clients"],
+  // ops/engine-build.ts builds the runtime's engine and finds the build as the runtime does.
+  ops: ["ops", "sidecar", "runtime", "server-shared", "contract", "clients"],
   local: ["local", "ops", "server-shared", "contract"],
   clients: ["clients", "contract"],
 };

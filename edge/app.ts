@@ -15,8 +15,10 @@ import { batches } from "./routes/batches.ts";
 import { consolePage } from "./routes/console.ts";
 import { decisions } from "./routes/decisions.ts";
 import { health } from "./routes/health.ts";
+import { credit } from "./routes/credit.ts";
+import { imageAssets } from "./routes/image-assets.ts";
 import { imageDecisions } from "./routes/image-decisions.ts";
-import { images } from "./routes/images.ts";
+import { imageModels } from "./routes/image-models.ts";
 import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
 import { models } from "./routes/models.ts";
@@ -68,8 +70,10 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", decisions);
   app.route("/", batches);
   app.route("/", trainings);
-  app.route("/", images);
+  app.route("/", imageAssets);
   app.route("/", imageDecisions);
+  app.route("/", imageModels);
+  app.route("/", credit);
   app.route("/", storage);
   app.route("/", internal);
 

@@ -5,7 +5,7 @@
  * the sidecar that serves the model. Neither the request nor the
  * response body is logged or persisted here.
  *
- * A request with `images` is an image decision (image-decisions.ts) where IMAGE_API is on: the same
+ * A request with `images` is an image decision (edge/image-decision.ts) where IMAGE_API is on: the same
  * key and quota admission (its worst-case billable tokens reserved), then prepaid credit.
  */
 import { Hono } from "hono";
@@ -23,7 +23,7 @@ import type { AppEnv } from "../env.ts";
 import { keyAndModel } from "../models.ts";
 import { services } from "../services.ts";
 import { decideOnSidecar } from "../sidecar-call.ts";
-import { imageDecision, imageViolation, imageWorstTokens } from "./image-decisions.ts";
+import { imageDecision, imageViolation, imageWorstTokens } from "../image-decision.ts";
 
 export const decisions = new Hono<AppEnv>();
 

@@ -32,9 +32,9 @@ import { pathParam } from "../params.ts";
 import { services, sidecarFetch } from "../services.ts";
 import { storageGrants } from "../storage.ts";
 
-export const images = new Hono<AppEnv>();
-images.use("/v1/image-assets", imageAuth);
-images.use("/v1/image-assets/*", imageAuth);
+export const imageAssets = new Hono<AppEnv>();
+imageAssets.use("/v1/image-assets", imageAuth);
+imageAssets.use("/v1/image-assets/*", imageAuth);
 
 const storeOf = (c: Context<AppEnv>) => new ImageAssetStore(httpDb(services(c.env).sql));
 
@@ -45,7 +45,7 @@ function periods(c: Context<AppEnv>): { retentionMs: number; uploadMs: number } 
   return { retentionMs, uploadMs: Math.min(settings.SVC_TEST_IMAGE_UPLOAD_MS ?? LIMITS.imageUploadValidityMs, retentionMs) };
 }
 
-images.post("/v1/image-assets", async (c) => {
+imageAssets.post("/v1/image-assets", async (c) => {
   const request = await readJson(c, CreateImageAssetRequest, { maxBytes: LIMITS.controlBodyBytes });
   const { retentionMs, uploadMs } = periods(c);
   const now = Date.now();
@@ -73,9 +73,9 @@ images.post("/v1/image-assets", async (c) => {
   return c.json(body, 201);
 });
 
-images.get("/v1/image-assets/:id", async (c) => c.json(assetOf(await findAsset(c))));
+imageAssets.get("/v1/image-assets/:id", async (c) => c.json(assetOf(await findAsset(c))));
 
-images.post("/v1/image-assets/:id/complete", async (c) => {
+imageAssets.post("/v1/image-assets/:id/complete", async (c) => {
   await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const asset = await findAsset(c);
   if (asset.status !== "uploading") return settled(c, asset);

@@ -8,7 +8,7 @@
  */
 import type { Context, ErrorHandler, MiddlewareHandler, NotFoundHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { errorBody } from "../contract/errors.ts";
+import { errorBody, type ErrorCode } from "../contract/errors.ts";
 import { stringifyJson } from "../contract/json.ts";
 import { bearerToken, secretsEqual } from "./crypto.ts";
 import { ServiceError } from "./errors.ts";
@@ -53,3 +53,15 @@ export function orderedJson(c: Context, value: unknown, status: ContentfulStatus
 }
 
 export const notFound: NotFoundHandler = (c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404);
+
+/**
+ * The one 429 of every limit (per-second quotas, active batches, batch storage, active trainings):
+ * the error envelope, `Retry-After` in whole seconds and `retry-after-ms`, which the third-party
+ * clients honour; `headers` adds what a limit names of itself (x-ratelimit-limit-*).
+ */
+export function tooManyRequests(c: Context, code: ErrorCode, message: string, retryAfterMs: number, headers: Record<string, string> = {}): Response {
+  c.header("retry-after", String(Math.ceil(retryAfterMs / 1000)));
+  c.header("retry-after-ms", String(Math.round(retryAfterMs)));
+  for (const [name, value] of Object.entries(headers)) c.header(name, value);
+  return c.json(errorBody(code, message), 429);
+}

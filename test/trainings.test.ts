@@ -10,7 +10,9 @@ import { ModelList } from "../contract/models.ts";
 import { validateTrainingFile } from "../contract/training-file.ts";
 import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
 import type { TrainedHeads } from "../server-shared/trained.ts";
+import { LIMITS } from "../contract/limits.ts";
 import { call, newAccount, query } from "./support/api.ts";
+import { expectError } from "./support/security.ts";
 import { heldSubmitted, lines, poll, results, submitted } from "./support/bulk.ts";
 import { animalSentences, noulFile, pollTraining, submitTraining, withModel, type Account } from "./support/training.ts";
 
@@ -287,4 +289,21 @@ describe("hostile training files", () => {
     expect(first).toMatchObject({ status: "failed", error: { code: "task_mismatch", line: 1 } });
     expect(first.error!.message).toContain('"some-other-model"');
   }, 120_000);
+});
+
+describe("the active-training limit", () => {
+  it("refuses a create past LIMITS.activeTrainings with the 429 every limit gives: Retry-After and retry-after-ms", async () => {
+    const account = await newAccount();
+    const create = (key: string) => call("/v1/trainings", { token: account.userToken, body: { idempotency_key: key } });
+    const made = [];
+    for (let i = 0; i < LIMITS.activeTrainings; i++) made.push(await create(`limit-${i}`));
+    expect(made.map((r) => r.status)).toEqual(Array(LIMITS.activeTrainings).fill(201));
+    const refused = await create("one-more");
+    expectError(refused, 429, "active_training_limit");
+    expect(refused.headers.get("retry-after")).toBe("60");
+    expect(refused.headers.get("retry-after-ms")).toBe("60000");
+    // A cancelled training frees its slot.
+    expect((await call(`/v1/trainings/${Training.parse(made[0]!.body).id}/cancel`, { token: account.userToken, body: {} })).status).toBe(200);
+    expect((await create("after-cancel")).status).toBe(201);
+  });
 });

@@ -15,7 +15,7 @@
  */
 import { Hono, type Context } from "hono";
 import { BATCH_LIMITS, CreateBatchRequest, isTerminal, type Batch, type BatchList } from "../../contract/batches.ts";
-import { errorBody } from "../../contract/errors.ts";
+import { tooManyRequests } from "../../server-shared/http.ts";
 import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { readJson } from "../../server-shared/body.ts";
@@ -52,19 +52,16 @@ batches.post("/v1/batches", async (c) => {
 
 /** 429 naming the quota a create would exceed. */
 function quotaRefusal(c: Context<AppEnv>, quota: QuotaState) {
-  c.header("retry-after", String(QUOTA_RETRY_SECONDS));
-  c.header("retry-after-ms", String(QUOTA_RETRY_SECONDS * 1000));
   const max = quota.max_active_batches;
   if (max !== null && quota.active >= max) {
-    return c.json(errorBody("active_batch_limit", `this account may have at most ${max} active batches; wait for one to finish or cancel one`), 429);
+    return tooManyRequests(c, "active_batch_limit", `this account may have at most ${max} active batches; wait for one to finish or cancel one`, QUOTA_RETRY_SECONDS * 1000);
   }
-  return c.json(
-    errorBody(
-      "batch_storage_limit",
-      `this account's batch storage (${quota.max_batch_storage_bytes} bytes) is reserved by ${quota.kept} batches of ${LIMITS.batchStorageReservationBytes} bytes each; ` +
-        `a batch's reservation ends when its data is deleted, ${LIMITS.bulkDataRetentionMs / 86_400_000} days after it finished`,
-    ),
-    429,
+  return tooManyRequests(
+    c,
+    "batch_storage_limit",
+    `this account's batch storage (${quota.max_batch_storage_bytes} bytes) is reserved by ${quota.kept} batches of ${LIMITS.batchStorageReservationBytes} bytes each; ` +
+      `a batch's reservation ends when its data is deleted, ${LIMITS.bulkDataRetentionMs / 86_400_000} days after it finished`,
+    QUOTA_RETRY_SECONDS * 1000,
   );
 }
 

@@ -15,7 +15,7 @@
  * 404 as an unknown id. An API key is refused on every one of these routes (userAuth).
  */
 import { Hono, type Context } from "hono";
-import { errorBody } from "../../contract/errors.ts";
+import { tooManyRequests } from "../../server-shared/http.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
 import { CreateTrainingRequest, EvaluationReport, isTrainingTerminal, TRAINING_LIMITS, type Training, type TrainingList } from "../../contract/trainings.ts";
@@ -54,8 +54,7 @@ trainings.post("/v1/trainings", async (c) => {
   const accountId = (await accountOf(c, true))!;
   const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, baseModel: request.model });
   if (!outcome.training) {
-    c.header("retry-after", String(RETRY_SECONDS));
-    return c.json(errorBody("active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`), 429);
+    return tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, RETRY_SECONDS * 1000);
   }
   const { training, created } = outcome;
   const needsUpload = training.status === "uploading" && (created || (await c.env.BUCKET.head(training.object_key)) === null);

@@ -581,6 +581,27 @@ describe("client.batches", () => {
     expect((await own.batches.list()).data).toHaveLength(3);
   });
 
+  it("iterate every batch of every page with for await, fetching each page when the loop reaches it", async () => {
+    const lister = await newAccount();
+    const recorder = recordingFetch();
+    const own = new Client({ apiKey: lister.key.secret, baseURL: stack().baseUrl, fetch: recorder.fetch });
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push((await own.batches.create({ idempotencyKey: `iterate-${i}` })).id);
+    recorder.sent.length = 0;
+    const seen: string[] = [];
+    for await (const batch of own.batches.list({ limit: 2 })) seen.push(batch.id);
+    expect(seen).toEqual([made[2], made[1], made[0]]);
+    expect(recorder.sent.map((r) => new URL(r.url).search)).toEqual(["?limit=2", `?limit=2&after=${made[1]}`]);
+    // Leaving the loop early fetches no further page; pages() gives the pages themselves.
+    recorder.sent.length = 0;
+    for await (const batch of own.batches.list({ limit: 2 })) if (batch.id === made[2]) break;
+    expect(recorder.sent).toHaveLength(1);
+    const pages = [];
+    for await (const page of own.batches.list({ limit: 2 }).pages()) pages.push(page.data.length);
+    expect(pages).toEqual([2, 1]);
+    expect((await own.batches.list({ limit: 1 }).toArray()).map((b) => b.id)).toEqual([made[2], made[1], made[0]]);
+  });
+
   it("read results page by page as they are iterated, from any cursor", async () => {
     const batch = await client.batches.create();
     await finishDirectly(batch.id, 2 * LIMITS.bulkResultsPage + 5);
@@ -748,6 +769,7 @@ describe("client.trainings", () => {
     const second = await trainings.list({ limit: 1, after: first.next_cursor! });
     expect(second).toMatchObject({ has_more: false, next_cursor: null });
     expect(second.data.map((t) => t.id)).toEqual([made[0]]);
+    expect((await trainings.list({ limit: 1 }).toArray()).map((t) => t.id)).toEqual([made[1], made[0]]);
 
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 300);

@@ -77,6 +77,7 @@ export { ImageDecisions, type ImageDecisionRequest } from "./resources/image-dec
 export { ImageModels } from "./resources/image-models.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
+export { PagePromise, type CursorPage } from "./resources/pages.ts";
 export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
 export { type TrainingExample, type TrainingInput } from "./training-input.ts";
 export { VERSION } from "./version.ts";

@@ -13,6 +13,7 @@ import { BATCH_LIST_PAGE, isTerminal, type Batch, type BatchList, type Upload } 
 import { sleep, type RequestOptions, type Transport, type WithRequestId, withRequestId } from "../core.ts";
 import { APIUserAbortError, InputError } from "../errors.ts";
 import { encodeInput, type BatchInput } from "../input.ts";
+import { PagePromise } from "./pages.ts";
 import { ResultStream, type ResultsPage } from "./results.ts";
 
 export interface CreateBatchParams {
@@ -121,14 +122,15 @@ export class Batches {
   }
 
   /**
-   * One page of the account's batches, newest first.
+   * The account's batches, newest first: awaited, one page (`limit` batches, from `after`); iterated,
+   * every batch of every page, each page fetched when the loop reaches it.
    *
-   *     let page = await client.batches.list({ limit: 50 });
-   *     while (page.has_more) page = await client.batches.list({ limit: 50, after: page.next_cursor! });
+   *     for await (const batch of client.batches.list()) console.log(batch.id, batch.status);
+   *     const page = await client.batches.list({ limit: 50 });   // { data, has_more, next_cursor }
    */
-  async list(params: ListBatchesParams = {}, options?: RequestOptions): Promise<WithRequestId<BatchList>> {
-    const query = { limit: params.limit ?? BATCH_LIST_PAGE.default, after: params.after };
-    return withRequestId(await this.transport.request<BatchList>({ method: "GET", path: "/v1/batches", query }, options));
+  list(params: ListBatchesParams = {}, options?: RequestOptions): PagePromise<Batch, BatchList> {
+    const limit = params.limit ?? BATCH_LIST_PAGE.default;
+    return new PagePromise(async (after) => withRequestId(await this.transport.request<BatchList>({ method: "GET", path: "/v1/batches", query: { limit, after } }, options)), params.after);
   }
 
   /**

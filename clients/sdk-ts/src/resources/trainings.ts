@@ -18,6 +18,7 @@ import { sleep, type RequestOptions, type Transport, type WithRequestId, withReq
 import { APIUserAbortError, InputError } from "../errors.ts";
 import { encodeTrainingFile, type TrainingInput } from "../training-input.ts";
 import { DEFAULT_POLL_INTERVAL_MS } from "./batches.ts";
+import { PagePromise } from "./pages.ts";
 
 export interface CreateTrainingParams {
   /** The labelled examples: an array of them, the path of a JSONL file, or its bytes. */
@@ -107,14 +108,18 @@ export class Trainings {
   }
 
   /**
-   * One page of the account's trainings, newest first.
+   * The account's trainings, newest first: awaited, one page (`limit` trainings, from `after`);
+   * iterated, every training of every page, each page fetched when the loop reaches it.
    *
-   *     let page = await client.trainings.list({ limit: 50 });
-   *     while (page.has_more) page = await client.trainings.list({ limit: 50, after: page.next_cursor! });
+   *     for await (const training of client.trainings.list()) console.log(training.id, training.status);
+   *     const page = await client.trainings.list({ limit: 50 });   // { data, has_more, next_cursor }
    */
-  async list(params: ListTrainingsParams = {}, options?: RequestOptions): Promise<WithRequestId<TrainingList>> {
-    const query = { limit: params.limit ?? TRAINING_LIST_PAGE.default, after: params.after };
-    return withRequestId(await this.transport.request<TrainingList>({ method: "GET", path: "/v1/trainings", auth, query }, options));
+  list(params: ListTrainingsParams = {}, options?: RequestOptions): PagePromise<Training, TrainingList> {
+    const limit = params.limit ?? TRAINING_LIST_PAGE.default;
+    return new PagePromise(
+      async (after) => withRequestId(await this.transport.request<TrainingList>({ method: "GET", path: "/v1/trainings", auth, query: { limit, after } }, options)),
+      params.after,
+    );
   }
 
   /**

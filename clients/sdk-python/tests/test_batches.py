@@ -123,6 +123,8 @@ def test_list_the_accounts_batches_newest_first_page_by_page(stack: Stack) -> No
     listed = [b.id for b in first.data + rest.data]
     assert listed[:3] == list(reversed(made))
     assert all(isinstance(b, Batch) for b in first.data)
+    # Iterated, the list is every batch of every page, newest first.
+    assert [b.id for b in other.batches.list(limit=2)][:3] == list(reversed(made))
 
 
 def test_results_iterate_every_page_from_any_cursor(client: Client, stack: Stack) -> None:

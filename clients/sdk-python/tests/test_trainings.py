@@ -225,6 +225,36 @@ def test_list_pages_newest_first_with_limit_and_after() -> None:
     assert [s.path for s in fake.seen] == ["/v1/trainings?limit=2", f"/v1/trainings?limit=2&after={ids[1]}", "/v1/trainings?limit=20"]
 
 
+def test_iterating_a_list_gives_every_training_of_every_page_each_fetched_when_reached() -> None:
+    ids = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
+    pages = (
+        (200, {"object": "list", "data": [training(id=ids[0]), training(id=ids[1])], "has_more": True, "next_cursor": ids[1]}),
+        (200, {"object": "list", "data": [training("ready", id=ids[2])], "has_more": False, "next_cursor": None}),
+    )
+    with FakeServiceRecording(*pages) as fake, Client(access_token=TOKEN, base_url=fake.url) as client:
+        assert [t.id for t in client.trainings.list(limit=2)] == ids
+        assert [s.path for s in fake.seen] == ["/v1/trainings?limit=2", f"/v1/trainings?limit=2&after={ids[1]}"]
+    with FakeServiceRecording(*pages) as fake, Client(access_token=TOKEN, base_url=fake.url) as client:
+        # The first page as before; leaving the loop early fetches no further page.
+        page = client.trainings.list(limit=2)
+        assert (page.has_more, page.next_cursor, len(page.data)) == (True, ids[1], 2)
+        for t in page:
+            assert t.id == ids[0]
+            break
+        assert fake.requests == 1
+        assert [len(p.data) for p in page.iter_pages()] == [2, 1]
+
+    async def scenario(url: str) -> list[str]:
+        async with AsyncClient(access_token=TOKEN, base_url=url) as aclient:
+            first = await aclient.trainings.list(limit=2)
+            assert first.has_more and len(first.data) == 2
+            return [t.id async for t in aclient.trainings.list(limit=2)]
+
+    with FakeServiceRecording(pages[0], *pages) as fake:
+        assert asyncio.run(scenario(fake.url)) == ids
+        assert [s.path for s in fake.seen] == ["/v1/trainings?limit=2"] * 2 + [f"/v1/trainings?limit=2&after={ids[1]}"]
+
+
 def test_every_training_method_without_an_access_token_raises_before_any_request(tmp_path: Path) -> None:
     missing = r"no access token: trainings, retiring a model, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
     with FakeServiceRecording() as fake, Client(api_key="svc_key", base_url=fake.url) as client:

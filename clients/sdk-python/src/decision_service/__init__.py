@@ -54,6 +54,7 @@ from ._errors import (
 from ._input import BatchInput, ImageInput, TrainingInput
 from ._models import (
     Answer,
+    AsyncPages,
     Batch,
     BatchError,
     BatchLimits,
@@ -144,6 +145,7 @@ __all__ = [
     "Answer",
     "AsyncBatchRun",
     "AsyncClient",
+    "AsyncPages",
     "AsyncResultStream",
     "AuthenticationError",
     "BATCH_STATUSES",

@@ -19,7 +19,8 @@ probabilities in the order of the options.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from typing import Annotated, Any, Generic, Literal, Self, TypeAlias, TypeVar
 
 import pydantic
 from pydantic import ConfigDict, Field, PrivateAttr
@@ -60,6 +61,72 @@ class _Response(_Model, frozen=True):
         if not isinstance(other, pydantic.BaseModel):
             return NotImplemented
         return type(self) is type(other) and self.__dict__ == other.__dict__
+
+
+_Item = TypeVar("_Item")
+
+
+class _CursorPage(_Response, Generic[_Item], frozen=True):
+    """
+    A page of a cursor-paginated list, as the service answers it. Iterating it gives every item of
+    this page and of every page after it, each fetched when the loop reaches it (as the SDKs users
+    know do); `iter_pages()` gives the pages.
+
+        for batch in client.batches.list():
+            print(batch.id)
+    """
+
+    object: Literal["list"]
+    data: list[_Item]
+    has_more: bool
+    next_cursor: str | None
+    """Pass as `after` for the next (older) page; None on the last page."""
+
+    _fetch: Callable[[str], Any] | None = PrivateAttr(default=None)
+
+    def iter_pages(self) -> Iterator[Self]:
+        page = self
+        yield page
+        while page.has_more and page.next_cursor is not None and page._fetch is not None:
+            page = page._fetch(page.next_cursor)
+            yield page
+
+    def __iter__(self) -> Iterator[_Item]:  # type: ignore[override]
+        for page in self.iter_pages():
+            yield from page.data
+
+
+_Page = TypeVar("_Page", bound=_CursorPage[Any])
+
+
+class AsyncPages(Generic[_Item, _Page]):
+    """
+    An async client's list call: awaited, the first page; iterated with `async for`, every item of
+    every page, each page fetched when the loop reaches it.
+
+        async for batch in client.batches.list():
+            print(batch.id)
+        page = await client.batches.list(limit=50)
+    """
+
+    def __init__(self, fetch: Callable[[str | None], Awaitable[_Page]], after: str | None) -> None:
+        self._fetch = fetch
+        self._after = after
+
+    def __await__(self) -> Generator[Any, None, _Page]:
+        return self._fetch(self._after).__await__()
+
+    async def iter_pages(self) -> AsyncIterator[_Page]:
+        page = await self._fetch(self._after)
+        yield page
+        while page.has_more and page.next_cursor is not None:
+            page = await self._fetch(page.next_cursor)
+            yield page
+
+    async def __aiter__(self) -> AsyncIterator[_Item]:
+        async for page in self.iter_pages():
+            for item in page.data:
+                yield item
 
 
 class NoulAnswer(_Model, frozen=True):
@@ -217,12 +284,8 @@ class Batch(_Response, frozen=True):
         return self.status in ("completed", "failed", "cancelled", "expired")
 
 
-class BatchList(_Response, frozen=True):
-    object: Literal["list"]
-    data: list[Batch]
-    has_more: bool
-    next_cursor: str | None
-    """Pass as `after` for the next (older) page; None on the last page."""
+class BatchList(_CursorPage[Batch], frozen=True):
+    """A page of the account's batches, newest first; iterating it gives every batch from it on (`_CursorPage`)."""
 
 
 class RetiredModel(_Response, frozen=True):
@@ -393,12 +456,8 @@ class Training(_Response, frozen=True):
         return self.status in ("ready", "rejected", "failed", "cancelled", "expired")
 
 
-class TrainingList(_Response, frozen=True):
-    object: Literal["list"]
-    data: list[Training]
-    has_more: bool
-    next_cursor: str | None
-    """Pass as `after` for the next (older) page; None on the last page."""
+class TrainingList(_CursorPage[Training], frozen=True):
+    """A page of the account's trainings, newest first; iterating it gives every training from it on (`_CursorPage`)."""
 
 
 class QuestionFigures(_Model, frozen=True):

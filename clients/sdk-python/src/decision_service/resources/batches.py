@@ -26,7 +26,7 @@ from urllib.parse import quote
 from .._constants import BATCH_LIST_PAGE_DEFAULT
 from .._errors import InputError
 from .._input import BatchInput, encode_input
-from .._models import Batch, BatchList, ResultRecord, ResultsPage, UploadResult
+from .._models import AsyncPages, Batch, BatchList, ResultRecord, ResultsPage, UploadResult
 from .._transport import AsyncTransport, Call, SyncTransport, encode_json, read
 
 DEFAULT_POLL_INTERVAL = 2.0
@@ -153,13 +153,17 @@ class Batches:
 
     def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> BatchList:
         """
-        One page of the account's batches, newest first.
+        A page of the account's batches, newest first (`limit` of them, after `after`). Iterating it
+        gives every batch from it on, each later page fetched when the loop reaches it.
 
-            page = client.batches.list(limit=50)
-            while page.has_more:
-                page = client.batches.list(limit=50, after=page.next_cursor)
+            for batch in client.batches.list():
+                print(batch.id, batch.status)
+            page = client.batches.list(limit=50)    # page.data, page.has_more, page.next_cursor
         """
-        return read(BatchList, self._transport.request(_list_call(limit, after), timeout=timeout))
+        page = read(BatchList, self._transport.request(_list_call(limit, after), timeout=timeout))
+        # Private state may change on a frozen model; type checkers see only the frozen dataclass.
+        page._fetch = lambda cursor: self.list(limit=limit, after=cursor, timeout=timeout)  # type: ignore[misc]
+        return page
 
     def results(self, batch_id: str, *, after: int = 0, timeout: float | None = None) -> ResultStream:
         """
@@ -238,9 +242,19 @@ class AsyncBatches:
         """Cancels a batch that has not finished; a finished one is returned unchanged."""
         return read(Batch, await self._transport.request(Call("POST", path=f"{_path(batch_id)}/cancel", body=b"{}"), timeout=timeout))
 
-    async def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> BatchList:
-        """One page of the account's batches, newest first."""
-        return read(BatchList, await self._transport.request(_list_call(limit, after), timeout=timeout))
+    def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> AsyncPages[Batch, BatchList]:
+        """
+        The account's batches, newest first: awaited, one page (`limit` of them, after `after`);
+        iterated with `async for`, every batch of every page, each fetched when the loop reaches it.
+
+            async for batch in client.batches.list():
+                print(batch.id, batch.status)
+        """
+
+        async def page(cursor: str | None) -> BatchList:
+            return read(BatchList, await self._transport.request(_list_call(limit, cursor), timeout=timeout))
+
+        return AsyncPages(page, after)
 
     def results(self, batch_id: str, *, after: int = 0, timeout: float | None = None) -> AsyncResultStream:
         """

@@ -31,7 +31,7 @@ from urllib.parse import quote
 from .._constants import TRAINING_LIST_PAGE_DEFAULT
 from .._errors import InputError
 from .._input import TrainingInput, encode_training_input
-from .._models import EvaluationReport, Training, TrainingList, UploadResult
+from .._models import AsyncPages, EvaluationReport, Training, TrainingList, UploadResult
 from .._transport import AsyncTransport, Call, SyncTransport, encode_json, read
 from .batches import DEFAULT_POLL_INTERVAL
 
@@ -127,14 +127,18 @@ class Trainings:
 
     def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> TrainingList:
         """
-        One page of the account's trainings, newest first.
+        A page of the account's trainings, newest first (`limit` of them, after `after`). Iterating
+        it gives every training from it on, each later page fetched when the loop reaches it.
 
-            page = client.trainings.list(limit=50)
-            while page.has_more:
-                page = client.trainings.list(limit=50, after=page.next_cursor)
+            for training in client.trainings.list():
+                print(training.id, training.status)
+            page = client.trainings.list(limit=50)    # page.data, page.has_more, page.next_cursor
         """
         self._transport.require("access_token")
-        return read(TrainingList, self._transport.request(_list_call(limit, after), timeout=timeout))
+        page = read(TrainingList, self._transport.request(_list_call(limit, after), timeout=timeout))
+        # Private state may change on a frozen model; type checkers see only the frozen dataclass.
+        page._fetch = lambda cursor: self.list(limit=limit, after=cursor, timeout=timeout)  # type: ignore[misc]
+        return page
 
     def cancel(self, training_id: str, *, timeout: float | None = None) -> Training:
         """Cancels a training that has not finished; a finished one is returned unchanged."""
@@ -196,10 +200,20 @@ class AsyncTrainings:
         self._transport.require("access_token")
         return read(Training, await self._transport.request(_retrieve_call(training_id), timeout=timeout))
 
-    async def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> TrainingList:
-        """One page of the account's trainings, newest first."""
+    def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> AsyncPages[Training, TrainingList]:
+        """
+        The account's trainings, newest first: awaited, one page; iterated with `async for`, every
+        training of every page, each fetched when the loop reaches it.
+
+            async for training in client.trainings.list():
+                print(training.id, training.status)
+        """
         self._transport.require("access_token")
-        return read(TrainingList, await self._transport.request(_list_call(limit, after), timeout=timeout))
+
+        async def page(cursor: str | None) -> TrainingList:
+            return read(TrainingList, await self._transport.request(_list_call(limit, cursor), timeout=timeout))
+
+        return AsyncPages(page, after)
 
     async def cancel(self, training_id: str, *, timeout: float | None = None) -> Training:
         """Cancels a training that has not finished; a finished one is returned unchanged."""

@@ -1,12 +1,13 @@
 /**
  * The console's frame (runs in the browser): signed out, a sign-in card; signed in, the navigation and
- * the page of the current path. The API key a page uses lives in memory only (this component's state):
+ * the page of the current path, with the state every page shares (state.ts). The API key a page uses
+ * lives in memory only (this component's state):
  * it is handed over from the key just created, or pasted, and is gone on reload.
  */
 import { Box, Button, Callout, Card, Container, Flex, Heading, Link, Text, Theme } from "@radix-ui/themes";
-import { createContext, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
+import { useEffect, useMemo, useState, type ReactNode } from "react";
 import type { ConsoleConfig } from "../../contract/console.ts";
-import { currentSession, signIn, signOut, type Session } from "./auth.ts";
+import { currentSession, signIn, signOut } from "./auth.ts";
 import { BatchesPage } from "./pages/Batches.tsx";
 import { ImagesPage } from "./pages/Images.tsx";
 import { KeysPage } from "./pages/Keys.tsx";
@@ -14,17 +15,8 @@ import { ModelsPage } from "./pages/Models.tsx";
 import { TrainingsPage } from "./pages/Trainings.tsx";
 import { TryPage } from "./pages/Try.tsx";
 import { navigate, PAGES, usePath } from "./router.ts";
+import { ConsoleContext } from "./state.ts";
 
-export interface ConsoleState {
-  config: ConsoleConfig;
-  session: Session;
-  /** The API key pages call with: memory only. */
-  apiKey: string;
-  setApiKey(key: string): void;
-}
-
-const Context = createContext<ConsoleState | null>(null);
-export const useConsole = (): ConsoleState => useContext(Context)!;
 
 export function App({ config, signInError }: { config: ConsoleConfig; signInError: string | null }) {
   const [session] = useState(currentSession);
@@ -82,7 +74,7 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
             </Callout.Root>
           )}
           {session ? (
-            <Context.Provider value={{ config, session, apiKey, setApiKey }}>{page ? <CurrentPage path={page.path} /> : null}</Context.Provider>
+            <ConsoleContext.Provider value={{ config, session, apiKey, setApiKey }}>{page ? <CurrentPage path={page.path} /> : null}</ConsoleContext.Provider>
           ) : (
             <SignedOut config={config} />
           )}

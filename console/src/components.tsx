@@ -1,7 +1,7 @@
 /** Small parts several console pages share (runs in the browser). */
 import { Box, Button, Callout, Card, Flex, Heading, Text, TextField } from "@radix-ui/themes";
 import { useEffect, useId, useRef, useState, type ReactNode } from "react";
-import { useConsole } from "./App.tsx";
+import { useConsole } from "./state.ts";
 
 /** The API key a page calls with: memory only, handed over from the Keys page or pasted. */
 export function ApiKeyField() {

@@ -10,7 +10,7 @@ import { Batch, BatchList, isTerminal, RecordError } from "../../../contract/bat
 import { DecisionResponse } from "../../../contract/decision.ts";
 import { toRecord, type Json } from "../../../contract/json.ts";
 import { call, describe } from "../api.ts";
-import { useConsole } from "../App.tsx";
+import { useConsole } from "../state.ts";
 import { ApiKeyField, ConfirmDialog, ErrorCallout } from "../components.tsx";
 import { JobFileForm, startJob, usePolledJob } from "../jobs.tsx";
 import { answerSummary } from "./answers.ts";

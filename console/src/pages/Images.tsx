@@ -10,7 +10,7 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import { CreditBalance } from "../../../contract/credit.ts";
 import { ImageModelList, type ImageModel } from "../../../contract/image-models.ts";
 import { ApiError, call, describe } from "../api.ts";
-import { useConsole } from "../App.tsx";
+import { useConsole } from "../state.ts";
 import { Bar, ErrorCallout } from "../components.tsx";
 import { decideImage, uploadPhoto, type ImageAnswer } from "../images.ts";
 

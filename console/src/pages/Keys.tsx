@@ -7,7 +7,7 @@ import { Badge, Box, Button, Callout, Code, Flex, Heading, Table, Text, TextFiel
 import { useCallback, useEffect, useState } from "react";
 import { CreatedKey, KEY_NAME_MAX, KeyList, type KeyMetadata } from "../../../contract/keys.ts";
 import { call, describe } from "../api.ts";
-import { useConsole } from "../App.tsx";
+import { useConsole } from "../state.ts";
 import { ConfirmDialog } from "../components.tsx";
 import { navigate } from "../router.ts";
 

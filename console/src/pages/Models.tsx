@@ -7,7 +7,7 @@ import { Button, Card, Code, Flex, Heading, Table, Text } from "@radix-ui/themes
 import { useState } from "react";
 import { ModelList, type ModelItem } from "../../../contract/models.ts";
 import { call, describe } from "../api.ts";
-import { useConsole } from "../App.tsx";
+import { useConsole } from "../state.ts";
 import { ApiKeyField, AuthorizedImage, ErrorCallout } from "../components.tsx";
 
 export function ModelsPage() {

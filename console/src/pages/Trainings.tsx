@@ -11,7 +11,7 @@ import { Badge, Box, Button, Card, Code, Flex, Heading, Progress, Table, Text, T
 import { useCallback, useEffect, useState } from "react";
 import { EvaluationReport, Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
 import { call, describe } from "../api.ts";
-import { useConsole } from "../App.tsx";
+import { useConsole } from "../state.ts";
 import { AuthorizedImage, ConfirmDialog, ErrorCallout } from "../components.tsx";
 import { JobFileForm, startJob, usePolledJob } from "../jobs.tsx";
 

@@ -9,7 +9,7 @@ import { useState } from "react";
 import { DecisionResponse, type Answer } from "../../../contract/decision.ts";
 import { parseJson, stringifyJson, toJsonMap, type Json } from "../../../contract/json.ts";
 import { call, describe } from "../api.ts";
-import { useConsole } from "../App.tsx";
+import { useConsole } from "../state.ts";
 import { ApiKeyField, Bar, ErrorCallout } from "../components.tsx";
 
 const EXAMPLE_STATE = '{\n  "ticket": "I was charged twice for my order"\n}';

@@ -14,6 +14,7 @@ import { Lanes } from "./lanes.ts";
 import { UsageWriter } from "./usage.ts";
 import { BulkWorker, WORKER_TIMING } from "./bulk/worker.ts";
 import { TRAINING_TIMING, TrainingWorker } from "./train/worker.ts";
+import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
 import { SidecarSettings } from "./settings.ts";
 import { SERVED_STEPS, type Steps } from "./decide/execute.ts";
 
@@ -63,11 +64,6 @@ const worker =
           leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? WORKER_TIMING.leaseMs,
           renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? WORKER_TIMING.renewMs,
           idleMs: WORKER_TIMING.idleMs,
-          cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? WORKER_TIMING.cleanupEveryMs,
-          retention: {
-            dataMs: settings.SVC_TEST_BULK_DATA_RETENTION_MS ?? WORKER_TIMING.retention.dataMs,
-            metadataMs: settings.SVC_TEST_BULK_METADATA_RETENTION_MS ?? WORKER_TIMING.retention.metadataMs,
-          },
         },
       })
     : null;
@@ -86,11 +82,28 @@ const trainer =
           ...TRAINING_TIMING,
           leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? TRAINING_TIMING.leaseMs,
           renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? TRAINING_TIMING.renewMs,
-          cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? TRAINING_TIMING.cleanupEveryMs,
         },
       })
     : null;
 trainer?.start();
+
+// Expiry, completion after a crash, the credit sweep and retention cleanup, for both kinds of job.
+const sweeper =
+  settings.BULK_WORKER === "on"
+    ? new Sweeper({
+        pool,
+        edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
+        timing: {
+          ...SWEEPER_TIMING,
+          cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? SWEEPER_TIMING.cleanupEveryMs,
+          retention: {
+            dataMs: settings.SVC_TEST_BULK_DATA_RETENTION_MS ?? SWEEPER_TIMING.retention.dataMs,
+            metadataMs: settings.SVC_TEST_BULK_METADATA_RETENTION_MS ?? SWEEPER_TIMING.retention.metadataMs,
+          },
+        },
+      })
+    : null;
+sweeper?.start();
 
 process.on("SIGHUP", () => {
   const failed = secrets.reload();
@@ -109,7 +122,7 @@ async function shutdown(): Promise<void> {
   stopping = true;
   console.error(`sidecar: stopping; draining for at most ${settings.SIDECAR_DRAIN_MS} ms`);
   const deadline = AbortSignal.timeout(settings.SIDECAR_DRAIN_MS);
-  const drained = Promise.all([worker?.stop({ drain: deadline }), trainer?.stop({ drain: deadline }), server.stop()]);
+  const drained = Promise.all([worker?.stop({ drain: deadline }), trainer?.stop({ drain: deadline }), sweeper?.stop(), server.stop()]);
   await Promise.race([drained, new Promise((resolve) => deadline.addEventListener("abort", resolve, { once: true }))]);
   if (deadline.aborted) {
     console.error("sidecar: drain deadline reached; closing the requests still open");

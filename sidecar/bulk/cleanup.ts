@@ -1,10 +1,11 @@
 /**
- * Retention cleanup (runs in the sidecar's bulk worker, at most once per interval, with or without
- * queued work): the input object, records and results of a batch terminal for `dataMs` (7 days)
- * are deleted and its storage reservation ends (`purged_at`); batch metadata and usage rows go after
- * `metadataMs` (30 days). Image assets past their retention go too, files first, once no upload grant
- * or finalization lease of theirs is outstanding (server-shared/images.ts `duePurge`). Several
- * workers may run it at once: every step is idempotent.
+ * Retention cleanup of batches, usage rows and image assets (runs in the sidecar's sweeper,
+ * sidecar/sweeper.ts, at most once per interval, with or without queued work): the input object,
+ * records and results of a batch terminal for `dataMs` (7 days) are deleted and its storage
+ * reservation ends (`purged_at`); batch metadata and usage rows go after `metadataMs` (30 days).
+ * Image assets past their retention go too, files first, once no upload grant or finalization lease
+ * of theirs is outstanding (server-shared/images.ts `duePurge`). Several sidecars may run it at once:
+ * every step is idempotent.
  */
 import type { Pool } from "@neondatabase/serverless";
 import { poolDb } from "../../server-shared/db.ts";

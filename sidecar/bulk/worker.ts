@@ -23,9 +23,8 @@
  *   record is; when that claim names another record (another batch took its turn, the lease was
  *   lost), the prepared one is dropped and runs again when its turn comes (its quota admission then
  *   counts twice: a reservation, unused ones are not refunded).
- * - Every few seconds the loop also expires batches past their deadline, releases image credit
- *   reservations past their expiry (an edge that died between reserving and settling), and, at most
- *   once per interval, runs retention cleanup (cleanup.ts).
+ * - Expiry, completion after a crash, the credit sweep and retention cleanup are the sweeper's
+ *   (sidecar/sweeper.ts), not this loop's.
  *
  *     const worker = new BulkWorker({ pool, lanes, redis, selfUrl, secrets, edge, timing });
  *     worker.start();
@@ -35,7 +34,6 @@ import type { Pool } from "@neondatabase/serverless";
 import type { Redis } from "@upstash/redis";
 import { validateInput } from "../../contract/batch-file.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { CreditStore } from "../../server-shared/credit.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { BatchStore, type BatchClaim, type ClaimRequest } from "../../server-shared/jobs/batches.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
@@ -44,7 +42,6 @@ import type { Lanes } from "../lanes.ts";
 import type { Steps } from "../decide/execute.ts";
 import { HeldSteps } from "../jobs/held-step.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
-import { runCleanup, type Retention } from "./cleanup.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
 import { errorRecord, frozenRelease, modelOf, processRecord, type Outcome, type RecordContext, type ResultOutcome } from "./records.ts";
 
@@ -53,16 +50,12 @@ export interface WorkerTiming {
   renewMs: number;
   /** How long an idle worker waits before looking for work again. */
   idleMs: number;
-  cleanupEveryMs: number;
-  retention: Retention;
 }
 
 export const WORKER_TIMING: WorkerTiming = {
   leaseMs: LIMITS.bulkLeaseMs,
   renewMs: LIMITS.bulkLeaseRenewMs,
   idleMs: 500,
-  cleanupEveryMs: LIMITS.cleanupIntervalMs,
-  retention: { dataMs: LIMITS.bulkDataRetentionMs, metadataMs: LIMITS.batchMetadataRetentionMs },
 };
 
 export interface WorkerDeps {
@@ -81,14 +74,10 @@ export interface WorkerDeps {
 }
 
 /**
- * How often expiry and completion housekeeping run, and how long the list of releases served here is
- * reused: both only decide which work is taken, never what is committed (the fence decides that).
+ * How long the list of releases served here is reused: it only decides which work is taken, never
+ * what is committed (the fence decides that).
  */
-const HOUSEKEEPING_EVERY_MS = 5000;
 const SERVED_TTL_MS = 1000;
-
-/** Expired image-credit reservations released per housekeeping run. */
-const EXPIRED_CREDIT_BATCH = 100;
 
 /** The wait after a record's first transient failure; it doubles after the second. */
 const TRANSIENT_BACKOFF_MS = 2000;
@@ -98,20 +87,16 @@ export class BulkWorker {
   private readonly log: (line: string) => void;
   private readonly steps = new HeldSteps();
   private loop: Promise<void> | null = null;
-  private lastCleanup = 0;
-  private lastHousekeeping = 0;
   private served: { at: number; ids: string[] } = { at: 0, ids: [] };
   private readonly entries = new Map<string, RegistryEntry>();
   private readonly store: BatchStore;
   /** The record prepared ahead (lookahead), if any: its batch, and its line and outcome once read. */
   private prepared: Prepared | null = null;
-  private readonly credit: CreditStore;
 
   constructor(private readonly deps: WorkerDeps) {
     this.timing = deps.timing ?? WORKER_TIMING;
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new BatchStore(poolDb(deps.pool));
-    this.credit = new CreditStore(poolDb(deps.pool));
   }
 
   start(): void {
@@ -134,7 +119,6 @@ export class BulkWorker {
     let next: BatchClaim | null = null;
     while (!this.steps.stopping) {
       try {
-        await this.housekeeping();
         const claim = next ?? (await this.claim());
         next = null;
         if (!claim) {
@@ -163,23 +147,6 @@ export class BulkWorker {
 
   private async idle(): Promise<void> {
     if (!this.steps.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
-  }
-
-  /**
-   * Expiry of batches past their deadline; completion of a running batch whose last commit was not
-   * followed by its completion (a crash in between); retention cleanup at most once per interval.
-   */
-  private async housekeeping(): Promise<void> {
-    if (Date.now() - this.lastHousekeeping < HOUSEKEEPING_EVERY_MS) return;
-    this.lastHousekeeping = Date.now();
-    await this.store.expire();
-    await this.store.completeFinished();
-    // Image credit held by a decision whose edge never settled nor released it (it died in between).
-    await this.credit.releaseExpired(EXPIRED_CREDIT_BATCH);
-    if (Date.now() - this.lastCleanup >= this.timing.cleanupEveryMs) {
-      this.lastCleanup = Date.now();
-      await runCleanup(this.store, this.deps.pool, this.deps.edge, this.timing.retention, this.log);
-    }
   }
 
   /** Claims the batch that waited longest for a turn and has work this sidecar can do. */
@@ -259,7 +226,7 @@ export class BulkWorker {
    */
   private async runOne(claim: BatchClaim, signal: AbortSignal): Promise<{ next: BatchClaim | null } | null> {
     const next = claim.next;
-    if (!next) return null; // nothing this sidecar can run now; housekeeping completes a finished batch
+    if (!next) return null; // nothing this sidecar can run now; the sweeper completes a finished batch
     const { record, attempts: before } = next;
     const entry = next.release && (await this.registryEntry(next.release));
     const ctx = {

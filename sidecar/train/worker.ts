@@ -49,7 +49,7 @@ import type { SecretReader } from "../../server-shared/secrets.ts";
 import { savedQuestions, trainedFingerprint, trainedModelId, type SavedTask } from "../../server-shared/trained.ts";
 import { runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
-import { readInput, deleteObject, readGrant, type EdgeLink } from "../bulk/grants.ts";
+import { readInput, readGrant, type EdgeLink } from "../bulk/grants.ts";
 import { HeldSteps } from "../jobs/held-step.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { exampleFeatures, executeDecision } from "../decide/execute.ts";
@@ -67,17 +67,12 @@ export interface TrainingTiming {
   leaseMs: number;
   renewMs: number;
   idleMs: number;
-  cleanupEveryMs: number;
-  /** Training data is deleted this long after its job ended. */
-  dataMs: number;
 }
 
 export const TRAINING_TIMING: TrainingTiming = {
   leaseMs: LIMITS.bulkLeaseMs,
   renewMs: LIMITS.bulkLeaseRenewMs,
   idleMs: 500,
-  cleanupEveryMs: LIMITS.cleanupIntervalMs,
-  dataMs: LIMITS.trainingDataRetentionMs,
 };
 
 export interface TrainingWorkerDeps {
@@ -91,10 +86,8 @@ export interface TrainingWorkerDeps {
   log?: (line: string) => void;
 }
 
-const HOUSEKEEPING_EVERY_MS = 5000;
 /** How long a step waits before asking the bulk lane again when it is full. */
 const LANE_POLL_MS = 200;
-const PURGE_BATCH = 100;
 
 /** A file this worker refuses after the shared checks passed (the same shape as theirs). */
 const fileError = (code: string, message: string, line: number | null = null): BatchError => ({ code, message, line });
@@ -106,8 +99,6 @@ export class TrainingWorker {
   private readonly assets: ImageAssetStore;
   private readonly steps = new HeldSteps();
   private loop: Promise<void> | null = null;
-  private lastHousekeeping = 0;
-  private lastCleanup = 0;
 
   constructor(private readonly deps: TrainingWorkerDeps) {
     this.timing = deps.timing ?? TRAINING_TIMING;
@@ -128,7 +119,6 @@ export class TrainingWorker {
   private async run(): Promise<void> {
     while (!this.steps.stopping) {
       try {
-        await this.housekeeping();
         const claim = await this.store.claim(this.timing.leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
         if (!claim) {
           await this.idle();
@@ -144,23 +134,6 @@ export class TrainingWorker {
 
   private async idle(): Promise<void> {
     if (!this.steps.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
-  }
-
-  /** Expiry of trainings past their deadline; deletion of training data past its retention. */
-  private async housekeeping(): Promise<void> {
-    if (Date.now() - this.lastHousekeeping < HOUSEKEEPING_EVERY_MS) return;
-    this.lastHousekeeping = Date.now();
-    await this.store.expire();
-    if (Date.now() - this.lastCleanup < this.timing.cleanupEveryMs) return;
-    this.lastCleanup = Date.now();
-    for (const training of await this.store.duePurge(this.timing.dataMs, PURGE_BATCH)) {
-      try {
-        await deleteObject(this.deps.edge, training.objectKey);
-        await this.store.purge(training.id);
-      } catch (err) {
-        this.log(`sidecar: cleanup of training ${training.id} failed, retried next run: ${err instanceof Error ? err.message : String(err)}`);
-      }
-    }
   }
 
   /** One step under the claim, renewing the lease meanwhile; the job is released afterwards. */

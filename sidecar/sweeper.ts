@@ -1,0 +1,117 @@
+/**
+ * The GPU host's housekeeping (runs in the sidecar beside the job workers, which only claim and
+ * step): every SWEEP_EVERY_MS, batches and trainings past their deadline expire, a running batch
+ * whose records are all done completes (its worker died between its last commit and the
+ * completion), and image credit held past its expiry is given back (an edge died between reserving
+ * and settling); at most once per `cleanupEveryMs`, retention cleanup of batches, usage rows and image
+ * assets (bulk/cleanup.ts) and of trainings. Several sidecars may sweep at once: every step is
+ * idempotent, and none decides what a job commits (its claim's fence does).
+ *
+ *     const sweeper = new Sweeper({ pool, edge, timing: SWEEPER_TIMING });
+ *     sweeper.start();
+ *     await sweeper.stop();   // the sweep in flight finishes first
+ */
+import type { Pool } from "@neondatabase/serverless";
+import { LIMITS } from "../contract/limits.ts";
+import { CreditStore } from "../server-shared/credit.ts";
+import { poolDb } from "../server-shared/db.ts";
+import { BatchStore } from "../server-shared/jobs/batches.ts";
+import { TrainingStore } from "../server-shared/jobs/trainings.ts";
+import { runCleanup, type Retention } from "./bulk/cleanup.ts";
+import { deleteObject, type EdgeLink } from "./bulk/grants.ts";
+
+/** How often expiry, completion and the credit sweep run. */
+export const SWEEP_EVERY_MS = 5000;
+/** Expired image-credit reservations released, and trainings purged, per run. */
+const PER_RUN = 100;
+
+export interface SweeperTiming {
+  /** Retention cleanup runs at most this often. */
+  cleanupEveryMs: number;
+  /** Batch data and metadata retention. */
+  retention: Retention;
+  /** Training data is deleted this long after its job ended. */
+  trainingDataMs: number;
+}
+
+export const SWEEPER_TIMING: SweeperTiming = {
+  cleanupEveryMs: LIMITS.cleanupIntervalMs,
+  retention: { dataMs: LIMITS.bulkDataRetentionMs, metadataMs: LIMITS.batchMetadataRetentionMs },
+  trainingDataMs: LIMITS.trainingDataRetentionMs,
+};
+
+export interface SweeperDeps {
+  pool: Pool;
+  edge: EdgeLink;
+  timing?: SweeperTiming;
+  log?: (line: string) => void;
+}
+
+export class Sweeper {
+  private readonly timing: SweeperTiming;
+  private readonly log: (line: string) => void;
+  private readonly batches: BatchStore;
+  private readonly trainings: TrainingStore;
+  private readonly credit: CreditStore;
+  private lastCleanup = 0;
+  private loop: Promise<void> | null = null;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly deps: SweeperDeps) {
+    this.timing = deps.timing ?? SWEEPER_TIMING;
+    this.log = deps.log ?? ((line) => console.error(line));
+    const db = poolDb(deps.pool);
+    this.batches = new BatchStore(db);
+    this.trainings = new TrainingStore(db);
+    this.credit = new CreditStore(db);
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        await this.sweep();
+      } catch (err) {
+        // Postgres away, a bug: say so without content; the next sweep tries again.
+        this.log(`sidecar: sweeper: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, SWEEP_EVERY_MS);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** One sweep: expiry, completion and credit every time; retention cleanup once per interval. */
+  async sweep(): Promise<void> {
+    await this.batches.expire();
+    await this.batches.completeFinished();
+    await this.trainings.expire();
+    await this.credit.releaseExpired(PER_RUN);
+    if (Date.now() - this.lastCleanup < this.timing.cleanupEveryMs) return;
+    this.lastCleanup = Date.now();
+    await runCleanup(this.batches, this.deps.pool, this.deps.edge, this.timing.retention, this.log);
+    for (const training of await this.trainings.duePurge(this.timing.trainingDataMs, PER_RUN)) {
+      try {
+        // The file first: a training marked purged never keeps its examples' file behind.
+        await deleteObject(this.deps.edge, training.objectKey);
+        await this.trainings.purge(training.id);
+      } catch (err) {
+        this.log(`sidecar: cleanup of training ${training.id} failed, retried next run: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+}

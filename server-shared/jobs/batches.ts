@@ -351,14 +351,8 @@ export class BatchStore {
   // ---- Retention ----
 
   /** Up to `limit` batches terminal for `dataMs` whose data is not purged yet, oldest first. */
-  async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
-    const rows = await this.db.query(
-      `SELECT id, object_key FROM batches
-        WHERE purged_at IS NULL AND finished_at IS NOT NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
-        ORDER BY finished_at LIMIT $2`,
-      [dataMs, limit],
-    );
-    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
+  duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    return BATCH_JOBS.duePurge(this.db, dataMs, limit);
   }
 
   /** Deletes a batch's records and results and ends its storage reservation (its input object is deleted first, by the caller). */

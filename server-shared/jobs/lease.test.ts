@@ -2,7 +2,7 @@
  * The generic lease of leased jobs (lease.ts), over a second, minimal job kind made for this test
  * (`lease_test_jobs`: the lease columns and nothing else), on the shared stack's Postgres through
  * both production drivers: the edge's HTTP `neon()` and the sidecar's WebSocket Pool. Bulk batches
- * are the first kind (test/bulk-*.test.ts); training jobs will be the next.
+ * and trainings are the service's two kinds (test/bulk-*.test.ts, test/trainings.test.ts).
  */
 import { neon, Pool } from "@neondatabase/serverless";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -37,7 +37,9 @@ beforeAll(async () => {
     finished_at timestamptz,
     lease_token uuid,
     lease_expires_at timestamptz,
-    last_claimed_at timestamptz)`);
+    last_claimed_at timestamptz,
+    purged_at timestamptz,
+    object_key text NOT NULL DEFAULT 'input/' || gen_random_uuid())`);
 });
 
 afterAll(async () => {
@@ -125,6 +127,22 @@ describe.each(drivers)("a leased job kind through %s", (_name, dbOf) => {
     expect(await JOBS.expire(db)).toBeGreaterThanOrEqual(1);
     expect((await query<{ status: string }>("SELECT status FROM lease_test_jobs WHERE id = $1", [waiting]))[0]!.status).toBe("expired");
     expect(await JOBS.claim(db, LEASE_MS, ...only([waiting!]))).toBeNull();
+  });
+
+  it("lists for purging the jobs terminal for the data period, oldest first, never an open or a purged one", async () => {
+    const db = dbOf();
+    const other = (await newAccount()).accountId;
+    const [old, older, open, purged, recent] = await jobs(5, other);
+    const mine = async () => (await JOBS.duePurge(db, 60_000, 1000)).map((job) => job.id).filter((id) => [old, older, open, purged, recent].includes(id));
+    await query("UPDATE lease_test_jobs SET status = 'done', finished_at = now() - interval '2 minutes' WHERE id = $1", [old]);
+    await query("UPDATE lease_test_jobs SET status = 'failed', finished_at = now() - interval '3 minutes' WHERE id = $1", [older]);
+    // Open with a finished_at written by mistake, purged already, or terminal too recently: none of them.
+    await query("UPDATE lease_test_jobs SET finished_at = now() - interval '5 minutes' WHERE id = $1", [open]);
+    await query("UPDATE lease_test_jobs SET status = 'cancelled', finished_at = now() - interval '5 minutes', purged_at = now() WHERE id = $1", [purged]);
+    await query("UPDATE lease_test_jobs SET status = 'done', finished_at = now() WHERE id = $1", [recent]);
+    expect(await mine()).toEqual([older, old]);
+    const [due] = (await JOBS.duePurge(db, 60_000, 1000)).filter((job) => job.id === older);
+    expect(due!.objectKey).toMatch(/^input\//);
   });
 });
 

@@ -4,7 +4,7 @@
  * the one place the lease, its fence and the generic transitions are written:
  *
  *   id uuid, account_id uuid, status text, error jsonb, created_at, expires_at, finished_at,
- *   lease_token uuid, lease_expires_at, last_claimed_at (timestamptz)
+ *   lease_token uuid, lease_expires_at, last_claimed_at, purged_at (timestamptz), object_key text
  *
  * - A claim sets a fresh `lease_token` and `lease_expires_at`; the worker renews it while it works
  *   and releases it after one step, so jobs and hosts take turns. A crashed worker's job is claimed
@@ -13,6 +13,8 @@
  *   still held and unexpired, the job is not terminal, and its account is active. A worker that lost
  *   its lease, whose job was cancelled or whose account was disabled commits nothing.
  * - `fail` and `expire` end a job (`failed`, `expired`); every kind has those two terminal statuses.
+ * - Retention is one rule for every kind (`duePurge`): a job terminal for the kind's data period has
+ *   its input object and its data deleted, and `purged_at` set; its metadata stays.
  *
  *     const jobs = new LeasedJobs({ table: "trainings", terminal: [...], open: [...] });
  *     const lease = await jobs.claim(db, leaseMs);           // the job that waited longest, or null
@@ -115,5 +117,16 @@ export class LeasedJobs {
         WHERE status NOT IN ${this.terminalSql} AND expires_at <= now() RETURNING id`,
     );
     return rows.length;
+  }
+
+  /** Up to `limit` jobs terminal for `dataMs` whose data is not purged yet, oldest first: their ids and input objects. */
+  async duePurge(db: Db, dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    const rows = await db.query(
+      `SELECT id, object_key FROM ${this.kind.table}
+        WHERE status IN ${this.terminalSql} AND purged_at IS NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
+        ORDER BY finished_at LIMIT $2`,
+      [dataMs, limit],
+    );
+    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
   }
 }

@@ -418,14 +418,8 @@ export class TrainingStore {
   }
 
   /** Terminal trainings whose data is due for deletion (`dataMs` after they ended), oldest first. */
-  async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
-    const rows = await this.db.query(
-      `SELECT id, object_key FROM trainings
-        WHERE status IN ${TRAINING_JOBS.terminalSql} AND purged_at IS NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
-        ORDER BY finished_at LIMIT $2`,
-      [dataMs, limit],
-    );
-    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
+  duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    return TRAINING_JOBS.duePurge(this.db, dataMs, limit);
   }
 
   /** Deletes a training's examples (its file is deleted first) and records it; its report and model stay. */

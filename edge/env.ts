@@ -31,8 +31,8 @@ export type AppEnv = {
     account: Account;
     keyId: string;
     user: User;
-    /** The account whose image assets a request may use (edge/auth/image.ts). */
-    imageAccount: string;
+    /** The caller's account id, by either credential the image routes take (edge/auth/image.ts). */
+    accountId: string;
     /** Worst-case input tokens the quota gate reserves for this request (0 when unset). */
     reservedTokens: number;
     /** The validated decision request, once the decisions route has read it. */

@@ -2,7 +2,7 @@
  * Who may use the image routes (runs in workerd): the owner's API key when IMAGE_API is on, a
  * signed-in user's access token (the browser's session) when IMAGE_BROWSER is on. With both off
  * every image route answers the 404 of a route that does not exist; with one off, its credential is
- * told which one this deployment takes. Sets `imageAccount`, the account the assets belong to; a
+ * told which one this deployment takes. Sets `accountId`, the account the assets belong to; a
  * signed-in user with no account yet gets one, as the first key would make it.
  */
 import type { Context } from "hono";
@@ -34,7 +34,7 @@ export const imageAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (parseApiKey(token)) {
     if (IMAGE_API !== "on") throw new ServiceError("wrong_credential_kind", "this deployment takes image requests from a signed-in session only, not an API key");
     await verifyKey(c, presentedKey(c));
-    c.set("imageAccount", c.get("account").id);
+    c.set("accountId", c.get("account").id);
   } else {
     if (IMAGE_BROWSER !== "on") throw new ServiceError("wrong_credential_kind", "this deployment takes image requests with the owner's API key only");
     await signedInAccount(c, token);
@@ -55,10 +55,10 @@ export const imageSession = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** Sets `user` and `imageAccount` from a signed-in user's token; the account is made on first use, as a first key makes it. */
+/** Sets `user` and `accountId` from a signed-in user's token; the account is made on first use, as a first key makes it. */
 async function signedInAccount(c: Context<AppEnv>, token: string): Promise<void> {
   const user = await verifiedUser(c, token);
   const accountId = await userAccount(c, { create: true, user });
   c.set("user", user);
-  c.set("imageAccount", accountId);
+  c.set("accountId", accountId);
 }

@@ -14,7 +14,7 @@ export const credit = new Hono<AppEnv>();
 
 credit.use("/v1/image-credit", imageAuth);
 credit.get("/v1/image-credit", async (c) => {
-  const { balanceMicroUsd, reservedMicroUsd } = await new CreditStore(httpDb(services(c.env).sql)).balance(c.get("imageAccount"));
+  const { balanceMicroUsd, reservedMicroUsd } = await new CreditStore(httpDb(services(c.env).sql)).balance(c.get("accountId"));
   const body: CreditBalance = { object: "credit_balance", balance_micro_usd: balanceMicroUsd, reserved_micro_usd: reservedMicroUsd, pricing: { ...IMAGE_PRICING } };
   return c.json(body);
 });

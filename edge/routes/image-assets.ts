@@ -51,7 +51,7 @@ imageAssets.post("/v1/image-assets", async (c) => {
   const now = Date.now();
   const row = await storeOf(c).create({
     id: crypto.randomUUID(),
-    accountId: c.get("imageAccount"),
+    accountId: c.get("accountId"),
     purpose: request.purpose,
     filename: request.filename,
     sourceBytes: request.source_bytes,
@@ -90,7 +90,7 @@ imageAssets.post("/v1/image-assets/:id/complete", async (c) => {
   }
 
   const store = storeOf(c);
-  const lease = await store.lease(asset.id, c.get("imageAccount"), LIMITS.imageFinalizeLeaseMs);
+  const lease = await store.lease(asset.id, c.get("accountId"), LIMITS.imageFinalizeLeaseMs);
   if (!lease) {
     // Another completion went first: answer with what it left, or ask to come back.
     const now = await findAsset(c);
@@ -174,7 +174,7 @@ async function preprocessingSidecar(c: Context<AppEnv>): Promise<string> {
 /** The account's asset named by the path, or the same 404 for an unknown, another account's or an expired one. */
 async function findAsset(c: Context<AppEnv>): Promise<AssetRow> {
   const id = pathParam(c, PARAMETERS.imageAssetId);
-  const asset = id === null ? null : await storeOf(c).find(id, c.get("imageAccount"));
+  const asset = id === null ? null : await storeOf(c).find(id, c.get("accountId"));
   if (!asset) throw new ServiceError("not_found", "no image asset with this id in this account");
   return asset;
 }

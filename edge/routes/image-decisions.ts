@@ -21,7 +21,7 @@ imageDecisions.post("/v1/image-decisions", async (c) => {
   if (request.images === undefined) throw new ServiceError("invalid_request", "images: an image decision names its image: images: [{asset_id}]");
   const violation = imageViolation(request);
   if (violation) throw violation;
-  const accountId = c.get("imageAccount");
+  const accountId = c.get("accountId");
   const resolved = await resolveModel(services(c.env).sql, request.model, accountId);
   return imageDecision(c, { accountId, keyId: null, request, resolved });
 });

@@ -26,7 +26,7 @@ imageModels.get("/v1/image-models", async (c) => {
        FROM trainings t JOIN model_releases b ON b.id = t.base_release
       WHERE t.account_id = $1 AND b.modality = 'image' AND t.status IN ('accepted', 'ready', 'rejected')
       ORDER BY t.created_at DESC, t.id DESC LIMIT $2`,
-    [c.get("imageAccount"), LIMITS.imageModelsListed],
+    [c.get("accountId"), LIMITS.imageModelsListed],
   );
   const list: ImageModelList = { object: "list", data: rows.map(imageModelOf) };
   return orderedJson(c, list);

@@ -40,6 +40,8 @@ export const LIMITS = {
   trainingExamplesPerOutcome: 10,
   /** Unfinished training jobs an account may have at once. */
   activeTrainings: 3,
+  /** The Retry-After of a job create refused by an account limit (active batches or trainings, batch storage): slots free as jobs end. */
+  jobLimitRetryMs: 60_000,
   /** A training job not finished this long after it was created expires. */
   trainingLifetimeMs: 24 * 60 * 60 * 1000,
   /** A training file and its examples are deleted this long after the job ends; trained models stay until retired. */

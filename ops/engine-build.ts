@@ -21,11 +21,10 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { CUDA_ARCH_OPTION, engineVersion, localBuildsDir, localCudaBuild } from "../runtime/engine-build.ts";
+import { CUDA_ARCH_OPTION, enginePath, engineVersion, localBuildsDir, localCudaBuild } from "../runtime/engine-build.ts";
 
-const CLI = fileURLToPath(new URL("../dist/cli/cli.js", import.meta.resolve("node-llama-cpp")));
-const LLAMA_DIR = join(localBuildsDir(), "..");
+const CLI = enginePath("dist", "cli", "cli.js");
+const LLAMA_DIR = enginePath("llama");
 
 function fail(code: number, message: string): never {
   console.error(`build:engine: ${message}`);

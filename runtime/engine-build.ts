@@ -28,15 +28,19 @@ export type EngineBuild = GpuBuild | "metal" | "cpu";
 /** The CMake option that names the GPU architectures a CUDA build carries code for. */
 export const CUDA_ARCH_OPTION = "CMAKE_CUDA_ARCHITECTURES";
 
+/** A path inside the installed node-llama-cpp package (its entry point is `dist/index.js`). */
+export function enginePath(...parts: string[]): string {
+  return join(fileURLToPath(new URL("..", import.meta.resolve("node-llama-cpp"))), ...parts);
+}
+
 /** Where node-llama-cpp keeps the builds compiled on this host. */
 export function localBuildsDir(): string {
-  return join(fileURLToPath(new URL("..", import.meta.resolve("node-llama-cpp"))), "llama", "localBuilds");
+  return enginePath("llama", "localBuilds");
 }
 
 /** The version of node-llama-cpp installed (the engine's version). */
 export function engineVersion(): string {
-  const manifest = new URL("../package.json", import.meta.resolve("node-llama-cpp"));
-  return (JSON.parse(readFileSync(fileURLToPath(manifest), "utf8")) as { version: string }).version;
+  return (JSON.parse(readFileSync(enginePath("package.json"), "utf8")) as { version: string }).version;
 }
 
 export interface LocalBuild {

@@ -544,10 +544,11 @@ describe("a stand-in for a GPU (RUNTIME_FAKE_PASS_MS, benchmarks only)", () => {
         expect(answer.logprobs).toHaveLength(2);
         expect(answer.logprobs.reduce((sum, lp) => sum + Math.exp(lp), 0)).toBeLessThanOrEqual(0.5);
       }
+      // Its counters are the passes it was sent, each busy for at least the fixed time (how much longer
+      // a timer overshoots is the machine's, not this stand-in's, so no upper bound is asserted).
       const stats = Stats.parse(await call(fixed, "GET", RUNTIME_PATHS.stats));
       expect(stats.passes).toBe(4);
       expect(stats.busy_ms).toBeGreaterThanOrEqual(4 * 24);
-      expect(stats.busy_ms).toBeLessThan(4 * 60);
     } finally {
       await fixed.child.stop();
     }

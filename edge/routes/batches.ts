@@ -34,9 +34,6 @@ export const batches = new Hono<AppEnv>();
 batches.use("/v1/batches", apiKeyAuth, quota());
 batches.use("/v1/batches/*", apiKeyAuth, quota());
 
-/** How long after a refused create to try again: slots free up as batches finish or are purged. */
-const QUOTA_RETRY_SECONDS = 60;
-
 const storeOf = (c: Context<AppEnv>) => new BatchStore(httpDb(services(c.env).sql));
 
 batches.post("/v1/batches", async (c) => {
@@ -54,14 +51,14 @@ batches.post("/v1/batches", async (c) => {
 function quotaRefusal(c: Context<AppEnv>, quota: QuotaState) {
   const max = quota.max_active_batches;
   if (max !== null && quota.active >= max) {
-    return tooManyRequests(c, "active_batch_limit", `this account may have at most ${max} active batches; wait for one to finish or cancel one`, QUOTA_RETRY_SECONDS * 1000);
+    return tooManyRequests(c, "active_batch_limit", `this account may have at most ${max} active batches; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs);
   }
   return tooManyRequests(
     c,
     "batch_storage_limit",
     `this account's batch storage (${quota.max_batch_storage_bytes} bytes) is reserved by ${quota.kept} batches of ${LIMITS.batchStorageReservationBytes} bytes each; ` +
       `a batch's reservation ends when its data is deleted, ${LIMITS.bulkDataRetentionMs / 86_400_000} days after it finished`,
-    QUOTA_RETRY_SECONDS * 1000,
+    LIMITS.jobLimitRetryMs,
   );
 }
 

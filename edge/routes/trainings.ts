@@ -40,21 +40,16 @@ trainings.use("/v1/models/:model/retire", userAuth);
 
 const storeOf = (c: Context<AppEnv>) => new TrainingStore(httpDb(services(c.env).sql));
 
-/** How long after a refused create to try again: a slot frees when a training ends. */
-const RETRY_SECONDS = 60;
-
 /** Where a training's report is published. */
 export const reportPath = (id: string) => `/v1/trainings/${id}/report`;
 
-/** The signed-in user's account id (edge/accounts.ts); created on first use when `create`, else null when there is none. */
-const accountOf = (c: Context<AppEnv>, create: boolean) => userAccount(c, { create });
 
 trainings.post("/v1/trainings", async (c) => {
   const request = await readJson(c, CreateTrainingRequest, { maxBytes: LIMITS.controlBodyBytes });
-  const accountId = (await accountOf(c, true))!;
+  const accountId = await userAccount(c, { create: true });
   const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, baseModel: request.model });
   if (!outcome.training) {
-    return tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, RETRY_SECONDS * 1000);
+    return tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs);
   }
   const { training, created } = outcome;
   const needsUpload = training.status === "uploading" && (created || (await c.env.BUCKET.head(training.object_key)) === null);
@@ -65,7 +60,7 @@ trainings.post("/v1/trainings", async (c) => {
 trainings.get("/v1/trainings", async (c) => {
   const limit = queryParam(c, PARAMETERS.trainingListLimit);
   const after = queryParam(c, PARAMETERS.trainingListAfter);
-  const accountId = await accountOf(c, false);
+  const accountId = await userAccount(c, { create: false });
   const { rows, hasMore } = accountId ? await storeOf(c).list(accountId, { after, limit }) : { rows: [], hasMore: false };
   const page = rows.map(trainingOf);
   const body: TrainingList = { object: "list", data: page, has_more: hasMore, next_cursor: hasMore ? page.at(-1)!.id : null };
@@ -113,7 +108,7 @@ trainings.get("/v1/trainings/:id/report.svg", async (c) => {
 trainings.post("/v1/models/:model/retire", async (c) => {
   await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
   const model = pathParam(c, PARAMETERS.modelName);
-  const accountId = await accountOf(c, false);
+  const accountId = await userAccount(c, { create: false });
   const retired = model !== null && accountId !== null && (await storeOf(c).retire(model, accountId));
   if (!retired) throw new ServiceError("model_not_found", "no trained model of that name is served to this account");
   return c.json({ id: model, object: "model", retired: true });
@@ -137,7 +132,7 @@ async function reportOf(c: Context<AppEnv>): Promise<EvaluationReport> {
 /** The user's training named by the path, or the same 404 for an unknown id and another account's. */
 async function findTraining(c: Context<AppEnv>): Promise<{ row: TrainingStatusRow; accountId: string }> {
   const id = pathParam(c, PARAMETERS.trainingId);
-  const accountId = await accountOf(c, false);
+  const accountId = await userAccount(c, { create: false });
   const row = id === null || accountId === null ? null : await storeOf(c).find(id, accountId);
   if (!row) throw new ServiceError("not_found", "no training with this id in this account");
   return { row, accountId: accountId! };

@@ -1,8 +1,10 @@
 /**
- * Bulk batches with an API key (runs in workerd); the wire shapes are contract/batches.ts.
+ * Bulk batches with an API key (runs in workerd); the wire shapes are contract/batches.ts. A batch is
+ * a kind of job: create, submit, get, cancel and list are the job routes (edge/jobs.ts), with a
+ * batch's hooks; this file adds its results.
  *
  *   POST /v1/batches {idempotency_key}   -> 201 Batch + upload (200 with the same batch on a repeat)
- *   POST /v1/batches/{id}/submit {}      -> Batch (queued); 409 until the input has been uploaded
+ *   POST /v1/batches/{id}/submit {}      -> Batch (queued), its models frozen; 409 until the input has been uploaded
  *   GET  /v1/batches/{id}                -> Batch
  *   POST /v1/batches/{id}/cancel {}      -> Batch (cancelled, or unchanged when already terminal)
  *   GET  /v1/batches?limit=&after=       -> BatchList, newest first
@@ -10,41 +12,34 @@
  *
  * A batch belongs to the account: any valid key of it may use every route, and another account's
  * batch answers the same 404 as an unknown id. The key is re-read on every request (apiKeyAuth).
- * Every statement is the batch store's (server-shared/jobs/batches.ts); this file turns its rows
- * into the wire shapes.
  */
 import { Hono, type Context } from "hono";
-import { BATCH_LIMITS, CreateBatchRequest, isTerminal, type Batch, type BatchList } from "../../contract/batches.ts";
-import { tooManyRequests } from "../../server-shared/http.ts";
-import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
+import { BATCH_LIMITS, CreateBatchRequest, isTerminal, type Batch } from "../../contract/batches.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { readJson } from "../../server-shared/body.ts";
-import { httpDb } from "../../server-shared/db.ts";
+import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { signUpload } from "../../server-shared/grants.ts";
-import { BatchStore, PROGRESS_WINDOW_MINUTES, type BatchRow, type QuotaState } from "../../server-shared/jobs/batches.ts";
+import { tooManyRequests } from "../../server-shared/http.ts";
+import { BATCH_FROZEN, BatchStore, PROGRESS_WINDOW_MINUTES, QuotaState, type BatchRow } from "../../server-shared/jobs/batches.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
-import { pathParam, queryParam } from "../params.ts";
-import { services } from "../services.ts";
-import { storageGrants } from "../storage.ts";
+import { jobRoutes } from "../jobs.ts";
+import { queryParam } from "../params.ts";
 
 export const batches = new Hono<AppEnv>();
-batches.use("/v1/batches", apiKeyAuth, quota());
-batches.use("/v1/batches/*", apiKeyAuth, quota());
 
-const storeOf = (c: Context<AppEnv>) => new BatchStore(httpDb(services(c.env).sql));
-
-batches.post("/v1/batches", async (c) => {
-  const { idempotency_key } = await readJson(c, CreateBatchRequest, { maxBytes: LIMITS.controlBodyBytes });
-  const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId: c.get("account").id, idempotencyKey: idempotency_key, keyId: c.get("keyId") });
-  if (!outcome.batch) return quotaRefusal(c, outcome.quota);
-  const { batch, created } = outcome;
-  // A fresh destination while no input has arrived; none once it has (submit may follow directly).
-  const needsUpload = batch.status === "uploading" && (created || (await c.env.BUCKET.head(batch.object_key)) === null);
-  const body: Batch = { ...batchOf(batch), ...(needsUpload ? { upload: await signUpload(storageGrants(c), batch.object_key) } : {}) };
-  return c.json(body, created ? 201 : 200);
+const { find: findBatch, storeOf } = jobRoutes(batches, {
+  path: "/v1/batches",
+  noun: "batch",
+  auth: [apiKeyAuth, quota()],
+  store: (db) => new BatchStore(db),
+  account: async (c) => c.get("account").id,
+  create: { request: CreateBatchRequest, columns: (c) => ({ created_by_key: c.get("keyId") }) },
+  refusal: (c, state) => quotaRefusal(c, QuotaState.parse(state)),
+  frozen: async () => BATCH_FROZEN,
+  wire: batchOf,
+  parameters: { id: PARAMETERS.batchId, limit: PARAMETERS.batchListLimit, after: PARAMETERS.batchListAfter },
+  notSubmittable: "batch_not_submittable",
 });
 
 /** 429 naming the quota a create would exceed. */
@@ -62,45 +57,9 @@ function quotaRefusal(c: Context<AppEnv>, quota: QuotaState) {
   );
 }
 
-batches.get("/v1/batches", async (c) => {
-  const limit = queryParam(c, PARAMETERS.batchListLimit);
-  const after = queryParam(c, PARAMETERS.batchListAfter);
-  const { rows, hasMore } = await storeOf(c).list(c.get("account").id, { after, limit });
-  const page = rows.map(batchOf);
-  const body: BatchList = { object: "list", data: page, has_more: hasMore, next_cursor: hasMore ? page.at(-1)!.id : null };
-  return c.json(body);
-});
-
-batches.get("/v1/batches/:id", async (c) => c.json(batchOf(await findBatch(c))));
-
-batches.post("/v1/batches/:id/submit", async (c) => {
-  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
-  const batch = await findBatch(c);
-  if (batch.status !== "uploading") {
-    // A repeated submit changes nothing; a batch that ended before it was submitted cannot start.
-    if (batch.submitted_at !== null) return c.json(batchOf(batch));
-    throw new ServiceError("batch_not_submittable", `this batch is ${batch.status} and was never submitted; create a new one`);
-  }
-  if (Date.parse(batch.expires_at) <= Date.now()) {
-    throw new ServiceError("batch_not_submittable", "this batch passed its deadline before it was submitted; create a new one");
-  }
-  const input = await c.env.BUCKET.head(batch.object_key);
-  if (!input) throw new ServiceError("upload_incomplete", "the input file has not been uploaded yet: PUT it to the batch's upload URL first");
-  const submitted = await storeOf(c).submit(batch.id, c.get("account").id, input.size);
-  // Nothing updated: a concurrent submit or cancel went first; answer with what it left.
-  return c.json(batchOf(submitted ?? (await findBatch(c))));
-});
-
-batches.post("/v1/batches/:id/cancel", async (c) => {
-  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
-  const batch = await findBatch(c);
-  const cancelled = await storeOf(c).cancel(batch.id, c.get("account").id);
-  return c.json(batchOf(cancelled ?? (await findBatch(c))));
-});
-
 batches.get("/v1/batches/:id/results", async (c) => {
   const after = queryParam(c, PARAMETERS.resultsAfter);
-  const batch = await findBatch(c);
+  const { row: batch } = await findBatch(c);
   if (!isTerminal(batch.status)) {
     throw new ServiceError("batch_not_finished", `results are served once the batch has finished; it is ${batch.status}`);
   }
@@ -115,14 +74,6 @@ batches.get("/v1/batches/:id/results", async (c) => {
     "content-type": "application/json",
   });
 });
-
-/** The account's batch named by the path, or the same 404 for an unknown id and another account's batch. */
-async function findBatch(c: Context<AppEnv>): Promise<BatchRow> {
-  const id = pathParam(c, PARAMETERS.batchId);
-  const batch = id === null ? null : await storeOf(c).find(id, c.get("account").id);
-  if (!batch) throw new ServiceError("not_found", "no batch with this id in this account");
-  return batch;
-}
 
 function batchOf(row: BatchRow): Batch {
   return {

@@ -1,7 +1,8 @@
 /**
  * Training jobs with the signed-in user's access token (runs in workerd), as key management takes
- * it; the wire shapes are contract/trainings.ts, every statement the training store's
- * (server-shared/jobs/trainings.ts).
+ * it; the wire shapes are contract/trainings.ts. A training is a kind of job: create, submit, get,
+ * cancel and list are the job routes (edge/jobs.ts), with a training's hooks; this file adds its
+ * report and retiring its model.
  *
  *   POST /v1/trainings {idempotency_key, model?}  -> 201 Training + upload (200 with the same training on a repeat)
  *   POST /v1/trainings/{id}/submit {}             -> Training (queued); 409 until the file has been uploaded
@@ -15,88 +16,50 @@
  * 404 as an unknown id. An API key is refused on every one of these routes (userAuth).
  */
 import { Hono, type Context } from "hono";
-import { tooManyRequests } from "../../server-shared/http.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
-import { CreateTrainingRequest, EvaluationReport, isTrainingTerminal, TRAINING_LIMITS, type Training, type TrainingList } from "../../contract/trainings.ts";
+import { CreateTrainingRequest, EvaluationReport, isTrainingTerminal, TRAINING_LIMITS, type Training } from "../../contract/trainings.ts";
 import { readJson } from "../../server-shared/body.ts";
-import { httpDb } from "../../server-shared/db.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { signUpload } from "../../server-shared/grants.ts";
-import { TRAINING_PROGRESS_WINDOW_MINUTES, TrainingStore, type TrainingStatusRow } from "../../server-shared/jobs/trainings.ts";
+import { tooManyRequests } from "../../server-shared/http.ts";
+import { TRAINING_PROGRESS_WINDOW_MINUTES, TrainingStore, trainingFrozen, type TrainingStatusRow } from "../../server-shared/jobs/trainings.ts";
 import { reliabilitySvg } from "../../server-shared/quality.ts";
 import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
+import { jobRoutes } from "../jobs.ts";
 import { resolveModel } from "../models.ts";
-import { pathParam, queryParam } from "../params.ts";
+import { pathParam } from "../params.ts";
 import { services } from "../services.ts";
-import { storageGrants } from "../storage.ts";
 
 export const trainings = new Hono<AppEnv>();
-trainings.use("/v1/trainings", userAuth);
-trainings.use("/v1/trainings/*", userAuth);
 trainings.use("/v1/models/:model/retire", userAuth);
 
-const storeOf = (c: Context<AppEnv>) => new TrainingStore(httpDb(services(c.env).sql));
+const { find: findTraining, storeOf } = jobRoutes(trainings, {
+  path: "/v1/trainings",
+  noun: "training",
+  auth: [userAuth],
+  store: (db) => new TrainingStore(db),
+  account: (c, opts) => userAccount(c, opts),
+  create: { request: CreateTrainingRequest, columns: (_c, request) => ({ base_model: request.model }) },
+  refusal: (c) =>
+    tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs),
+  frozen: async (c, training, accountId) => {
+    // The base as the account may use it now; a trained model is not a base.
+    const { sql } = services(c.env);
+    const base = await resolveModel(sql, training.base_model, accountId);
+    if (!base) throw new ServiceError("model_not_found", "no model of that name is available to this account");
+    const [kind] = await sql.query("SELECT task IS NOT NULL AS trained FROM model_releases WHERE id = $1", [base.release.id]);
+    if (kind?.trained) throw new ServiceError("invalid_request", "a trained model cannot be the base of another training; name the shared model or another base");
+    return trainingFrozen(base.release.id);
+  },
+  wire: trainingOf,
+  parameters: { id: PARAMETERS.trainingId, limit: PARAMETERS.trainingListLimit, after: PARAMETERS.trainingListAfter },
+  notSubmittable: "training_not_submittable",
+});
 
 /** Where a training's report is published. */
 export const reportPath = (id: string) => `/v1/trainings/${id}/report`;
-
-
-trainings.post("/v1/trainings", async (c) => {
-  const request = await readJson(c, CreateTrainingRequest, { maxBytes: LIMITS.controlBodyBytes });
-  const accountId = await userAccount(c, { create: true });
-  const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, baseModel: request.model });
-  if (!outcome.training) {
-    return tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs);
-  }
-  const { training, created } = outcome;
-  const needsUpload = training.status === "uploading" && (created || (await c.env.BUCKET.head(training.object_key)) === null);
-  const body: Training = { ...trainingOf(training), ...(needsUpload ? { upload: await signUpload(storageGrants(c), training.object_key) } : {}) };
-  return c.json(body, created ? 201 : 200);
-});
-
-trainings.get("/v1/trainings", async (c) => {
-  const limit = queryParam(c, PARAMETERS.trainingListLimit);
-  const after = queryParam(c, PARAMETERS.trainingListAfter);
-  const accountId = await userAccount(c, { create: false });
-  const { rows, hasMore } = accountId ? await storeOf(c).list(accountId, { after, limit }) : { rows: [], hasMore: false };
-  const page = rows.map(trainingOf);
-  const body: TrainingList = { object: "list", data: page, has_more: hasMore, next_cursor: hasMore ? page.at(-1)!.id : null };
-  return c.json(body);
-});
-
-trainings.get("/v1/trainings/:id", async (c) => c.json(trainingOf((await findTraining(c)).row)));
-
-trainings.post("/v1/trainings/:id/submit", async (c) => {
-  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
-  const { row: training, accountId } = await findTraining(c);
-  if (training.status !== "uploading") {
-    if (training.submitted_at !== null) return c.json(trainingOf(training));
-    throw new ServiceError("training_not_submittable", `this training is ${training.status} and was never submitted; create a new one`);
-  }
-  if (Date.parse(training.expires_at) <= Date.now()) {
-    throw new ServiceError("training_not_submittable", "this training passed its deadline before it was submitted; create a new one");
-  }
-  const input = await c.env.BUCKET.head(training.object_key);
-  if (!input) throw new ServiceError("upload_incomplete", "the training file has not been uploaded yet: PUT it to the training's upload URL first");
-  // The base as the account may use it now; a trained model is not a base.
-  const { sql } = services(c.env);
-  const base = await resolveModel(sql, training.base_model, accountId);
-  if (!base) throw new ServiceError("model_not_found", "no model of that name is available to this account");
-  const [kind] = await sql.query("SELECT task IS NOT NULL AS trained FROM model_releases WHERE id = $1", [base.release.id]);
-  if (kind?.trained) throw new ServiceError("invalid_request", "a trained model cannot be the base of another training; name the shared model or another base");
-  const submitted = await storeOf(c).submit(training.id, accountId, input.size, base.release.id);
-  return c.json(trainingOf(submitted ?? (await findTraining(c)).row));
-});
-
-trainings.post("/v1/trainings/:id/cancel", async (c) => {
-  await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
-  const { row, accountId } = await findTraining(c);
-  const cancelled = await storeOf(c).cancel(row.id, accountId);
-  return c.json(trainingOf(cancelled ?? (await findTraining(c)).row));
-});
 
 trainings.get("/v1/trainings/:id/report", async (c) => c.json(await reportOf(c)));
 
@@ -127,15 +90,6 @@ async function reportOf(c: Context<AppEnv>): Promise<EvaluationReport> {
   const { row } = await findTraining(c);
   if (!row.report) throw new ServiceError("report_not_ready", `the report is written once the candidate is evaluated; this training is ${row.status}`);
   return row.report;
-}
-
-/** The user's training named by the path, or the same 404 for an unknown id and another account's. */
-async function findTraining(c: Context<AppEnv>): Promise<{ row: TrainingStatusRow; accountId: string }> {
-  const id = pathParam(c, PARAMETERS.trainingId);
-  const accountId = await userAccount(c, { create: false });
-  const row = id === null || accountId === null ? null : await storeOf(c).find(id, accountId);
-  if (!row) throw new ServiceError("not_found", "no training with this id in this account");
-  return { row, accountId: accountId! };
 }
 
 function trainingOf(row: TrainingStatusRow): Training {

@@ -1,23 +1,26 @@
 /**
- * The bulk batch store: every statement on `batches`, `batch_records` and `batch_results`, for the
- * edge (create, submit, cancel, read) and the sidecar's bulk worker (claim, start, commit, fail,
- * expire, purge). A batch is a leased job (lease.ts); rows are parsed here, once, into typed values.
+ * The batch kind of job: a job's lifecycle is the job store's (store.ts: create, find, list, submit,
+ * cancel, the lease, fail, expire, purge); this file adds what only a batch has, its records and
+ * results, for the edge (results pages) and the sidecar's bulk worker (a claim with its next record,
+ * start, commit). Rows are parsed here, once, into typed values.
  *
  *   uploading --submit--> queued --claim--> validating --start--> running --commit(last)--> completed
  *   any non-terminal --cancel--> cancelled; validating --fail--> failed; past its deadline --expire--> expired
  *
+ * A batch's claim stays a SQL function (bulk_claim in schema.sql) with the store's rule (open, active
+ * account, before its deadline, lease free; the longest wait by last claim, then submission) because
+ * it also returns the batch's next record and follows a record's commit in the same round trip.
+ *
  *     const store = new BatchStore(httpDb(sql));   // or poolDb(pool) in the sidecar
  *     const batch = await store.find(id, accountId);
- *     const claim = await store.claim({ leaseMs, served, self });
+ *     const claim = await store.claimWork({ leaseMs, served, self });
  */
 import { z } from "zod";
 import { BatchError, BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
 import type { Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { Column, type Db } from "../db.ts";
-import { LeasedJobs, type Lease } from "./lease.ts";
-
-export const BATCH_JOBS = new LeasedJobs({ table: "batches", terminal: TERMINAL_STATUSES, open: ["queued", "validating", "running"] });
+import { JobStore, type JobKind, type Lease } from "./store.ts";
 
 const { time: Time, int: Int } = Column;
 
@@ -115,97 +118,45 @@ export interface ClaimRequest {
   self: string;
 }
 
-export type CreateOutcome = { batch: BatchRow; created: boolean } | { batch: null; quota: QuotaState };
+export const BATCH_KIND: JobKind<BatchRow> = {
+  table: "batches",
+  terminal: TERMINAL_STATUSES,
+  open: ["queued", "validating", "running"],
+  columns: COLUMNS,
+  parse: (row) => BatchRow.parse(row),
+  objectKey: (id) => `batches/${id}/input.jsonl`,
+  lifetimeMs: LIMITS.batchLifetimeMs,
+  quota: ({ active, kept }) => ({
+    allows: `(a.max_active_batches IS NULL OR a.max_active_batches > ${active})
+         AND (a.max_batch_storage_bytes IS NULL OR a.max_batch_storage_bytes >= ${LIMITS.batchStorageReservationBytes}::bigint * (1 + ${kept}))`,
+    state: "a.max_active_batches, a.max_batch_storage_bytes",
+  }),
+  data: [
+    { table: "batch_results", job: "batch_id" },
+    { table: "batch_records", job: "batch_id" },
+  ],
+};
 
-export class BatchStore {
-  constructor(private readonly db: Db) {}
+/**
+ * What a submit freezes: the releases and aliases the account may use now are the ones the batch
+ * runs on, whatever moves later.
+ */
+const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)";
+export const BATCH_FROZEN = {
+  set: {
+    models: `jsonb_build_object(
+      'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable}),
+      'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id WHERE ${usable}))`,
+  },
+  params: [],
+};
 
-  // ---- The edge: an account's batches ----
-
-  /**
-   * Creates the account's batch for `idempotencyKey`, or finds the one it made before; refused when
-   * a quota is full. One transaction that first locks the account's row, so concurrent creates (any
-   * key, any edge) are serialized and cannot both take the last slot. Read committed: each statement
-   * sees what committed before it ran, so every count includes a concurrent create that went first.
-   */
-  async create(input: { id: string; accountId: string; idempotencyKey: string; keyId: string }): Promise<CreateOutcome> {
-    const { id, accountId: account, idempotencyKey: key } = input;
-    const active = `(SELECT count(*) FROM batches WHERE account_id = $1 AND status NOT IN ${BATCH_JOBS.terminalSql})`;
-    const kept = "(SELECT count(*) FROM batches WHERE account_id = $1 AND purged_at IS NULL)";
-    const [, inserted = [], state = []] = await this.db.transaction([
-      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [account] },
-      {
-        text: `INSERT INTO batches (id, account_id, idempotency_key, created_by_key, object_key, expires_at)
-               SELECT $2, $1, $3, $4, $5, now() + make_interval(secs => $6::double precision / 1000)
-                 FROM accounts a
-                WHERE a.id = $1
-                  AND NOT EXISTS (SELECT 1 FROM batches WHERE account_id = $1 AND idempotency_key = $3)
-                  AND (a.max_active_batches IS NULL OR a.max_active_batches > ${active})
-                  AND (a.max_batch_storage_bytes IS NULL OR a.max_batch_storage_bytes >= $7::bigint * (1 + ${kept}))
-               ON CONFLICT (account_id, idempotency_key) DO NOTHING
-               RETURNING id`,
-        params: [account, id, key, input.keyId, objectKeyOf(id), LIMITS.batchLifetimeMs, LIMITS.batchStorageReservationBytes],
-      },
-      {
-        text: `SELECT a.max_active_batches, a.max_batch_storage_bytes, ${active} AS active, ${kept} AS kept,
-                      (SELECT row_to_json(b) FROM (SELECT ${COLUMNS} FROM batches WHERE account_id = $1 AND idempotency_key = $2) b) AS batch
-                 FROM accounts a WHERE a.id = $1`,
-        params: [account, key],
-      },
-    ]);
-    const row = state[0] ?? {};
-    if (!row.batch) return { batch: null, quota: QuotaState.parse(row) };
-    return { batch: BatchRow.parse(row.batch), created: inserted.length > 0 };
+export class BatchStore extends JobStore<BatchRow> {
+  constructor(db: Db) {
+    super(BATCH_KIND, db);
   }
 
-  /** The account's batch `id`; null for an unknown id and for another account's batch alike. */
-  async find(id: string, accountId: string): Promise<BatchRow | null> {
-    const [row] = await this.db.query(`SELECT ${COLUMNS} FROM batches WHERE id = $1 AND account_id = $2`, [id, accountId]);
-    return row ? BatchRow.parse(row) : null;
-  }
-
-  /** One page of the account's batches, newest first, after the batch `after` (an earlier page's last). */
-  async list(accountId: string, page: { after: string | undefined; limit: number }): Promise<{ rows: BatchRow[]; hasMore: boolean }> {
-    const rows = await this.db.query(
-      `SELECT ${COLUMNS} FROM batches
-        WHERE account_id = $1
-          AND ($2::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $2::uuid AND account_id = $1))
-        ORDER BY created_at DESC, id DESC
-        LIMIT $3`,
-      [accountId, page.after ?? null, page.limit + 1],
-    );
-    return { rows: rows.slice(0, page.limit).map((row) => BatchRow.parse(row)), hasMore: rows.length > page.limit };
-  }
-
-  /**
-   * Queues an uploading batch and freezes the models it runs on: the releases and aliases the account
-   * may use now are the ones this job uses, whatever moves later. Null when it was no longer
-   * uploading (a concurrent submit or cancel went first).
-   */
-  async submit(id: string, accountId: string, inputBytes: number): Promise<BatchRow | null> {
-    const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)";
-    const [row] = await this.db.query(
-      `UPDATE batches SET status = 'queued', submitted_at = now(), input_bytes = $3,
-              models = jsonb_build_object(
-                'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable}),
-                'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id WHERE ${usable}))
-        WHERE id = $1 AND account_id = $2 AND status = 'uploading'
-        RETURNING ${COLUMNS}`,
-      [id, accountId, inputBytes],
-    );
-    return row ? BatchRow.parse(row) : null;
-  }
-
-  /** Cancels a batch that is not terminal; null when it already was (nothing changes). */
-  async cancel(id: string, accountId: string): Promise<BatchRow | null> {
-    const [row] = await this.db.query(
-      `UPDATE batches SET status = 'cancelled', finished_at = now()
-        WHERE id = $1 AND account_id = $2 AND status NOT IN ${BATCH_JOBS.terminalSql}
-        RETURNING ${COLUMNS}`,
-      [id, accountId],
-    );
-    return row ? BatchRow.parse(row) : null;
-  }
+  // ---- The edge: a batch's results ----
 
   /** Up to `limit` committed results after input line `after`, in input order, each the exact text committed. */
   async results(id: string, after: number, limit: number): Promise<{ line: number; text: string }[]> {
@@ -220,14 +171,10 @@ export class BatchStore {
    * schema.sql: a queued batch to validate, or a running batch's next record on a release served
    * here); a queued batch becomes `validating`. Null: nothing to do.
    */
-  async claim(request: ClaimRequest): Promise<BatchClaim | null> {
+  async claimWork(request: ClaimRequest): Promise<BatchClaim | null> {
     const token = crypto.randomUUID();
     const rows = await this.db.query("SELECT * FROM bulk_claim($1, $2, $3, $4)", [token, request.leaseMs, request.served, request.self]);
     return claimOf(token, rows[0]);
-  }
-
-  renew(claim: Lease, leaseMs: number): Promise<boolean> {
-    return BATCH_JOBS.renew(this.db, claim, leaseMs);
   }
 
   /**
@@ -254,15 +201,6 @@ export class BatchStore {
     return row ? { record: { line: row.line, customId: row.custom_id, body: row.body }, releaseId: row.release_id } : null;
   }
 
-  release(claim: Lease): Promise<void> {
-    return BATCH_JOBS.release(this.db, claim);
-  }
-
-  /** Fails a validating batch as a whole (a bad file); nothing is written when the claim was lost. */
-  fail(claim: Lease, error: BatchError): Promise<boolean> {
-    return BATCH_JOBS.fail(this.db, claim, error);
-  }
-
   /**
    * A validated file's records stored and the batch running, in one fenced statement: both happen,
    * or (the claim lost) neither. `releases[i]` is the release record i's model resolved to (null: none).
@@ -270,7 +208,7 @@ export class BatchStore {
   async start(claim: Lease, records: StoredRecord[], releases: (string | null)[]): Promise<boolean> {
     const [row] = await this.db.query(
       `WITH started AS (
-         UPDATE batches SET status = 'running', total_records = $3 WHERE ${BATCH_JOBS.fence()} RETURNING id),
+         UPDATE batches SET status = 'running', total_records = $3 WHERE ${this.fence()} RETURNING id),
        stored AS (
          INSERT INTO batch_records (batch_id, line, custom_id, body, release_id)
          SELECT started.id, r.* FROM started, unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS r
@@ -293,7 +231,7 @@ export class BatchStore {
     await this.db.query(
       `WITH failed AS (
          UPDATE batch_records SET attempts = $3, not_before = ${wait}
-          WHERE batch_id = $1 AND line = $4 AND EXISTS (SELECT 1 FROM batches WHERE ${BATCH_JOBS.fence()})
+          WHERE batch_id = $1 AND line = $4 AND EXISTS (SELECT 1 FROM batches WHERE ${this.fence()})
           RETURNING release_id)
        UPDATE batch_records r SET not_before = ${wait}
          FROM failed WHERE r.batch_id = $1 AND r.line <> $4 AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
@@ -334,11 +272,6 @@ export class BatchStore {
     return claimOf(token, rows[0]);
   }
 
-  /** Ends every batch past its deadline as `expired`, keeping what it committed. */
-  expire(): Promise<number> {
-    return BATCH_JOBS.expire(this.db);
-  }
-
   /** Completes a running batch whose last commit was not followed by its completion (a crash in between). */
   async completeFinished(): Promise<void> {
     await this.db.query(
@@ -348,30 +281,7 @@ export class BatchStore {
     );
   }
 
-  // ---- Retention ----
-
-  /** Up to `limit` batches terminal for `dataMs` whose data is not purged yet, oldest first. */
-  duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
-    return BATCH_JOBS.duePurge(this.db, dataMs, limit);
-  }
-
-  /** Deletes a batch's records and results and ends its storage reservation (its input object is deleted first, by the caller). */
-  async purge(id: string): Promise<void> {
-    await this.db.transaction([
-      { text: "DELETE FROM batch_results WHERE batch_id = $1", params: [id] },
-      { text: "DELETE FROM batch_records WHERE batch_id = $1", params: [id] },
-      { text: "UPDATE batches SET purged_at = now() WHERE id = $1 AND purged_at IS NULL", params: [id] },
-    ]);
-  }
-
-  /** Deletes the metadata of purged batches terminal for `metadataMs`. */
-  async deleteMetadata(metadataMs: number): Promise<void> {
-    await this.db.query("DELETE FROM batches WHERE purged_at IS NOT NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)", [metadataMs]);
-  }
 }
-
-/** Where a batch's input file is stored. */
-const objectKeyOf = (id: string) => `batches/${id}/input.jsonl`;
 
 function claimOf(token: string, raw: Record<string, unknown> | undefined): BatchClaim | null {
   if (!raw) return null;

@@ -1,15 +1,15 @@
 /**
- * The training store: every statement on `trainings` and `training_examples`, for the edge (create,
- * submit, cancel, read) and the sidecar's training worker (claim, start, read an example, accept or
- * reject, activate, expire, purge). A training is a leased job (lease.ts) like a batch: the same
- * lease, the same fence on every write of a step.
+ * The training kind of job: a job's lifecycle is the job store's (store.ts: create, find, list,
+ * submit, cancel, the lease, fail, expire, purge); this file adds what only a training has, for the
+ * edge (its trained model's report, retiring it) and the sidecar's training worker (start, read an
+ * example, accept or reject, activate), every write of a step under the store's fence.
  *
  *   uploading --submit--> queued --claim--> validating --start--> running --(examples read)-->
  *   accepted --activate--> ready  |  rejected;   validating --fail--> failed
  *   any non-terminal --cancel--> cancelled;      past its deadline --expire--> expired
  *
  *     const store = new TrainingStore(httpDb(sql));   // or poolDb(pool) in the sidecar
- *     const claim = await store.claim(leaseMs, served);
+ *     const claim = await store.claimWork(leaseMs, served);
  */
 import { z } from "zod";
 import { BatchError } from "../../contract/batches.ts";
@@ -17,9 +17,7 @@ import { LIMITS } from "../../contract/limits.ts";
 import { EvaluationReport, InterimEvaluation, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
 import { Column, type Db } from "../db.ts";
 import { SavedTask, type TrainedHeads } from "../trained.ts";
-import { LeasedJobs, type Lease } from "./lease.ts";
-
-export const TRAINING_JOBS = new LeasedJobs({ table: "trainings", terminal: TRAINING_TERMINAL_STATUSES, open: TRAINING_OPEN_STATUSES });
+import { JobStore, type JobKind, type Lease } from "./store.ts";
 
 const { time: Time, int: Int } = Column;
 
@@ -117,91 +115,29 @@ export interface TrainedRelease {
   heads: TrainedHeads;
 }
 
-export type CreateTrainingOutcome = { training: TrainingStatusRow; created: boolean } | { training: null; active: number };
+export const TRAINING_KIND: JobKind<TrainingStatusRow> = {
+  table: "trainings",
+  terminal: TRAINING_TERMINAL_STATUSES,
+  open: TRAINING_OPEN_STATUSES,
+  columns: STATUS_COLUMNS,
+  parse: (row) => TrainingStatusRow.parse(row),
+  objectKey: (id) => `trainings/${id}/examples.jsonl`,
+  lifetimeMs: LIMITS.trainingLifetimeMs,
+  quota: ({ active }) => ({ allows: `${active} < ${LIMITS.activeTrainings}`, state: `${LIMITS.activeTrainings} AS max_active_trainings` }),
+  // An accepted training's release, never served, is retired with it when it is cancelled or expires.
+  onEnd: "UPDATE model_releases r SET retired_at = now() FROM ended WHERE r.id = ended.model_id AND r.retired_at IS NULL",
+  data: [{ table: "training_examples", job: "training_id" }],
+};
 
-export class TrainingStore {
-  constructor(private readonly db: Db) {}
+/** What a training's submit freezes: the base release its model resolved to. */
+export const trainingFrozen = (baseRelease: string) => ({ set: { base_release: "$4" }, params: [baseRelease] });
 
-  // ---- The edge: an account's trainings ----
-
-  /**
-   * Creates the account's training for `idempotencyKey`, or finds the one it made before; refused
-   * while the account has LIMITS.activeTrainings unfinished ones. The account's row is locked first,
-   * so concurrent creates cannot both take the last slot.
-   */
-  async create(input: { id: string; accountId: string; idempotencyKey: string; baseModel: string }): Promise<CreateTrainingOutcome> {
-    const { id, accountId: account, idempotencyKey: key } = input;
-    const active = `(SELECT count(*) FROM trainings WHERE account_id = $1 AND status NOT IN ${TRAINING_JOBS.terminalSql})`;
-    const [, inserted = [], state = []] = await this.db.transaction([
-      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [account] },
-      {
-        text: `INSERT INTO trainings (id, account_id, idempotency_key, base_model, object_key, expires_at)
-               SELECT $2, $1, $3, $4, $5, now() + make_interval(secs => $6::double precision / 1000)
-                WHERE NOT EXISTS (SELECT 1 FROM trainings WHERE account_id = $1 AND idempotency_key = $3)
-                  AND ${active} < $7
-               ON CONFLICT (account_id, idempotency_key) DO NOTHING
-               RETURNING id`,
-        params: [account, id, key, input.baseModel, `trainings/${id}/examples.jsonl`, LIMITS.trainingLifetimeMs, LIMITS.activeTrainings],
-      },
-      {
-        text: `SELECT ${active} AS active,
-                      (SELECT row_to_json(t) FROM (SELECT ${STATUS_COLUMNS} FROM trainings WHERE account_id = $1 AND idempotency_key = $2) t) AS training`,
-        params: [account, key],
-      },
-    ]);
-    const row = state[0] ?? {};
-    if (!row.training) return { training: null, active: Int.parse(row.active ?? 0) };
-    return { training: TrainingStatusRow.parse(row.training), created: inserted.length > 0 };
+export class TrainingStore extends JobStore<TrainingStatusRow> {
+  constructor(db: Db) {
+    super(TRAINING_KIND, db);
   }
 
-  /** The account's training `id`; null for an unknown id and another account's alike. */
-  async find(id: string, accountId: string): Promise<TrainingStatusRow | null> {
-    const [row] = await this.db.query(`SELECT ${STATUS_COLUMNS} FROM trainings WHERE id = $1 AND account_id = $2`, [id, accountId]);
-    return row ? TrainingStatusRow.parse(row) : null;
-  }
-
-  /** One page of the account's trainings, newest first, after the training `after`. */
-  async list(accountId: string, page: { after: string | undefined; limit: number }): Promise<{ rows: TrainingStatusRow[]; hasMore: boolean }> {
-    const rows = await this.db.query(
-      `SELECT ${STATUS_COLUMNS} FROM trainings
-        WHERE account_id = $1
-          AND ($2::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM trainings WHERE id = $2::uuid AND account_id = $1))
-        ORDER BY created_at DESC, id DESC
-        LIMIT $3`,
-      [accountId, page.after ?? null, page.limit + 1],
-    );
-    return { rows: rows.slice(0, page.limit).map((row) => TrainingStatusRow.parse(row)), hasMore: rows.length > page.limit };
-  }
-
-  /** Queues an uploading training on the base release its model resolved to; null when it was no longer uploading. */
-  async submit(id: string, accountId: string, inputBytes: number, baseRelease: string): Promise<TrainingStatusRow | null> {
-    const [row] = await this.db.query(
-      `UPDATE trainings SET status = 'queued', submitted_at = now(), input_bytes = $3, base_release = $4
-        WHERE id = $1 AND account_id = $2 AND status = 'uploading'
-        RETURNING ${STATUS_COLUMNS}`,
-      [id, accountId, inputBytes, baseRelease],
-    );
-    return row ? TrainingStatusRow.parse(row) : null;
-  }
-
-  /**
-   * Cancels a training that is not terminal (an accepted one's release, never served, is retired with
-   * it); null when it already was terminal (nothing changes).
-   */
-  async cancel(id: string, accountId: string): Promise<TrainingStatusRow | null> {
-    const [row] = await this.db.query(
-      `WITH cancelled AS (
-         UPDATE trainings SET status = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-          WHERE id = $1 AND account_id = $2 AND status NOT IN ${TRAINING_JOBS.terminalSql}
-          RETURNING model_id),
-       retired AS (
-         UPDATE model_releases r SET retired_at = now() FROM cancelled WHERE r.id = cancelled.model_id AND r.retired_at IS NULL)
-       SELECT count(*) AS cancelled FROM cancelled`,
-      [id, accountId],
-    );
-    if (Int.parse(row?.cancelled ?? 0) === 0) return null;
-    return this.find(id, accountId);
-  }
+  // ---- The edge: an account's trained models ----
 
   /** The evaluation report of the account's trained model `model` (its release id); null when there is none. */
   async reportOfModel(model: string, accountId: string): Promise<TrainingRow["report"]> {
@@ -230,34 +166,12 @@ export class TrainingStore {
 
   // ---- The sidecar's training worker ----
 
-  /** Leases the open training that waited longest whose base release is served here (`served`). */
-  async claim(leaseMs: number, served: string[]): Promise<TrainingClaim | null> {
-    const claimed = await TRAINING_JOBS.claim(this.db, leaseMs, "j.base_release = ANY ($3::text[])", [served]);
+  /** Leases the open training that waited longest whose base release is served here (`served`); a queued one becomes validating. */
+  async claimWork(leaseMs: number, served: string[]): Promise<TrainingClaim | null> {
+    const claimed = await this.claim(leaseMs, "j.base_release = ANY ($3::text[])", [served]);
     if (!claimed) return null;
-    // The claim's UPDATE returns the whole row; the first claim also marks the start of validation.
-    let row = TrainingRow.parse(claimed.row);
-    if (row.status === "queued") {
-      const [started] = await this.db.query(
-        `UPDATE trainings SET status = 'validating', started_at = coalesce(started_at, now()) WHERE ${TRAINING_JOBS.fence()} RETURNING ${COLUMNS}`,
-        [claimed.lease.id, claimed.lease.token],
-      );
-      if (!started) return null;
-      row = TrainingRow.parse(started);
-    }
+    const row = TrainingRow.parse(claimed.row);
     return { ...claimed.lease, row, deadline: Date.parse(row.expires_at) };
-  }
-
-  renew(claim: Lease, leaseMs: number): Promise<boolean> {
-    return TRAINING_JOBS.renew(this.db, claim, leaseMs);
-  }
-
-  release(claim: Lease): Promise<void> {
-    return TRAINING_JOBS.release(this.db, claim);
-  }
-
-  /** Fails a validating training (a bad file); nothing is written when the claim was lost. */
-  fail(claim: Lease, error: BatchError): Promise<boolean> {
-    return TRAINING_JOBS.fail(this.db, claim, error);
   }
 
   /**
@@ -269,7 +183,7 @@ export class TrainingStore {
     const [row] = await this.db.query(
       `WITH started AS (
          UPDATE trainings SET status = 'running', task = $3, total_examples = $4, held_out_examples = $5
-          WHERE ${TRAINING_JOBS.fence()} AND status = 'validating' RETURNING id, account_id),
+          WHERE ${this.fence()} AND status = 'validating' RETURNING id, account_id),
        stored AS (
          INSERT INTO training_examples (training_id, line, custom_id, state, outcomes, held_out, asset_id)
          SELECT started.id, e.line, e.custom_id, e.state, string_to_array(e.outcomes, ',')::int[], e.held_out, e.asset_id
@@ -320,7 +234,7 @@ export class TrainingStore {
       `WITH read AS (
          UPDATE training_examples SET features = $4::real[], zero_shot = $5::jsonb, embedding = $6::real[], encoder = $7, read_at = now()
           WHERE training_id = $1 AND line = $3 AND features IS NULL
-            AND EXISTS (SELECT 1 FROM trainings WHERE ${TRAINING_JOBS.fence()} AND status = 'running')
+            AND EXISTS (SELECT 1 FROM trainings WHERE ${this.fence()} AND status = 'running')
           RETURNING line)
        UPDATE trainings SET examples_read = examples_read + (SELECT count(*) FROM read)
         WHERE id = $1 RETURNING (SELECT count(*) FROM read) AS read, examples_read`,
@@ -331,7 +245,7 @@ export class TrainingStore {
 
   /** Records the held-out figures of a candidate fitted on the examples read so far, under the fence. */
   async setInterim(claim: Lease, interim: InterimEvaluation): Promise<void> {
-    await this.db.query(`UPDATE trainings SET interim = $3 WHERE ${TRAINING_JOBS.fence()} AND status = 'running'`, [claim.id, claim.token, JSON.stringify(interim)]);
+    await this.db.query(`UPDATE trainings SET interim = $3 WHERE ${this.fence()} AND status = 'running'`, [claim.id, claim.token, JSON.stringify(interim)]);
   }
 
   /** One held-out example of the training (the state a new model's first decision is asked about); null when none is left. */
@@ -359,7 +273,7 @@ export class TrainingStore {
   async reject(claim: Lease, report: EvaluationReport): Promise<boolean> {
     const rows = await this.db.query(
       `UPDATE trainings SET status = 'rejected', report = $3, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-        WHERE ${TRAINING_JOBS.fence()} AND status = 'running' RETURNING id`,
+        WHERE ${this.fence()} AND status = 'running' RETURNING id`,
       [claim.id, claim.token, JSON.stringify(report)],
     );
     return rows.length > 0;
@@ -375,7 +289,7 @@ export class TrainingStore {
     const [row] = await this.db.query(
       `WITH accepted AS (
          UPDATE trainings SET status = 'accepted', model_id = $3, report = $4
-          WHERE ${TRAINING_JOBS.fence()} AND status = 'running' RETURNING id, account_id),
+          WHERE ${this.fence()} AND status = 'running' RETURNING id, account_id),
        registered AS (
          INSERT INTO model_releases (id, fingerprint, owners, url, token_env, sidecar_url, release_date, description, base_release, task, head, training_id, modality)
          SELECT $3, $5, ARRAY[accepted.account_id], b.url, b.token_env, NULL, current_date, $6, b.id, $7, $8, accepted.id, b.modality
@@ -395,38 +309,12 @@ export class TrainingStore {
     const [row] = await this.db.query(
       `WITH ready AS (
          UPDATE trainings SET status = 'ready', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-          WHERE ${TRAINING_JOBS.fence()} AND status = 'accepted' RETURNING model_id),
+          WHERE ${this.fence()} AND status = 'accepted' RETURNING model_id),
        served AS (
          UPDATE model_releases r SET sidecar_url = $3 FROM ready WHERE r.id = ready.model_id AND r.retired_at IS NULL RETURNING r.id)
        SELECT (SELECT count(*) FROM ready) AS ready`,
       [claim.id, claim.token, selfUrl],
     );
     return Int.parse(row?.ready ?? 0) > 0;
-  }
-
-  /** Ends every training past its deadline as expired; an accepted one's release, never served, is retired. */
-  async expire(): Promise<number> {
-    const [row] = await this.db.query(
-      `WITH expired AS (
-         UPDATE trainings SET status = 'expired', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-          WHERE status NOT IN ${TRAINING_JOBS.terminalSql} AND expires_at <= now() RETURNING model_id),
-       retired AS (
-         UPDATE model_releases r SET retired_at = now() FROM expired WHERE r.id = expired.model_id AND r.retired_at IS NULL)
-       SELECT count(*) AS expired FROM expired`,
-    );
-    return Int.parse(row?.expired ?? 0);
-  }
-
-  /** Terminal trainings whose data is due for deletion (`dataMs` after they ended), oldest first. */
-  duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
-    return TRAINING_JOBS.duePurge(this.db, dataMs, limit);
-  }
-
-  /** Deletes a training's examples (its file is deleted first) and records it; its report and model stay. */
-  async purge(id: string): Promise<void> {
-    await this.db.transaction([
-      { text: "DELETE FROM training_examples WHERE training_id = $1", params: [id] },
-      { text: "UPDATE trainings SET purged_at = now() WHERE id = $1", params: [id] },
-    ]);
   }
 }

@@ -151,7 +151,7 @@ export class BulkWorker {
 
   /** Claims the batch that waited longest for a turn and has work this sidecar can do. */
   private async claim(): Promise<BatchClaim | null> {
-    return this.store.claim(await this.claimRequest());
+    return this.store.claimWork(await this.claimRequest());
   }
 
   private async claimRequest(): Promise<ClaimRequest> {

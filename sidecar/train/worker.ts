@@ -119,7 +119,7 @@ export class TrainingWorker {
   private async run(): Promise<void> {
     while (!this.steps.stopping) {
       try {
-        const claim = await this.store.claim(this.timing.leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
+        const claim = await this.store.claimWork(this.timing.leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
         if (!claim) {
           await this.idle();
           continue;

@@ -1,0 +1,280 @@
+/**
+ * The job store: the lifecycle every kind of job shares, written once. A job is long-running work
+ * an account creates, uploads an input file for, submits, and GPU hosts run under leases, sharing
+ * one queue through Postgres with no coordinator. Batches (batches.ts) and trainings (trainings.ts)
+ * are two kinds; a kind is a table with these columns, and the kind's own store adds only what
+ * differs (its records and results; its examples, acceptance and activation):
+ *
+ *   id uuid, account_id uuid, status text, idempotency_key text, object_key text, input_bytes bigint,
+ *   error jsonb, created_at, submitted_at, started_at, finished_at, expires_at, purged_at,
+ *   lease_token uuid, lease_expires_at, last_claimed_at (timestamptz)
+ *
+ *   uploading --submit--> queued --claim--> validating --(the kind's steps)--> ... --> a terminal status
+ *   any non-terminal --cancel--> cancelled;  a held job --fail--> failed;  past its deadline --expire--> expired
+ *
+ * - **Create** runs under the account's row lock with the kind's quota as a condition, so concurrent
+ *   creates (any key, any edge) cannot both take the last slot; a repeated idempotency key finds the
+ *   job it made.
+ * - **Claim** leases the open job that waited longest for a turn (never one leased to another worker,
+ *   past its deadline or of a disabled account); a queued job becomes `validating`. The worker renews
+ *   the lease while it works and releases it after one step, so jobs and hosts take turns; a crashed
+ *   worker's job is claimed again once its lease has expired.
+ * - **The fence**: every write of a step presents the lease token and changes nothing unless the lease
+ *   is still held and unexpired, the job is not terminal, and its account is active.
+ * - **Ending**: cancel, fail and expire clear the lease; the kind's `onEnd` runs in the same statement
+ *   as a cancel or an expiry (a training retires the release it registered and never served).
+ * - **Retention** is one rule (`duePurge`): a job terminal for the kind's data period has its input
+ *   object and its data deleted (`purge`), and `purged_at` set; its metadata stays.
+ *
+ *     const store = new JobStore(KIND, httpDb(sql));
+ *     const outcome = await store.create({ id, accountId, idempotencyKey });   // {job, created} | {job: null, quota}
+ *     const claimed = await store.claim(leaseMs);                             // {lease, row} or null
+ *     await db.query(`UPDATE ${KIND.table} SET ... WHERE ${store.fence()}`, [lease.id, lease.token, ...]);
+ *     await store.release(lease);
+ */
+import { z } from "zod";
+import type { Db, Row } from "../db.ts";
+
+export interface JobKind<T> {
+  /** The job table. */
+  table: string;
+  /** Statuses a job never leaves. */
+  terminal: readonly string[];
+  /** Statuses a worker may claim a job in. */
+  open: readonly string[];
+  /** The select list a job is read with (its own subqueries name the table, not an alias). */
+  columns: string;
+  /** Parses a row read with `columns`. */
+  parse: (row: unknown) => T;
+  /** Where a job's input file is stored. */
+  objectKey: (id: string) => string;
+  /** How long a job may take from its creation. */
+  lifetimeMs: number;
+  /**
+   * The account's quota for a create: `allows` is a condition on the account's row `a`, `state` the
+   * columns that explain a refusal; both may use `active` (the account's jobs not terminal) and `kept`
+   * (its jobs whose data is not purged). Numbers in them are the code's constants, never input.
+   */
+  quota: (counts: { active: string; kept: string }) => { allows: string; state: string };
+  /** A statement run in the same statement as a cancel or an expiry, over the ended jobs `ended` (their full rows). */
+  onEnd?: string;
+  /** The kind's data tables, deleted at purge: each names its job column. */
+  data: readonly { table: string; job: string }[];
+}
+
+/** A held claim on one job: the token every fenced write presents. */
+export interface Lease {
+  id: string;
+  token: string;
+}
+
+/** A kind's extra columns at create, or a submit's frozen values: column names are the code's, values parameters. */
+export type Columns = Record<string, unknown>;
+
+export type CreateOutcome<T> = { job: T; created: boolean } | { job: null; quota: Row };
+
+const NAME = /^[a-z_][a-z0-9_]*$/;
+
+const list = (values: readonly string[]) => `(${values.map((v) => `'${v}'`).join(", ")})`;
+
+export class JobStore<T> {
+  /** `(...)` of the terminal statuses, for the kind's own statements. */
+  readonly terminalSql: string;
+  private readonly openSql: string;
+
+  constructor(
+    readonly kind: JobKind<T>,
+    protected readonly db: Db,
+  ) {
+    // Names and statuses are written into SQL text: constants of the code, never input.
+    const names = [kind.table, ...kind.terminal, ...kind.open, ...kind.data.flatMap((d) => [d.table, d.job])];
+    if (!names.every((name) => NAME.test(name))) throw new Error(`bad job kind ${JSON.stringify(names)}`);
+    this.terminalSql = list(kind.terminal);
+    this.openSql = list(kind.open);
+  }
+
+  // ---- The edge: an account's jobs ----
+
+  /**
+   * Creates the account's job for `idempotencyKey`, or finds the one it made before; refused (`job:
+   * null`, the quota's state) when the kind's quota is full. One transaction that first locks the
+   * account's row, so concurrent creates are serialized; read committed, so each count includes a
+   * concurrent create that went first.
+   */
+  async create(input: { id: string; accountId: string; idempotencyKey: string; columns?: Columns }): Promise<CreateOutcome<T>> {
+    const t = this.kind.table;
+    const extra = Object.entries(input.columns ?? {});
+    if (!extra.every(([name]) => NAME.test(name))) throw new Error(`bad column in ${JSON.stringify(extra.map(([name]) => name))}`);
+    const active = `(SELECT count(*) FROM ${t} WHERE account_id = $1 AND status NOT IN ${this.terminalSql})`;
+    const kept = `(SELECT count(*) FROM ${t} WHERE account_id = $1 AND purged_at IS NULL)`;
+    const quota = this.kind.quota({ active, kept });
+    const names = ["id", "account_id", "idempotency_key", "object_key", "expires_at", ...extra.map(([name]) => name)];
+    const values = ["$2", "$1", "$3", "$4", "now() + make_interval(secs => $5::double precision / 1000)", ...extra.map((_, i) => `$${i + 6}`)];
+    const [, inserted = [], state = []] = await this.db.transaction([
+      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [input.accountId] },
+      {
+        text: `INSERT INTO ${t} (${names.join(", ")})
+               SELECT ${values.join(", ")} FROM accounts a
+                WHERE a.id = $1 AND NOT EXISTS (SELECT 1 FROM ${t} WHERE account_id = $1 AND idempotency_key = $3) AND ${quota.allows}
+               ON CONFLICT (account_id, idempotency_key) DO NOTHING
+               RETURNING id`,
+        params: [input.accountId, input.id, input.idempotencyKey, this.kind.objectKey(input.id), this.kind.lifetimeMs, ...extra.map(([, value]) => value)],
+      },
+      {
+        text: `SELECT ${quota.state}, ${active} AS active, ${kept} AS kept,
+                      (SELECT row_to_json(j) FROM (SELECT ${this.kind.columns} FROM ${t} WHERE account_id = $1 AND idempotency_key = $2) j) AS job
+                 FROM accounts a WHERE a.id = $1`,
+        params: [input.accountId, input.idempotencyKey],
+      },
+    ]);
+    const { job, ...rest } = state[0] ?? {};
+    if (!job) return { job: null, quota: rest };
+    return { job: this.kind.parse(job), created: inserted.length > 0 };
+  }
+
+  /** The account's job `id`; null for an unknown id and for another account's job alike. */
+  async find(id: string, accountId: string): Promise<T | null> {
+    const [row] = await this.db.query(`SELECT ${this.kind.columns} FROM ${this.kind.table} WHERE id = $1 AND account_id = $2`, [id, accountId]);
+    return row ? this.kind.parse(row) : null;
+  }
+
+  /** One page of the account's jobs, newest first, after the job `after` (an earlier page's last). */
+  async list(accountId: string, page: { after: string | undefined; limit: number }): Promise<{ rows: T[]; hasMore: boolean }> {
+    const t = this.kind.table;
+    const rows = await this.db.query(
+      `SELECT ${this.kind.columns} FROM ${t}
+        WHERE account_id = $1
+          AND ($2::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM ${t} WHERE id = $2::uuid AND account_id = $1))
+        ORDER BY created_at DESC, id DESC
+        LIMIT $3`,
+      [accountId, page.after ?? null, page.limit + 1],
+    );
+    return { rows: rows.slice(0, page.limit).map((row) => this.kind.parse(row)), hasMore: rows.length > page.limit };
+  }
+
+  /**
+   * Queues an uploading job with its input's size and what the kind freezes at submit (`frozen`:
+   * column = SQL expression, its parameters numbered from $4). Null when it was no longer uploading
+   * (a concurrent submit or cancel went first).
+   */
+  async submit(id: string, accountId: string, inputBytes: number, frozen: { set: Record<string, string>; params: unknown[] } = { set: {}, params: [] }): Promise<T | null> {
+    const set = Object.entries(frozen.set);
+    if (!set.every(([name]) => NAME.test(name))) throw new Error(`bad column in ${JSON.stringify(set.map(([name]) => name))}`);
+    const [row] = await this.db.query(
+      `UPDATE ${this.kind.table} SET status = 'queued', submitted_at = now(), input_bytes = $3${set.map(([name, value]) => `, ${name} = ${value}`).join("")}
+        WHERE id = $1 AND account_id = $2 AND status = 'uploading'
+        RETURNING ${this.kind.columns}`,
+      [id, accountId, inputBytes, ...frozen.params],
+    );
+    return row ? this.kind.parse(row) : null;
+  }
+
+  /** Cancels a job that is not terminal, with the kind's `onEnd`; null when it already was (nothing changes). */
+  async cancel(id: string, accountId: string): Promise<T | null> {
+    const [row] = await this.db.query(
+      `${this.ending(`id = $1 AND account_id = $2 AND status NOT IN ${this.terminalSql}`, "cancelled")}
+       SELECT count(*) AS ended FROM ended`,
+      [id, accountId],
+    );
+    return z.coerce.number().parse(row?.ended ?? 0) > 0 ? this.find(id, accountId) : null;
+  }
+
+  // ---- The workers: claims, steps and their fence ----
+
+  /** The fence as a condition on the kind's table: the token, an unexpired lease, a live job, an active account. */
+  fence(id = "$1", token = "$2"): string {
+    const t = this.kind.table;
+    return `${t}.id = ${id} AND ${t}.lease_token = ${token} AND ${t}.lease_expires_at > now() AND ${t}.status NOT IN ${this.terminalSql}
+      AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = ${t}.account_id AND a.status = 'active')`;
+  }
+
+  /**
+   * Leases the open job that waited longest for a turn (ordered by its last claim, then by when it
+   * was submitted), with `where` narrowing the candidates (a condition on the table aliased `j`, its
+   * parameters numbered from $3). A queued job becomes `validating`. Returns the job's whole row.
+   */
+  async claim(leaseMs: number, where = "true", params: unknown[] = []): Promise<{ lease: Lease; row: Row } | null> {
+    const t = this.kind.table;
+    const token = crypto.randomUUID();
+    const [row] = await this.db.query(
+      `UPDATE ${t} SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2::double precision / 1000), last_claimed_at = clock_timestamp(),
+              status = CASE WHEN status = 'queued' THEN 'validating' ELSE status END, started_at = coalesce(started_at, now())
+        WHERE id = (
+          SELECT j.id FROM ${t} j JOIN accounts a ON a.id = j.account_id
+           WHERE j.status IN ${this.openSql} AND a.status = 'active' AND j.expires_at > now()
+             AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= now()) AND (${where})
+           ORDER BY j.last_claimed_at NULLS FIRST, j.submitted_at
+           LIMIT 1
+           FOR UPDATE OF j SKIP LOCKED)
+        RETURNING *`,
+      [token, leaseMs, ...params],
+    );
+    return row ? { lease: { id: z.string().parse(row.id), token }, row } : null;
+  }
+
+  /** Extends a held lease; false when it is no longer held (expired and taken, job ended, account disabled). */
+  async renew(lease: Lease, leaseMs: number): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE ${this.kind.table} SET lease_expires_at = now() + make_interval(secs => $3::double precision / 1000) WHERE ${this.fence()} RETURNING id`,
+      [lease.id, lease.token, leaseMs],
+    );
+    return rows.length > 0;
+  }
+
+  /** Gives a lease back without a commit, so another worker may take the job at once. */
+  async release(lease: Lease): Promise<void> {
+    await this.db.query(`UPDATE ${this.kind.table} SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2`, [lease.id, lease.token]);
+  }
+
+  /** Ends a held job as `failed` with its error; false (nothing written) when the lease is no longer held. */
+  async fail(lease: Lease, error: unknown): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE ${this.kind.table} SET status = 'failed', error = $3, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+        WHERE ${this.fence()} RETURNING id`,
+      [lease.id, lease.token, JSON.stringify(error)],
+    );
+    return rows.length > 0;
+  }
+
+  // ---- The sweeper: expiry and retention ----
+
+  /** Ends every job past its deadline as `expired` (what it committed stays), with the kind's `onEnd`; returns how many. */
+  async expire(): Promise<number> {
+    const [row] = await this.db.query(`${this.ending(`status NOT IN ${this.terminalSql} AND expires_at <= now()`, "expired")} SELECT count(*) AS ended FROM ended`);
+    return z.coerce.number().parse(row?.ended ?? 0);
+  }
+
+  /** Up to `limit` jobs terminal for `dataMs` whose data is not purged yet, oldest first: their ids and input objects. */
+  async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    const rows = await this.db.query(
+      `SELECT id, object_key FROM ${this.kind.table}
+        WHERE status IN ${this.terminalSql} AND purged_at IS NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
+        ORDER BY finished_at LIMIT $2`,
+      [dataMs, limit],
+    );
+    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
+  }
+
+  /** Deletes a job's data (its input object is deleted first, by the caller) and sets `purged_at`; its metadata stays. */
+  async purge(id: string): Promise<void> {
+    await this.db.transaction([
+      ...this.kind.data.map((d) => ({ text: `DELETE FROM ${d.table} WHERE ${d.job} = $1`, params: [id] })),
+      { text: `UPDATE ${this.kind.table} SET purged_at = now() WHERE id = $1 AND purged_at IS NULL`, params: [id] },
+    ]);
+  }
+
+  /** Deletes the metadata of purged jobs terminal for `metadataMs`. */
+  async deleteMetadata(metadataMs: number): Promise<void> {
+    await this.db.query(
+      `DELETE FROM ${this.kind.table} WHERE purged_at IS NOT NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)`,
+      [metadataMs],
+    );
+  }
+
+  /** The CTEs that end the jobs matching `where` in `status` (lease cleared) as `ended`, with the kind's `onEnd`. */
+  private ending(where: string, status: "cancelled" | "expired"): string {
+    return `WITH ended AS (
+              UPDATE ${this.kind.table} SET status = '${status}', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+               WHERE ${where} RETURNING *)${this.kind.onEnd ? `, on_end AS (${this.kind.onEnd})` : ""}`;
+  }
+}

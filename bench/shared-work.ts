@@ -67,7 +67,7 @@
  * over the filing time; sharing adds the content-free reading kept (one pass a record instead of
  * two), less the second llama.cpp decode a split pass costs (a 29-token pass: 70 ms in one decode,
  * 80 ms as prefix then rest). The busy share was 93.3 % before the bulk worker's lookahead
- * (sidecar/bulk/worker.ts): the runtime waited about 6 ms a record for the service's own work (the
+ * (sidecar/bulk/steps.ts): the runtime waited about 6 ms a record for the service's own work (the
  * commit that is also the next claim, quota admission, the record's checks); the worker now
  * prepares the next record while one runs, its passes queued right behind.
  */

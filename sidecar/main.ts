@@ -12,8 +12,9 @@ import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
 import { UsageWriter } from "./usage.ts";
-import { BulkWorker, WORKER_TIMING } from "./bulk/worker.ts";
-import { TRAINING_TIMING, TrainingWorker } from "./train/worker.ts";
+import { BulkSteps } from "./bulk/steps.ts";
+import { JOB_TIMING, JobWorker } from "./jobs/worker.ts";
+import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
 import { SidecarSettings } from "./settings.ts";
 import { SERVED_STEPS, type Steps } from "./decide/execute.ts";
@@ -50,49 +51,45 @@ const app = createSidecarApp({
 const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
 console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
-const worker =
+/**
+ * The job workers: one loop per kind, so that a kind's step never waits behind another's (a
+ * training's fit runs seconds on the CPU while batches keep the runtime busy). Both are background
+ * work of the GPU host, in the bulk lane.
+ */
+const jobTiming = {
+  ...JOB_TIMING,
+  leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? JOB_TIMING.leaseMs,
+  renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? JOB_TIMING.renewMs,
+};
+const edge = { url: settings.EDGE_URL, secret: () => sidecarSecret().send };
+const workers =
   settings.BULK_WORKER === "on"
-    ? new BulkWorker({
-        pool,
-        lanes,
-        redis: new Redis({ url: settings.UPSTASH_REDIS_REST_URL, token: settings.UPSTASH_REDIS_REST_TOKEN, retry: false, enableTelemetry: false }),
-        selfUrl: settings.SIDECAR_URL,
-        secrets,
-        edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
-        steps,
-        timing: {
-          leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? WORKER_TIMING.leaseMs,
-          renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? WORKER_TIMING.renewMs,
-          idleMs: WORKER_TIMING.idleMs,
-        },
-      })
-    : null;
-worker?.start();
-
-// Training runs where bulk does: both are background work of the GPU host, in the bulk lane.
-const trainer =
-  settings.BULK_WORKER === "on"
-    ? new TrainingWorker({
-        pool,
-        lanes,
-        selfUrl: settings.SIDECAR_URL,
-        secrets,
-        edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
-        timing: {
-          ...TRAINING_TIMING,
-          leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? TRAINING_TIMING.leaseMs,
-          renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? TRAINING_TIMING.renewMs,
-        },
-      })
-    : null;
-trainer?.start();
+    ? [
+        new JobWorker(
+          [
+            new BulkSteps({
+              pool,
+              lanes,
+              redis: new Redis({ url: settings.UPSTASH_REDIS_REST_URL, token: settings.UPSTASH_REDIS_REST_TOKEN, retry: false, enableTelemetry: false }),
+              selfUrl: settings.SIDECAR_URL,
+              secrets,
+              edge,
+              steps,
+            }),
+          ],
+          { timing: jobTiming },
+        ),
+        new JobWorker([new TrainingSteps({ pool, lanes, selfUrl: settings.SIDECAR_URL, secrets, edge })], { timing: jobTiming }),
+      ]
+    : [];
+for (const worker of workers) worker.start();
 
 // Expiry, completion after a crash, the credit sweep and retention cleanup, for both kinds of job.
 const sweeper =
   settings.BULK_WORKER === "on"
     ? new Sweeper({
         pool,
-        edge: { url: settings.EDGE_URL, secret: () => sidecarSecret().send },
+        edge,
         timing: {
           ...SWEEPER_TIMING,
           cleanupEveryMs: settings.SVC_TEST_BULK_CLEANUP_EVERY_MS ?? SWEEPER_TIMING.cleanupEveryMs,
@@ -122,13 +119,12 @@ async function shutdown(): Promise<void> {
   stopping = true;
   console.error(`sidecar: stopping; draining for at most ${settings.SIDECAR_DRAIN_MS} ms`);
   const deadline = AbortSignal.timeout(settings.SIDECAR_DRAIN_MS);
-  const drained = Promise.all([worker?.stop({ drain: deadline }), trainer?.stop({ drain: deadline }), sweeper?.stop(), server.stop()]);
+  const drained = Promise.all([...workers.map((worker) => worker.stop({ drain: deadline })), sweeper?.stop(), server.stop()]);
   await Promise.race([drained, new Promise((resolve) => deadline.addEventListener("abort", resolve, { once: true }))]);
   if (deadline.aborted) {
     console.error("sidecar: drain deadline reached; closing the requests still open");
     await server.stop(true);
-    await worker?.stop({ drain: deadline });
-    await trainer?.stop({ drain: deadline });
+    await Promise.all(workers.map((worker) => worker.stop({ drain: deadline })));
   }
   await usage.flush();
   await pool.end().catch(() => {});

@@ -1,6 +1,6 @@
 /**
  * Training passes go through the lanes. A second sidecar runs in this process: the real sidecar app
- * (sidecar/app.ts) behind a plain HTTP server and the real TrainingWorker, sharing one Lanes, on the
+ * (sidecar/app.ts) behind a plain HTTP server and the real job worker running TrainingSteps, sharing one Lanes, on the
  * shared stack's Postgres, edge and runtime, serving a base release of its own (so the stack's
  * sidecar never takes its training, and the edge's health check finds a real sidecar behind it).
  * Real-time decisions sent through the edge while it trains each start as soon as the execution
@@ -16,7 +16,8 @@ import { neonRoute, useNeonRoute } from "../server-shared/neon-route.ts";
 import type { SecretReader } from "../server-shared/secrets.ts";
 import { createSidecarApp } from "../sidecar/app.ts";
 import { Lanes, type LaneName } from "../sidecar/lanes.ts";
-import { TrainingWorker, TRAINING_TIMING } from "../sidecar/train/worker.ts";
+import { JOB_TIMING, JobWorker } from "../sidecar/jobs/worker.ts";
+import { TrainingSteps } from "../sidecar/train/steps.ts";
 import { UsageWriter } from "../sidecar/usage.ts";
 import { call, newAccount, query, stack } from "./support/api.ts";
 import { animalSentences, noulFile, pollTraining, submitTraining, withModel, type Account } from "./support/training.ts";
@@ -55,7 +56,7 @@ let pool: Pool;
 let server: Server;
 let selfUrl: string;
 let account: Account;
-let worker: TrainingWorker;
+let worker: JobWorker;
 let usage: UsageWriter;
 const lanes = new RecordingLanes();
 
@@ -100,7 +101,8 @@ beforeAll(async () => {
      SELECT $1, fingerprint, ARRAY[$2::uuid], url, token_env, $3, current_date, id FROM model_releases WHERE id = $4`,
     [BASE, account.accountId, selfUrl, stack().releaseId],
   );
-  worker = new TrainingWorker({ pool, lanes, selfUrl, secrets, edge: { url: stack().baseUrl, secret: () => stackSecrets.sidecar }, timing: { ...TRAINING_TIMING, idleMs: 100 } });
+  const training = new TrainingSteps({ pool, lanes, selfUrl, secrets, edge: { url: stack().baseUrl, secret: () => stackSecrets.sidecar } });
+  worker = new JobWorker([training], { timing: { ...JOB_TIMING, idleMs: 100 } });
 });
 
 afterAll(async () => {

@@ -182,7 +182,7 @@ export class BatchStore extends JobStore<BatchRow> {
    * the batch's next record as bulk_claim would choose it, past `line`, read without a lease; null
    * when there is none, or when another batch is waiting for a turn (bulk_claim gives that one the
    * next claim). Only a guess: the commit's claim decides, and a record prepared on a wrong guess is
-   * dropped (sidecar/bulk/worker.ts).
+   * dropped (sidecar/bulk/steps.ts).
    */
   async peekNext(batchId: string, line: number, served: string[]): Promise<{ record: StoredRecord; releaseId: string | null } | null> {
     const rows = await this.db.query(

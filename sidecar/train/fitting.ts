@@ -19,7 +19,7 @@ type FitReply = { ok: true; candidate: Candidate | null } | { ok: false; message
 
 export function fitCandidate(task: FitRequest["task"], modality: FitRequest["modality"], examples: readonly ReadExample[], options: FitRequest["options"], signal?: AbortSignal): Promise<Candidate | null> {
   signal?.throwIfAborted();
-  // The sidecar runs under Bun, whose worker threads run TypeScript. A TrainingWorker hosted by Node
+  // The sidecar runs under Bun, whose worker threads run TypeScript. TrainingSteps hosted by Node
   // (a test that runs a second sidecar inside vitest) has no such worker, and fits inline.
   if (typeof Bun === "undefined") return Promise.resolve(candidateOf(task, modality, examples, options));
   const thread = new Worker(new URL("./fit-thread.ts", import.meta.url).href);

@@ -1,13 +1,8 @@
 /**
- * The bulk worker loop (runs in the sidecar, one per GPU host): claims batches from Postgres with
- * leases, so several sidecars share one queue with no coordinator. Every statement is the batch
- * store's (server-shared/jobs/batches.ts), whose lease and fence are the generic ones of leased
- * jobs (server-shared/jobs/lease.ts).
+ * The bulk batch's steps (run by the sidecar's job worker, sidecar/jobs/worker.ts, one per GPU host):
+ * claims batches with work this sidecar can do, and runs one step of each claim. Every statement is
+ * the batch store's (server-shared/jobs/batches.ts), whose lease and fence are the job store's.
  *
- * - A claim takes one batch (never one of a disabled account or past its deadline), lasts `leaseMs`
- *   (120 s) and is renewed every `renewMs` (30 s) while held; it does one step, then releases the
- *   batch, so batches and hosts take turns. A crashed worker's batch is claimed again once its lease
- *   has expired.
  * - The first step of a `queued` batch validates its file (contract/batch-file.ts), read through a
  *   short grant the edge signs; a bad file fails the batch, a good one becomes its records and the
  *   batch runs.
@@ -15,20 +10,16 @@
  *   counts in one transaction fenced by the claim: a worker whose lease was lost, whose batch was
  *   cancelled or whose account was disabled commits nothing. Each line has one result at most. The
  *   same round trip releases the batch and makes the worker's next claim.
- * - Lookahead: while a record runs, the worker reads the record its next claim will most likely give
- *   it (the same batch's next one, when no other batch waits for a turn: BatchStore.peekNext) and
- *   prepares it (its checks, quota admission and runtime admission), its passes queued to enter the
+ * - Lookahead: while a record runs, the steps read the record the next claim will most likely give
+ *   (the same batch's next one, when no other batch waits for a turn: BatchStore.peekNext) and
+ *   prepare it (its checks, quota admission and runtime admission), its passes queued to enter the
  *   bulk lane the moment the running record's are done; the runtime then waits for no database round
  *   trip between records. A prepared record is committed only under the claim that gives it, as any
  *   record is; when that claim names another record (another batch took its turn, the lease was
  *   lost), the prepared one is dropped and runs again when its turn comes (its quota admission then
  *   counts twice: a reservation, unused ones are not refunded).
- * - Expiry, completion after a crash, the credit sweep and retention cleanup are the sweeper's
- *   (sidecar/sweeper.ts), not this loop's.
  *
- *     const worker = new BulkWorker({ pool, lanes, redis, selfUrl, secrets, edge, timing });
- *     worker.start();
- *     await worker.stop({ drain: AbortSignal.timeout(25_000) }); // on SIGTERM: the step in flight may commit until then
+ *     const worker = new JobWorker([new BulkSteps({ pool, lanes, redis, selfUrl, secrets, edge })], { timing });
  */
 import type { Pool } from "@neondatabase/serverless";
 import type { Redis } from "@upstash/redis";
@@ -40,25 +31,12 @@ import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
 import type { Steps } from "../decide/execute.ts";
-import { HeldSteps } from "../jobs/held-step.ts";
+import type { JobSteps, StepTurn } from "../jobs/worker.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
 import { errorRecord, frozenRelease, modelOf, processRecord, type Outcome, type RecordContext, type ResultOutcome } from "./records.ts";
 
-export interface WorkerTiming {
-  leaseMs: number;
-  renewMs: number;
-  /** How long an idle worker waits before looking for work again. */
-  idleMs: number;
-}
-
-export const WORKER_TIMING: WorkerTiming = {
-  leaseMs: LIMITS.bulkLeaseMs,
-  renewMs: LIMITS.bulkLeaseRenewMs,
-  idleMs: 500,
-};
-
-export interface WorkerDeps {
+export interface BulkDeps {
   pool: Pool;
   lanes: Lanes;
   redis: Redis | null;
@@ -67,7 +45,6 @@ export interface WorkerDeps {
   /** The runtime secrets, by the name a registry entry's `token_env` gives. */
   secrets: SecretReader;
   edge: EdgeLink;
-  timing?: WorkerTiming;
   /** The readout's steps (SERVED_STEPS by default). */
   steps?: Steps;
   log?: (line: string) => void;
@@ -82,80 +59,51 @@ const SERVED_TTL_MS = 1000;
 /** The wait after a record's first transient failure; it doubles after the second. */
 const TRANSIENT_BACKOFF_MS = 2000;
 
-export class BulkWorker {
-  private readonly timing: WorkerTiming;
+export class BulkSteps implements JobSteps<BatchClaim> {
+  readonly name = "bulk";
   private readonly log: (line: string) => void;
-  private readonly steps = new HeldSteps();
-  private loop: Promise<void> | null = null;
   private served: { at: number; ids: string[] } = { at: 0, ids: [] };
   private readonly entries = new Map<string, RegistryEntry>();
   private readonly store: BatchStore;
   /** The record prepared ahead (lookahead), if any: its batch, and its line and outcome once read. */
   private prepared: Prepared | null = null;
+  private stopped = false;
 
-  constructor(private readonly deps: WorkerDeps) {
-    this.timing = deps.timing ?? WORKER_TIMING;
+  constructor(private readonly deps: BulkDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new BatchStore(poolDb(deps.pool));
   }
 
-  start(): void {
-    this.loop ??= this.run();
-  }
-
-  /**
-   * Stops claiming, and renews no lease from now on. Without `drain`, a step in flight is abandoned
-   * (nothing of it commits); with it, the step may finish and commit until `drain` aborts, within the
-   * lease it holds (at least `leaseMs - renewMs` is left of it). Either way its batch is released.
-   */
-  stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
-    this.drop(this.prepared);
-    this.prepared = null;
-    return this.steps.stop(this.loop, opts.drain);
-  }
-
-  private async run(): Promise<void> {
-    // A record's commit also makes the next claim (one round trip): it is taken up on the next turn.
-    let next: BatchClaim | null = null;
-    while (!this.steps.stopping) {
-      try {
-        const claim = next ?? (await this.claim());
-        next = null;
-        if (!claim) {
-          await this.idle();
-          continue;
-        }
-        // A claim made while the worker was told to stop is handed back untouched.
-        if (this.steps.stopping) {
-          await this.release(claim);
-          break;
-        }
-        next = await this.step(claim);
-        // No claim made with the commit: nothing prepared can be the next record.
-        if (!next) {
-          this.drop(this.prepared);
-          this.prepared = null;
-        }
-      } catch (err) {
-        // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
-        if (!this.steps.stopping) this.log(`sidecar: bulk worker: ${err instanceof Error ? err.message : String(err)}`);
-        await this.idle();
-      }
-    }
-    if (next) await this.release(next);
-  }
-
-  private async idle(): Promise<void> {
-    if (!this.steps.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
-  }
-
   /** Claims the batch that waited longest for a turn and has work this sidecar can do. */
-  private async claim(): Promise<BatchClaim | null> {
-    return this.store.claimWork(await this.claimRequest());
+  async claim(leaseMs: number): Promise<BatchClaim | null> {
+    return this.store.claimWork(await this.claimRequest(leaseMs));
   }
 
-  private async claimRequest(): Promise<ClaimRequest> {
-    return { leaseMs: this.timing.leaseMs, served: await this.servedReleases(), self: this.deps.selfUrl };
+  renew(claim: BatchClaim, leaseMs: number): Promise<boolean> {
+    return this.store.renew(claim, leaseMs);
+  }
+
+  release(claim: BatchClaim): Promise<void> {
+    return this.store.release(claim);
+  }
+
+  /** Validates a claimed batch's file, or runs its next record and commits it (the commit releases the batch and makes the next claim). */
+  async step(claim: BatchClaim, signal: AbortSignal, turn: StepTurn): Promise<{ released: BatchClaim | null } | void> {
+    if (claim.status === "validating") return this.validate(claim, signal);
+    const committed = await this.runOne(claim, signal, turn);
+    // No claim made with the commit: nothing prepared can be the next record.
+    if (!committed?.released) this.dropPrepared();
+    return committed ?? undefined;
+  }
+
+  /** Drops the record prepared ahead: the worker stops. */
+  stop(): void {
+    this.stopped = true;
+    this.dropPrepared();
+  }
+
+  private async claimRequest(leaseMs: number): Promise<ClaimRequest> {
+    return { leaseMs, served: await this.servedReleases(), self: this.deps.selfUrl };
   }
 
   /**
@@ -179,33 +127,6 @@ export class BulkWorker {
     return this.served.ids;
   }
 
-  /**
-   * One step under the claim, renewing the lease meanwhile; the batch is released afterwards. Returns
-   * the next claim when the step's commit made it.
-   */
-  private async step(claim: BatchClaim): Promise<BatchClaim | null> {
-    let committed: { next: BatchClaim | null } | null | undefined;
-    try {
-      committed = await this.steps.run(
-        () => this.store.renew(claim, this.timing.leaseMs),
-        this.timing.renewMs,
-        async (signal) => {
-          if (claim.status !== "validating") return this.runOne(claim, signal);
-          await this.validate(claim, signal);
-          return null;
-        },
-      );
-    } finally {
-      if (!committed) await this.release(claim);
-    }
-    return committed?.next ?? null;
-  }
-
-  /** Ends a claim without a commit (the commit releases its own). */
-  private async release(claim: BatchClaim): Promise<void> {
-    await this.store.release(claim).catch(() => undefined);
-  }
-
   /** Reads and checks the file; stores its records and starts the batch, or fails it. */
   private async validate(claim: BatchClaim, signal: AbortSignal): Promise<void> {
     const bytes = await readInput(this.deps.edge, claim.objectKey, signal);
@@ -224,7 +145,7 @@ export class BulkWorker {
    * round trip that also releases the lease and makes the worker's next claim (a plain bulk_commit
    * once the worker is stopping). Null when nothing was committed.
    */
-  private async runOne(claim: BatchClaim, signal: AbortSignal): Promise<{ next: BatchClaim | null } | null> {
+  private async runOne(claim: BatchClaim, signal: AbortSignal, turn: StepTurn): Promise<{ released: BatchClaim | null } | null> {
     const next = claim.next;
     if (!next) return null; // nothing this sidecar can run now; the sweeper completes a finished batch
     const { record, attempts: before } = next;
@@ -265,7 +186,7 @@ export class BulkWorker {
     signal.throwIfAborted();
     const commit = { record, text: result.text, usage: result.usage };
     // A stopping worker makes no next claim.
-    return { next: await this.store.commit(claim, commit, this.steps.stopping ? undefined : await this.claimRequest()) };
+    return { released: await this.store.commit(claim, commit, turn.stopping() ? undefined : await this.claimRequest(turn.leaseMs)) };
   }
 
   /**
@@ -274,9 +195,8 @@ export class BulkWorker {
    * passes queued for the bulk lane once `running` has settled (so they never overtake it).
    */
   private prepareAfter(claim: BatchClaim, ctx: RecordContext, entry: RegistryEntry | null, line: number, running: Promise<Outcome>): void {
-    this.drop(this.prepared);
-    this.prepared = null;
-    if (!entry || this.steps.stopping) return;
+    this.dropPrepared();
+    if (!entry || this.stopped) return;
     const abort = new AbortController();
     const settled = running.then(
       () => undefined,
@@ -308,6 +228,11 @@ export class BulkWorker {
     if (ready && ready.line === line) return ready;
     this.drop(prepared);
     return null;
+  }
+
+  private dropPrepared(): void {
+    this.drop(this.prepared);
+    this.prepared = null;
   }
 
   /** Stops a prepared record's work (a waiting lane entry leaves at once; a running pass finishes unused). */

@@ -1,7 +1,7 @@
 /**
- * The training worker loop (runs in the sidecar beside the bulk worker, one per GPU host): claims
- * training jobs whose base release this sidecar serves, under the same leases and fences as bulk
- * (server-shared/jobs/trainings.ts on lease.ts). One step per claim, then the job is released:
+ * The training job's steps (run by the sidecar's job worker, sidecar/jobs/worker.ts, one per GPU
+ * host): claims training jobs whose base release this sidecar serves, under the job store's leases
+ * and fences (server-shared/jobs/trainings.ts on store.ts). One step per claim, then the job is released:
  *
  * - validating: reads the training file through a short grant the edge signs and checks it
  *   (contract/training-file.ts) before any pass, with this worker's own checks (the base named by
@@ -29,9 +29,7 @@
  * PNG by the image runtime, through a grant; the head is fitted over the answers and "other" and
  * accepted against chance (contract/trainings.ts ACCEPTANCE), with its unknown detection reported.
  *
- *     const worker = new TrainingWorker({ pool, lanes, selfUrl, secrets, edge });
- *     worker.start();
- *     await worker.stop({ drain: AbortSignal.timeout(25_000) });
+ *     const worker = new JobWorker([new TrainingSteps({ pool, lanes, selfUrl, secrets, edge })], { timing });
  */
 import type { Pool } from "@neondatabase/serverless";
 import { Questions as QuestionsSchema, type Answer, type ChoiceQuestion, type DecisionRequest } from "../../contract/decision.ts";
@@ -50,7 +48,7 @@ import { savedQuestions, trainedFingerprint, trainedModelId, type SavedTask } fr
 import { runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, readGrant, type EdgeLink } from "../bulk/grants.ts";
-import { HeldSteps } from "../jobs/held-step.ts";
+import type { JobSteps } from "../jobs/worker.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { exampleFeatures, executeDecision } from "../decide/execute.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
@@ -63,26 +61,13 @@ import { applyHead } from "./head.ts";
 type Questions = ReturnType<typeof QuestionsSchema.parse>;
 type Modality = "text" | "image";
 
-export interface TrainingTiming {
-  leaseMs: number;
-  renewMs: number;
-  idleMs: number;
-}
-
-export const TRAINING_TIMING: TrainingTiming = {
-  leaseMs: LIMITS.bulkLeaseMs,
-  renewMs: LIMITS.bulkLeaseRenewMs,
-  idleMs: 500,
-};
-
-export interface TrainingWorkerDeps {
+export interface TrainingDeps {
   pool: Pool;
   lanes: Lanes;
   /** This sidecar's SIDECAR_URL: it trains on the base releases the registry assigns to it. */
   selfUrl: string;
   secrets: SecretReader;
   edge: EdgeLink;
-  timing?: TrainingTiming;
   log?: (line: string) => void;
 }
 
@@ -92,66 +77,37 @@ const LANE_POLL_MS = 200;
 /** A file this worker refuses after the shared checks passed (the same shape as theirs). */
 const fileError = (code: string, message: string, line: number | null = null): BatchError => ({ code, message, line });
 
-export class TrainingWorker {
-  private readonly timing: TrainingTiming;
+export class TrainingSteps implements JobSteps<TrainingClaim> {
+  readonly name = "training";
   private readonly log: (line: string) => void;
   private readonly store: TrainingStore;
   private readonly assets: ImageAssetStore;
-  private readonly steps = new HeldSteps();
-  private loop: Promise<void> | null = null;
 
-  constructor(private readonly deps: TrainingWorkerDeps) {
-    this.timing = deps.timing ?? TRAINING_TIMING;
+  constructor(private readonly deps: TrainingDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new TrainingStore(poolDb(deps.pool));
     this.assets = new ImageAssetStore(poolDb(deps.pool));
   }
 
-  start(): void {
-    this.loop ??= this.run();
+  /** Leases the open training that waited longest whose base release this sidecar serves. */
+  async claim(leaseMs: number): Promise<TrainingClaim | null> {
+    return this.store.claimWork(leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
   }
 
-  /** Stops claiming; without `drain` the step in flight is abandoned at once, with it once `drain` aborts. */
-  stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
-    return this.steps.stop(this.loop, opts.drain);
+  renew(claim: TrainingClaim, leaseMs: number): Promise<boolean> {
+    return this.store.renew(claim, leaseMs);
   }
 
-  private async run(): Promise<void> {
-    while (!this.steps.stopping) {
-      try {
-        const claim = await this.store.claimWork(this.timing.leaseMs, await servedReleaseIds(this.deps.pool, this.deps.selfUrl));
-        if (!claim) {
-          await this.idle();
-          continue;
-        }
-        await this.step(claim);
-      } catch (err) {
-        if (!this.steps.stopping) this.log(`sidecar: training worker: ${err instanceof Error ? err.message : String(err)}`);
-        await this.idle();
-      }
-    }
+  release(claim: TrainingClaim): Promise<void> {
+    return this.store.release(claim);
   }
 
-  private async idle(): Promise<void> {
-    if (!this.steps.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
-  }
-
-  /** One step under the claim, renewing the lease meanwhile; the job is released afterwards. */
-  private async step(claim: TrainingClaim): Promise<void> {
-    try {
-      await this.steps.run(
-        () => this.store.renew(claim, this.timing.leaseMs),
-        this.timing.renewMs,
-        async (signal) => {
-          const { status } = claim.row;
-          if (status === "validating") await this.validate(claim, signal);
-          else if (status === "running") await this.advance(claim, signal);
-          else if (status === "accepted") await this.activate(claim, signal);
-        },
-      );
-    } finally {
-      await this.store.release(claim).catch(() => undefined);
-    }
+  /** One step of the claimed training, by its status; the worker releases it afterwards. */
+  async step(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
+    const { status } = claim.row;
+    if (status === "validating") await this.validate(claim, signal);
+    else if (status === "running") await this.advance(claim, signal);
+    else if (status === "accepted") await this.activate(claim, signal);
   }
 
   /** The base release the training runs on, checked as every execution checks its release. */

@@ -539,7 +539,7 @@ describe("svc batches", () => {
     const status = await svc(["batches", "status", id, "--json"], { env: withKey(newHome()) });
     expect(Batch.parse(JSON.parse(status.stdout))).toMatchObject({ id, status: "completed", request_counts: { total: 3, completed: 2, failed: 1 } });
     const readable = await svc(["batches", "status", id], { env: withKey(newHome()) });
-    expect(readable.stdout).toMatch(/^status {9}completed$/m);
+    expect(readable.stdout).toMatch(/^status {10}completed$/m);
     const list = await svc(["batches", "list", "--json", "--limit", "100"], { env: withKey(newHome()) });
     expect(BatchList.parse(JSON.parse(list.stdout)).data.map((b) => b.id)).toContain(id);
   });

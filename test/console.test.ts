@@ -373,7 +373,7 @@ describe("the web console", () => {
     await expect.poll(() => tab.getByRole("heading", { name: "API keys" }).isVisible()).toBe(true);
     const focused = () => tab.evaluate<string>("document.activeElement?.textContent ?? ''");
     await tab.keyboard.press("Tab");
-    expect(await focused()).toBe("Skip to content");
+    await expect.poll(focused).toBe("Skip to content");
     await tab.keyboard.press("Enter");
     expect(new URL(tab.url()).hash).toBe("#main");
     await tab.getByLabel("New key's name").focus();
@@ -383,10 +383,11 @@ describe("the web console", () => {
     await tab.getByRole("button", { name: "Revoke typed" }).focus();
     await tab.keyboard.press("Enter");
     await expect.poll(() => tab.getByRole("alertdialog").isVisible()).toBe(true);
-    expect(await focused()).toBe("Cancel");
+    // The dialog takes focus in an effect after it is drawn: poll, not read once.
+    await expect.poll(focused).toBe("Cancel");
     await tab.keyboard.press("Escape");
     await expect.poll(() => tab.getByRole("alertdialog").isVisible()).toBe(false);
-    expect(await tab.getByRole("row", { name: /typed/ }).innerText()).toMatch(/active/);
+    await expect.poll(() => tab.getByRole("row", { name: /typed/ }).innerText()).toMatch(/active/);
     await keyboard.close();
   });
 

@@ -8,23 +8,13 @@
  *
  *     const { bytes, records } = await readBatchFile("tickets.jsonl");
  */
-import { readFile, stat } from "node:fs/promises";
 import { validateInput } from "../../../contract/batch-file.ts";
 import { LIMITS } from "../../../contract/limits.ts";
 import { UsageError } from "./errors.ts";
+import { readJobFile } from "./jobs.ts";
 
 export async function readBatchFile(path: string): Promise<{ bytes: Uint8Array; records: number }> {
-  let bytes: Buffer;
-  try {
-    const info = await stat(path);
-    if (!info.isFile()) throw new UsageError(`${path} is not a file`);
-    if (info.size > LIMITS.bulkFileBytes) throw new UsageError(`${path} is ${info.size} bytes; a batch file holds at most ${LIMITS.bulkFileBytes} bytes`);
-    bytes = await readFile(path);
-  } catch (err) {
-    if (err instanceof UsageError) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new UsageError(`cannot read ${path}: ${code === "ENOENT" ? "no such file" : (code ?? (err as Error).message)}`);
-  }
+  const bytes = await readJobFile(path, "batch", LIMITS.bulkFileBytes);
   return { bytes, records: checkBatchFile(path, bytes) };
 }
 

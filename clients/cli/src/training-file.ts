@@ -7,10 +7,10 @@
  *
  *     const { bytes, examples, base } = await readTrainingFile("triage.jsonl");
  */
-import { readFile, stat } from "node:fs/promises";
 import { LIMITS } from "../../../contract/limits.ts";
 import { validateTrainingFile } from "../../../contract/training-file.ts";
 import { UsageError } from "./errors.ts";
+import { readJobFile } from "./jobs.ts";
 
 export interface TrainingFile {
   bytes: Uint8Array;
@@ -22,17 +22,7 @@ export interface TrainingFile {
 }
 
 export async function readTrainingFile(path: string): Promise<TrainingFile> {
-  let bytes: Buffer;
-  try {
-    const info = await stat(path);
-    if (!info.isFile()) throw new UsageError(`${path} is not a file`);
-    if (info.size > LIMITS.trainingFileBytes) throw new UsageError(`${path} is ${info.size} bytes; a training file holds at most ${LIMITS.trainingFileBytes} bytes`);
-    bytes = await readFile(path);
-  } catch (err) {
-    if (err instanceof UsageError) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new UsageError(`cannot read ${path}: ${code === "ENOENT" ? "no such file" : (code ?? (err as Error).message)}`);
-  }
+  const bytes = await readJobFile(path, "training", LIMITS.trainingFileBytes);
   const checked = validateTrainingFile(bytes);
   if (!checked.ok) throw new UsageError(`${path}: ${checked.error.message}`);
   return { bytes, examples: checked.examples.length, base: checked.task.model, questions: [...checked.task.questions.keys()] };

@@ -61,16 +61,8 @@ export {
   UnprocessableEntityError,
 } from "./errors.ts";
 export { type BatchInput, type InputRecord } from "./input.ts";
-export {
-  Batches,
-  DEFAULT_POLL_INTERVAL_MS,
-  type BatchRun,
-  type CreateBatchParams,
-  type ListBatchesParams,
-  type RunOptions,
-  type UploadResult,
-  type WaitOptions,
-} from "./resources/batches.ts";
+export { Batches, type BatchRun, type CreateBatchParams, type ListBatchesParams, type RunOptions, type WaitOptions } from "./resources/batches.ts";
+export { DEFAULT_POLL_INTERVAL_MS, type UploadResult } from "./resources/jobs.ts";
 export { ImageAssets, type ImageFile, type UploadImageParams } from "./resources/image-assets.ts";
 export { ImageCredit } from "./resources/image-credit.ts";
 export { ImageDecisions, type ImageDecisionRequest } from "./resources/image-decisions.ts";

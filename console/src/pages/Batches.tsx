@@ -4,37 +4,37 @@
  * live progress (records per minute and the estimated completion, polled), its cancellation after a
  * confirmation, and its results page by page once it has finished. Calls with the API key in memory.
  */
-import { Badge, Box, Button, Card, Code, Flex, Heading, Progress, Table, Text } from "@radix-ui/themes";
-import { useCallback, useEffect, useState } from "react";
+import { Button, Flex, Heading, Table, Text } from "@radix-ui/themes";
+import { useEffect, useState } from "react";
 import { Batch, BatchList, isTerminal, RecordError } from "../../../contract/batches.ts";
 import { DecisionResponse } from "../../../contract/decision.ts";
 import { toRecord, type Json } from "../../../contract/json.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../state.ts";
-import { ApiKeyField, ConfirmDialog, ErrorCallout } from "../components.tsx";
-import { JobFileForm, startJob, usePolledJob } from "../jobs.tsx";
+import { ApiKeyField, ErrorCallout } from "../components.tsx";
+import { doneBy, JobDetail, JobFileForm, JobList, JobProgress, startJob, useJobList, type JobKind } from "../jobs.tsx";
 import { answerSummary } from "./answers.ts";
 
-const isBatchEnded = (batch: Batch) => isTerminal(batch.status);
+/** What a batch adds to the job lifecycle (jobs.tsx): the API key, and results once it has finished. */
+const BATCHES: JobKind<Batch> = {
+  path: "/v1/batches",
+  noun: "batch",
+  plural: "batches",
+  heading: "Batches",
+  statusHeading: "Status",
+  schema: Batch,
+  listSchema: BatchList,
+  credential: (state) => state.apiKey,
+  ended: (batch) => isTerminal(batch.status),
+  cancellable: (batch) => !isTerminal(batch.status),
+  cancelWarning: "Records not yet processed are not processed; results already committed stay.",
+};
+
+const recordsDone = (batch: Batch) => batch.request_counts.completed + batch.request_counts.failed;
 
 export function BatchesPage() {
   const { apiKey } = useConsole();
-  const [list, setList] = useState<BatchList | null>(null);
-  const [open, setOpen] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  const load = useCallback(
-    async (after?: string) => {
-      setError(null);
-      try {
-        setList(BatchList.parse((await call(`/v1/batches${after ? `?after=${encodeURIComponent(after)}` : ""}`, apiKey)).plain));
-      } catch (err) {
-        setError(describe(err));
-      }
-    },
-    [apiKey],
-  );
-
+  const jobs = useJobList(BATCHES);
   return (
     <Flex direction="column" gap="4">
       <Heading as="h1" size="6">
@@ -42,73 +42,23 @@ export function BatchesPage() {
       </Heading>
       <Flex gap="2" align="end" wrap="wrap">
         <ApiKeyField />
-        <Button onClick={() => void load()} disabled={!apiKey}>
+        <Button onClick={() => void jobs.load()} disabled={!apiKey}>
           List batches
         </Button>
       </Flex>
-      <NewBatch
-        onCreated={(id) => {
-          setOpen(id);
-          void load();
-        }}
-      />
-      <ErrorCallout error={error} />
-      {open && <BatchDetail id={open} onChange={() => void load()} />}
-      {list && (
-        <>
-          <Table.Root variant="surface">
-          <caption className="visually-hidden">Batches</caption>
-            <Table.Header>
-              <Table.Row>
-                <Table.ColumnHeaderCell>Batch</Table.ColumnHeaderCell>
-                <Table.ColumnHeaderCell>Status</Table.ColumnHeaderCell>
-                <Table.ColumnHeaderCell>Records</Table.ColumnHeaderCell>
-                <Table.ColumnHeaderCell className="wide-only">Created</Table.ColumnHeaderCell>
-              </Table.Row>
-            </Table.Header>
-            <Table.Body>
-              {list.data.length === 0 && (
-                <Table.Row>
-                  <Table.Cell colSpan={4}>No batches yet.</Table.Cell>
-                </Table.Row>
-              )}
-              {list.data.map((batch) => (
-                <Table.Row key={batch.id}>
-                  <Table.RowHeaderCell>
-                    <Button variant="ghost" onClick={() => setOpen(batch.id)} aria-label={`Open batch ${batch.id}`}>
-                      <Code variant="ghost">{batch.id.slice(0, 8)}</Code>
-                    </Button>
-                  </Table.RowHeaderCell>
-                  <Table.Cell>
-                    <StatusBadge status={batch.status} />
-                  </Table.Cell>
-                  <Table.Cell>
-                    {batch.request_counts.completed + batch.request_counts.failed} of {batch.request_counts.total}
-                  </Table.Cell>
-                  <Table.Cell className="wide-only">{new Date(batch.created_at).toLocaleString()}</Table.Cell>
-                </Table.Row>
-              ))}
-            </Table.Body>
-          </Table.Root>
-          {list.has_more && list.next_cursor && (
-            <Box>
-              <Button variant="soft" onClick={() => void load(list.next_cursor!)}>
-                Older batches
-              </Button>
-            </Box>
-          )}
-        </>
+      <NewBatch onCreated={jobs.created} />
+      <ErrorCallout error={jobs.error} />
+      {jobs.open && (
+        <JobDetail
+          kind={BATCHES}
+          id={jobs.open}
+          onChange={jobs.reload}
+          body={(batch) => <BatchProgress batch={batch} />}
+          footer={(batch) => isTerminal(batch.status) && batch.status !== "failed" && <Results id={batch.id} />}
+        />
       )}
+      <JobList kind={BATCHES} jobs={jobs} columns={[{ header: "Records", cell: (batch) => `${recordsDone(batch)} of ${batch.request_counts.total}` }]} />
     </Flex>
-  );
-}
-
-function StatusBadge({ status }: { status: Batch["status"] }) {
-  const color = status === "completed" ? "green" : status === "failed" || status === "expired" ? "red" : status === "cancelled" ? "gray" : "indigo";
-  return (
-    <Badge color={color} highContrast>
-      {status}
-    </Badge>
   );
 }
 
@@ -121,76 +71,20 @@ function NewBatch({ onCreated }: { onCreated(id: string): void }) {
       label={<>New batch from a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;{"}"} per line)</>}
       button="Upload and submit"
       disabled={!apiKey}
-      start={async (file, progress) => onCreated(await startJob("/v1/batches", apiKey, {}, file, progress))}
+      start={async (file, progress) => onCreated(await startJob(BATCHES, apiKey, {}, file, progress))}
     />
   );
 }
 
-function BatchDetail({ id, onChange }: { id: string; onChange(): void }) {
-  const { apiKey } = useConsole();
-  const [batch, setBatch] = useState<Batch | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  const read = useCallback(async () => {
-    try {
-      const next = Batch.parse((await call(`/v1/batches/${id}`, apiKey)).plain);
-      setBatch(next);
-      return next;
-    } catch (err) {
-      setError(describe(err));
-      return null;
-    }
-  }, [id, apiKey]);
-
-  usePolledJob(read, isBatchEnded, onChange);
-
-  async function cancel() {
-    try {
-      setBatch(Batch.parse((await call(`/v1/batches/${id}/cancel`, apiKey, { method: "POST" })).plain));
-      onChange();
-    } catch (err) {
-      setError(describe(err));
-    }
-  }
-
-  if (!batch) return <ErrorCallout error={error} />;
-  const done = batch.request_counts.completed + batch.request_counts.failed;
-  const share = batch.request_counts.total > 0 ? (100 * done) / batch.request_counts.total : 0;
+/** Records done of the total, the rate and the estimated completion. */
+function BatchProgress({ batch }: { batch: Batch }) {
+  const { total, failed } = batch.request_counts;
   return (
-    <Card>
-      <Flex direction="column" gap="2">
-        <Flex gap="2" align="center" wrap="wrap">
-          <Heading as="h2" size="4">
-            Batch <Code variant="ghost">{batch.id}</Code>
-          </Heading>
-          <StatusBadge status={batch.status} />
-        </Flex>
-        <Text as="p" size="2" id="batch-progress-label">
-          {done} of {batch.request_counts.total} records done ({batch.request_counts.failed} failed)
-          {batch.progress ? `, ${batch.progress.records_per_minute.toFixed(1)} records a minute` : ""}
-          {batch.progress?.estimated_completion_at ? `, done by about ${new Date(batch.progress.estimated_completion_at).toLocaleTimeString()}` : ""}
-        </Text>
-        <Progress value={share} aria-labelledby="batch-progress-label" />
-        {batch.error && <ErrorCallout error={`${batch.error.message} (${batch.error.code}${batch.error.line === null ? "" : `, line ${batch.error.line}`})`} />}
-        <ErrorCallout error={error} />
-        {!isTerminal(batch.status) && (
-          <Box>
-            <ConfirmDialog
-              title="Cancel this batch?"
-              description="Records not yet processed are not processed; results already committed stay."
-              confirm="Cancel batch"
-              onConfirm={() => void cancel()}
-              trigger={(openDialog) => (
-                <Button color="red" variant="soft" onClick={openDialog}>
-                  Cancel batch
-                </Button>
-              )}
-            />
-          </Box>
-        )}
-        {isTerminal(batch.status) && batch.status !== "failed" && <Results id={batch.id} />}
-      </Flex>
-    </Card>
+    <JobProgress kind={BATCHES} value={total > 0 ? (100 * recordsDone(batch)) / total : 0}>
+      {recordsDone(batch)} of {total} records done ({failed} failed)
+      {batch.progress ? `, ${batch.progress.records_per_minute.toFixed(1)} records a minute` : ""}
+      {doneBy(batch.progress?.estimated_completion_at)}
+    </JobProgress>
   );
 }
 

@@ -7,15 +7,13 @@
  * once accepted, "API ready" once the serving side answers with the model's exact identity. Calls
  * with the signed-in session (training is a session route).
  */
-import { Badge, Box, Button, Card, Code, Flex, Heading, Progress, Table, Text, TextField } from "@radix-ui/themes";
-import { useCallback, useEffect, useState } from "react";
+import { Box, Code, Flex, Heading, Table, Text, TextField } from "@radix-ui/themes";
+import { useEffect, useState } from "react";
 import { EvaluationReport, Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../state.ts";
-import { AuthorizedImage, ConfirmDialog, ErrorCallout } from "../components.tsx";
-import { JobFileForm, startJob, usePolledJob } from "../jobs.tsx";
-
-const isTrainingEnded = (training: Training) => isTrainingTerminal(training.status);
+import { AuthorizedImage, ErrorCallout } from "../components.tsx";
+import { doneBy, JobDetail, JobFileForm, JobList, JobProgress, startJob, useJobList, type JobKind } from "../jobs.tsx";
 
 /** A training's state in the words of the product: passing training is not being ready. */
 const STATE_WORDS: Record<TrainingStatus, string> = {
@@ -31,19 +29,25 @@ const STATE_WORDS: Record<TrainingStatus, string> = {
   expired: "expired",
 };
 
-export function TrainingsPage() {
-  const { session } = useConsole();
-  const [list, setList] = useState<TrainingList | null>(null);
-  const [open, setOpen] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
+/** What a training adds to the job lifecycle (jobs.tsx): the signed-in session, its step, its evaluation. */
+const TRAININGS: JobKind<Training> = {
+  path: "/v1/trainings",
+  noun: "training",
+  plural: "trainings",
+  heading: "Training jobs",
+  statusHeading: "State",
+  schema: Training,
+  listSchema: TrainingList,
+  credential: (state) => state.session.accessToken,
+  ended: (training) => isTrainingTerminal(training.status),
+  cancellable: (training) => !isTrainingTerminal(training.status) && training.status !== "accepted",
+  cancelWarning: "The job stops and no model is made from it.",
+  words: (status) => STATE_WORDS[status],
+};
 
-  const load = useCallback(async () => {
-    try {
-      setList(TrainingList.parse((await call("/v1/trainings", session.accessToken)).plain));
-    } catch (err) {
-      setError(describe(err));
-    }
-  }, [session]);
+export function TrainingsPage() {
+  const jobs = useJobList(TRAININGS);
+  const { load } = jobs;
   useEffect(() => void load(), [load]);
 
   return (
@@ -55,58 +59,19 @@ export function TrainingsPage() {
         Teach a model one decision from your labelled examples. Every example is held out once (cross-validation) to compare it with the base model&apos;s answers, and it is served only
         when it beats them with confidence.
       </Text>
-      <NewTraining
-        onCreated={(id) => {
-          setOpen(id);
-          void load();
-        }}
-      />
-      <ErrorCallout error={error} />
-      {open && <TrainingDetail id={open} onChange={() => void load()} />}
-      {list && (
-        <Table.Root variant="surface">
-          <caption className="visually-hidden">Training jobs</caption>
-          <Table.Header>
-            <Table.Row>
-              <Table.ColumnHeaderCell>Training</Table.ColumnHeaderCell>
-              <Table.ColumnHeaderCell>State</Table.ColumnHeaderCell>
-              <Table.ColumnHeaderCell className="wide-only">Model</Table.ColumnHeaderCell>
-              <Table.ColumnHeaderCell className="wide-only">Created</Table.ColumnHeaderCell>
-            </Table.Row>
-          </Table.Header>
-          <Table.Body>
-            {list.data.length === 0 && (
-              <Table.Row>
-                <Table.Cell colSpan={4}>No trainings yet.</Table.Cell>
-              </Table.Row>
-            )}
-            {list.data.map((training) => (
-              <Table.Row key={training.id}>
-                <Table.RowHeaderCell>
-                  <Button variant="ghost" onClick={() => setOpen(training.id)} aria-label={`Open training ${training.id}`}>
-                    <Code variant="ghost">{training.id.slice(0, 8)}</Code>
-                  </Button>
-                </Table.RowHeaderCell>
-                <Table.Cell>
-                  <StateBadge status={training.status} />
-                </Table.Cell>
-                <Table.Cell className="wide-only">{training.model ?? "none"}</Table.Cell>
-                <Table.Cell className="wide-only">{new Date(training.created_at).toLocaleString()}</Table.Cell>
-              </Table.Row>
-            ))}
-          </Table.Body>
-        </Table.Root>
+      <NewTraining onCreated={jobs.created} />
+      <ErrorCallout error={jobs.error} />
+      {jobs.open && (
+        <JobDetail
+          kind={TRAININGS}
+          id={jobs.open}
+          onChange={jobs.reload}
+          body={(training) => <TrainingProgress training={training} />}
+          footer={(training) => training.evaluation && <Evaluation training={training} evaluation={training.evaluation} />}
+        />
       )}
+      <JobList kind={TRAININGS} jobs={jobs} columns={[{ header: "Model", cell: (training) => training.model ?? "none", wide: true }]} />
     </Flex>
-  );
-}
-
-function StateBadge({ status }: { status: TrainingStatus }) {
-  const color = status === "ready" ? "green" : status === "accepted" ? "teal" : ["rejected", "failed", "expired"].includes(status) ? "red" : status === "cancelled" ? "gray" : "indigo";
-  return (
-    <Badge color={color} highContrast>
-      {STATE_WORDS[status]}
-    </Badge>
   );
 }
 
@@ -118,7 +83,7 @@ function NewTraining({ onCreated }: { onCreated(id: string): void }) {
       inputId="training-file"
       label={<>Labelled examples, a JSONL file (one {"{"}&quot;custom_id&quot;, &quot;body&quot;, &quot;labels&quot;{"}"} per line)</>}
       button="Upload and train"
-      start={async (file, progress) => onCreated(await startJob("/v1/trainings", session.accessToken, { model }, file, progress))}
+      start={async (file, progress) => onCreated(await startJob(TRAININGS, session.accessToken, { model }, file, progress))}
     >
       <Box>
         <Text as="label" htmlFor="training-model" size="2" weight="medium">
@@ -127,6 +92,27 @@ function NewTraining({ onCreated }: { onCreated(id: string): void }) {
         <TextField.Root id="training-model" value={model} onChange={(event) => setModel(event.target.value)} />
       </Box>
     </JobFileForm>
+  );
+}
+
+/** The trained model's id once accepted, and the step with the examples read while it runs. */
+function TrainingProgress({ training }: { training: Training }) {
+  const { progress } = training;
+  return (
+    <>
+      {training.model && (
+        <Text size="2">
+          Model: <Code>{training.model}</Code>
+        </Text>
+      )}
+      {progress && (
+        <JobProgress kind={TRAININGS} value={(100 * progress.examples_read) / Math.max(progress.examples_total, 1)}>
+          {progress.step}: {progress.examples_read} of {progress.examples_total} examples read
+          {progress.examples_per_minute > 0 ? `, ${progress.examples_per_minute.toFixed(1)} a minute` : ""}
+          {doneBy(progress.estimated_completion_at)}
+        </JobProgress>
+      )}
+    </>
   );
 }
 
@@ -235,111 +221,41 @@ function ReportDetail({ id }: { id: string }) {
   );
 }
 
-function TrainingDetail({ id, onChange }: { id: string; onChange(): void }) {
+/** The evaluation beside the base's zero-shot answers, the reliability diagram, and the report. */
+function Evaluation({ training, evaluation }: { training: Training; evaluation: NonNullable<Training["evaluation"]> }) {
   const { session } = useConsole();
-  const [training, setTraining] = useState<Training | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  const read = useCallback(async () => {
-    try {
-      const next = Training.parse((await call(`/v1/trainings/${id}`, session.accessToken)).plain);
-      setTraining(next);
-      return next;
-    } catch (err) {
-      setError(describe(err));
-      return null;
-    }
-  }, [id, session]);
-
-  usePolledJob(read, isTrainingEnded, onChange);
-
-  async function cancel() {
-    try {
-      setTraining(Training.parse((await call(`/v1/trainings/${id}/cancel`, session.accessToken, { method: "POST" })).plain));
-      onChange();
-    } catch (err) {
-      setError(describe(err));
-    }
-  }
-
-  if (!training) return <ErrorCallout error={error} />;
-  const progress = training.progress;
   return (
-    <Card>
-      <Flex direction="column" gap="2">
-        <Flex gap="2" align="center" wrap="wrap">
-          <Heading as="h2" size="4">
-            Training <Code variant="ghost">{training.id}</Code>
-          </Heading>
-          <StateBadge status={training.status} />
-        </Flex>
-        {training.model && (
-          <Text size="2">
-            Model: <Code>{training.model}</Code>
-          </Text>
-        )}
-        {progress && (
-          <>
-            <Text as="p" size="2" id="training-progress-label">
-              {progress.step}: {progress.examples_read} of {progress.examples_total} examples read
-              {progress.examples_per_minute > 0 ? `, ${progress.examples_per_minute.toFixed(1)} a minute` : ""}
-              {progress.estimated_completion_at ? `, done by about ${new Date(progress.estimated_completion_at).toLocaleTimeString()}` : ""}
-            </Text>
-            <Progress value={(100 * progress.examples_read) / Math.max(progress.examples_total, 1)} aria-labelledby="training-progress-label" />
-          </>
-        )}
-        {training.error && <ErrorCallout error={`${training.error.message} (${training.error.code}${training.error.line === null ? "" : `, line ${training.error.line}`})`} />}
-        <ErrorCallout error={error} />
-        {training.evaluation && (
-          <>
-            <Heading as="h3" size="3">
-              Evaluation on {training.examples.held_out} examples, each held out once ({training.limits.acceptance.folds}-fold cross-validation): {training.evaluation.decision}
-            </Heading>
-            <Table.Root size="1">
-          <caption className="visually-hidden">Evaluation</caption>
-              <Table.Header>
-                <Table.Row>
-                  <Table.ColumnHeaderCell>Question</Table.ColumnHeaderCell>
-                  <Table.ColumnHeaderCell>Trained</Table.ColumnHeaderCell>
-                  <Table.ColumnHeaderCell>Zero-shot</Table.ColumnHeaderCell>
-                  <Table.ColumnHeaderCell>ECE</Table.ColumnHeaderCell>
-                  <Table.ColumnHeaderCell>Passed</Table.ColumnHeaderCell>
-                </Table.Row>
-              </Table.Header>
-              <Table.Body>
-                {training.evaluation.questions.map((q) => (
-                  <Table.Row key={q.question}>
-                    <Table.RowHeaderCell>{q.question}</Table.RowHeaderCell>
-                    <Table.Cell>
-                      {q.metric} {q.candidate.toFixed(3)}
-                    </Table.Cell>
-                    <Table.Cell>{q.zero_shot.toFixed(3)}</Table.Cell>
-                    <Table.Cell>{q.ece.toFixed(3)}</Table.Cell>
-                    <Table.Cell>{q.passed ? "yes" : "no"}</Table.Cell>
-                  </Table.Row>
-                ))}
-              </Table.Body>
-            </Table.Root>
-            <AuthorizedImage path={`/v1/trainings/${training.id}/report.svg`} credential={session.accessToken} alt="Reliability diagram of the trained model and of the base model's zero-shot answers" />
-            <ReportDetail id={training.id} />
-          </>
-        )}
-        {!isTrainingTerminal(training.status) && training.status !== "accepted" && (
-          <Box>
-            <ConfirmDialog
-              title="Cancel this training?"
-              description="The job stops and no model is made from it."
-              confirm="Cancel training"
-              onConfirm={() => void cancel()}
-              trigger={(openDialog) => (
-                <Button color="red" variant="soft" onClick={openDialog}>
-                  Cancel training
-                </Button>
-              )}
-            />
-          </Box>
-        )}
-      </Flex>
-    </Card>
+    <>
+      <Heading as="h3" size="3">
+        Evaluation on {training.examples.held_out} examples, each held out once ({training.limits.acceptance.folds}-fold cross-validation): {evaluation.decision}
+      </Heading>
+      <Table.Root size="1">
+        <caption className="visually-hidden">Evaluation</caption>
+        <Table.Header>
+          <Table.Row>
+            <Table.ColumnHeaderCell>Question</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell>Trained</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell>Zero-shot</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell>ECE</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell>Passed</Table.ColumnHeaderCell>
+          </Table.Row>
+        </Table.Header>
+        <Table.Body>
+          {evaluation.questions.map((q) => (
+            <Table.Row key={q.question}>
+              <Table.RowHeaderCell>{q.question}</Table.RowHeaderCell>
+              <Table.Cell>
+                {q.metric} {q.candidate.toFixed(3)}
+              </Table.Cell>
+              <Table.Cell>{q.zero_shot.toFixed(3)}</Table.Cell>
+              <Table.Cell>{q.ece.toFixed(3)}</Table.Cell>
+              <Table.Cell>{q.passed ? "yes" : "no"}</Table.Cell>
+            </Table.Row>
+          ))}
+        </Table.Body>
+      </Table.Root>
+      <AuthorizedImage path={`/v1/trainings/${training.id}/report.svg`} credential={session.accessToken} alt="Reliability diagram of the trained model and of the base model's zero-shot answers" />
+      <ReportDetail id={training.id} />
+    </>
   );
 }

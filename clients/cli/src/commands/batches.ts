@@ -9,43 +9,51 @@
  * standard error is a terminal; otherwise each step is one line on standard error. Results are JSONL
  * on standard output or in --output FILE, one `{custom_id, response}` or `{custom_id, error}` a line.
  */
-import { randomUUID } from "node:crypto";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { readBatchFile } from "../batch-file.ts";
 import type { Command, Group } from "../command.ts";
 import type { Context } from "../context.ts";
-import { Failure, Interrupted, UsageError } from "../errors.ts";
-import { formatBytes, formatDuration, Progress } from "../progress.ts";
+import { Failure, UsageError } from "../errors.ts";
+import { cancelCommand, errorText, follow, formatRows, idempotencyKey, jsonOption, lifecycleRows, listCommand, pollSeconds, POLL_SECONDS, printJob, statusCommand, submitJob, timeLeft, type JobKind } from "../jobs.ts";
+import type { Progress } from "../progress.ts";
 import { BATCH_LIST_PAGE } from "../../../../contract/batches.ts";
-import { APIUserAbortError, type Batch, type Client, type ResultStream } from "../sdk.ts";
-import { uploadProgressFetch } from "../upload-progress.ts";
-
-const POLL_SECONDS = 2;
+import { isTerminal, type Batch, type Client, type ResultStream } from "../sdk.ts";
 
 function counts(batch: Batch): string {
   const { total, completed, failed } = batch.request_counts;
   return `${completed + failed} of ${total} records done${failed > 0 ? ` (${failed} failed)` : ""}`;
 }
 
-/** Creates the batch, uploads the file with a progress bar, and submits it. */
-async function createAndSubmit(ctx: Context, file: string, key: string | undefined): Promise<{ client: Client; batch: Batch; progress: Progress }> {
+/** What a batch adds to the job lifecycle (jobs.ts): the API key, and its records done. */
+const BATCH: JobKind<Batch> = {
+  noun: "batch",
+  plural: "batches",
+  group: "batches",
+  page: BATCH_LIST_PAGE,
+  client: (ctx, options) => ctx.client(options),
+  resource: (client) => client.batches,
+  ended: (batch) => isTerminal(batch.status),
+  line: (batch) => `${batch.status}: ${counts(batch)}`,
+  bar(batch) {
+    const { total, completed, failed } = batch.request_counts;
+    if (batch.status !== "running" || total === 0) return null;
+    return { fraction: (completed + failed) / total, text: `${counts(batch)}${timeLeft(batch.progress?.estimated_completion_at)}` };
+  },
+  listed: (batch) => counts(batch).padEnd(32),
+  followUp: ["status", "results", "cancel"],
+};
+
+/** Checks the file, then creates the batch, uploads the file with a progress bar, and submits it. */
+async function createAndSubmit(ctx: Context, file: string, key: string): Promise<{ client: Client; batch: Batch; progress: Progress }> {
   const { bytes, records } = await readBatchFile(file);
-  const progress = new Progress(ctx.stderr);
-  const client = ctx.client({ fetch: uploadProgressFetch((sent, total) => progress.update(total === 0 ? 1 : sent / total, `uploading ${formatBytes(sent)} of ${formatBytes(total)}`)) });
-  const idempotencyKey = key ?? `svc-${randomUUID()}`;
-  const created = await client.batches.create({ idempotencyKey }, { signal: ctx.signal });
-  ctx.status(`Batch ${created.id} (idempotency key ${idempotencyKey}): ${records} record${records === 1 ? "" : "s"} from ${file}.`);
-  if (created.upload) {
-    await client.batches.upload(created, bytes, { signal: ctx.signal });
-    progress.done(`uploaded ${formatBytes(bytes.byteLength)}`);
-    if (!progress.enabled) ctx.status(`Uploaded ${formatBytes(bytes.byteLength)}.`);
-  } else {
-    ctx.status("Its input had already arrived; submitting it.");
-  }
-  const batch = await client.batches.submit(created.id, { signal: ctx.signal });
-  ctx.status(`Submitted: ${batch.status}.`);
-  return { client, batch, progress };
+  const { client, job, progress } = await submitJob(ctx, BATCH, async (client) => {
+    const created = await client.batches.create({ idempotencyKey: key }, { signal: ctx.signal });
+    ctx.status(`Batch ${created.id} (idempotency key ${key}): ${records} record${records === 1 ? "" : "s"} from ${file}.`);
+    if (created.upload) await client.batches.upload(created, bytes, { signal: ctx.signal });
+    return client.batches.submit(created.id, { signal: ctx.signal });
+  });
+  return { client, batch: job, progress };
 }
 
 /**
@@ -81,14 +89,6 @@ async function writeResults(ctx: Context, results: ResultStream, output: string 
   return written;
 }
 
-function waitText(batch: Batch): { fraction: number | null; text: string } {
-  const { total, completed, failed } = batch.request_counts;
-  const eta = batch.progress?.estimated_completion_at;
-  const left = eta ? ` · about ${formatDuration(Date.parse(eta) - Date.now())} left` : "";
-  if (batch.status !== "running" || total === 0) return { fraction: null, text: `batch ${batch.status}...` };
-  return { fraction: (completed + failed) / total, text: `${counts(batch)}${left}` };
-}
-
 const run: Command = {
   name: "run",
   summary: "Run a JSONL file as a batch: create, upload, submit, wait, write the results",
@@ -108,35 +108,10 @@ const run: Command = {
   },
   positionals: { min: 1, max: 1 },
   async run(ctx, { values, positionals }) {
-    const interval = Number(values["poll-interval"] ?? POLL_SECONDS);
-    if (!(interval > 0) || !Number.isFinite(interval)) throw new UsageError("--poll-interval is a number of seconds, more than 0");
-    const { client, batch: submitted, progress } = await createAndSubmit(ctx, positionals[0]!, values["idempotency-key"] as string | undefined);
-    let lastStatus = submitted.status;
-    let batch: Batch;
-    try {
-      batch = await client.batches.wait(submitted.id, {
-        signal: ctx.signal,
-        pollInterval: interval * 1000,
-        onProgress: (current) => {
-          const { fraction, text } = waitText(current);
-          progress.update(fraction, text, current.status !== lastStatus);
-          if (!progress.enabled && current.status !== lastStatus) ctx.status(`Batch ${current.status}: ${counts(current)}.`);
-          lastStatus = current.status;
-        },
-      });
-    } catch (err) {
-      if (err instanceof APIUserAbortError || ctx.signal.aborted) {
-        progress.done();
-        ctx.status(`Stopped waiting. Batch ${submitted.id} keeps running: \`svc batches status ${submitted.id}\`, \`svc batches results ${submitted.id}\`, or \`svc batches cancel ${submitted.id}\`.`);
-        throw new Interrupted();
-      }
-      throw err;
-    }
-    progress.done(`batch ${batch.status}: ${counts(batch)}`);
-    if (batch.status === "failed") {
-      const where = batch.error?.line ? ` (line ${batch.error.line})` : "";
-      throw new Failure(`batch ${batch.id} failed: ${batch.error ? `${batch.error.code}${where}: ${batch.error.message}` : "no reason given"}`);
-    }
+    const seconds = pollSeconds(values);
+    const { client, batch: submitted, progress } = await createAndSubmit(ctx, positionals[0]!, idempotencyKey(values));
+    const batch = await follow(ctx, BATCH, client, submitted, seconds, progress);
+    if (batch.status === "failed") throw new Failure(`batch ${batch.id} failed: ${errorText(batch.error)}`);
     const written = await writeResults(ctx, client.batches.results(batch.id, {}, { signal: ctx.signal }), values.output as string | undefined);
     ctx.status(`Batch ${batch.id} ${batch.status}: ${counts(batch)}; ${written} result${written === 1 ? "" : "s"} written${values.output ? ` to ${values.output}` : ""}.`);
     if (batch.status !== "completed") throw new Failure(`batch ${batch.id} was ${batch.status} before every record ran; the committed results were written`);
@@ -150,83 +125,31 @@ const create: Command = {
   description: "The file is checked first, as for `svc batches run`. Follow the batch with `svc batches status ID` and read it with `svc batches results ID`.",
   options: {
     "idempotency-key": { type: "string", value: "KEY", help: "the same key returns the same batch (default: a new batch)" },
-    json: { type: "boolean", help: "print the batch object as JSON instead of its id" },
+    ...jsonOption(BATCH, "print the batch object as JSON instead of its id"),
   },
   positionals: { min: 1, max: 1 },
   async run(ctx, { values, positionals }) {
-    const { batch } = await createAndSubmit(ctx, positionals[0]!, values["idempotency-key"] as string | undefined);
-    ctx.stdout.write(values.json ? `${JSON.stringify(batch)}\n` : `${batch.id}\n`);
+    const { batch } = await createAndSubmit(ctx, positionals[0]!, idempotencyKey(values));
+    printJob(ctx, values.json === true, batch, batch.id);
   },
 };
 
-function describeBatch(batch: Batch): string {
-  const rows: Array<[string, string | null | undefined]> = [
+function describeBatch(batch: Batch): string[] {
+  return formatRows([
     ["id", batch.id],
     ["status", batch.status],
     ["records", counts(batch)],
-    ["idempotency key", batch.idempotency_key],
-    ["created", batch.created_at],
-    ["submitted", batch.submitted_at],
-    ["started", batch.started_at],
-    ["finished", batch.finished_at],
-    ["deadline", batch.expires_at],
+    ...lifecycleRows(batch),
     ["results until", batch.results_expire_at],
     ["rate", batch.progress ? `${batch.progress.records_per_minute.toFixed(1)} records/min` : null],
     ["estimated end", batch.progress?.estimated_completion_at],
-    ["error", batch.error ? `${batch.error.code}${batch.error.line ? ` (line ${batch.error.line})` : ""}: ${batch.error.message}` : null],
-  ];
-  return rows
-    .filter(([, value]) => value !== null && value !== undefined)
-    .map(([name, value]) => `${name.padEnd(15)}${value}`)
-    .join("\n");
+    ["error", batch.error ? errorText(batch.error) : null],
+  ]);
 }
 
-const status: Command = {
-  name: "status",
-  summary: "Show a batch's status, record counts and times",
-  usage: "svc batches status ID [--json]",
-  options: { json: { type: "boolean", help: "print the batch object as JSON" } },
-  positionals: { min: 1, max: 1 },
-  async run(ctx, { values, positionals }) {
-    const batch = await ctx.client().batches.retrieve(positionals[0]!, { signal: ctx.signal });
-    ctx.stdout.write(values.json ? `${JSON.stringify(batch)}\n` : `${describeBatch(batch)}\n`);
-  },
-};
-
-const cancel: Command = {
-  name: "cancel",
-  summary: "Cancel a batch that has not finished (committed results stay readable)",
-  usage: "svc batches cancel ID [--json]",
-  options: { json: { type: "boolean", help: "print the batch object as JSON" } },
-  positionals: { min: 1, max: 1 },
-  async run(ctx, { values, positionals }) {
-    const batch = await ctx.client().batches.cancel(positionals[0]!, { signal: ctx.signal });
-    ctx.stdout.write(values.json ? `${JSON.stringify(batch)}\n` : `${batch.id} ${batch.status}: ${counts(batch)}\n`);
-  },
-};
-
-const list: Command = {
-  name: "list",
-  summary: "List the account's batches, newest first",
-  usage: "svc batches list [--limit N] [--after ID] [--json]",
-  options: {
-    limit: { type: "string", value: "N", help: `batches per page, 1 to ${BATCH_LIST_PAGE.max} (default ${BATCH_LIST_PAGE.default})` },
-    after: { type: "string", value: "ID", help: "the page after this batch (the cursor a previous page printed)" },
-    json: { type: "boolean", help: "print the response JSON" },
-  },
-  async run(ctx, { values }) {
-    const limit = values.limit === undefined ? undefined : Number(values.limit);
-    if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= BATCH_LIST_PAGE.max)) throw new UsageError(`--limit is an integer from 1 to ${BATCH_LIST_PAGE.max}`);
-    const page = await ctx.client().batches.list({ limit, after: values.after as string | undefined }, { signal: ctx.signal });
-    if (values.json) {
-      ctx.stdout.write(`${JSON.stringify(page)}\n`);
-      return;
-    }
-    if (page.data.length === 0) ctx.stdout.write("No batches.\n");
-    for (const batch of page.data) ctx.stdout.write(`${batch.id}  ${batch.status.padEnd(10)}  ${counts(batch).padEnd(32)}  ${batch.created_at}\n`);
-    if (page.has_more && page.next_cursor) ctx.status(`More: svc batches list --after ${page.next_cursor}`);
-  },
-};
+const status = statusCommand(BATCH, "Show a batch's status, record counts and times", describeBatch);
+const cancel = cancelCommand(BATCH, "Cancel a batch that has not finished (committed results stay readable)");
+const list = listCommand(BATCH);
 
 const results: Command = {
   name: "results",

@@ -11,19 +11,13 @@
  * With --wait, a progress bar (examples read through the base model, and the step in words) is
  * drawn when standard error is a terminal; otherwise each change of status is one line there.
  */
-import { randomUUID } from "node:crypto";
 import type { Command, Group } from "../command.ts";
 import type { Context } from "../context.ts";
-import { Failure, Interrupted, UsageError } from "../errors.ts";
-import { formatBytes, formatDuration, Progress } from "../progress.ts";
-import { APIUserAbortError, isTrainingTerminal, TRAINING_LIMITS, type Client, type EvaluationReport, type Training } from "../sdk.ts";
+import { Failure, UsageError } from "../errors.ts";
+import { cancelCommand, errorText, follow, formatRows, idempotencyKey, jsonOption, lifecycleRows, listCommand, pollSeconds, POLL_SECONDS, printJob, statusCommand, submitJob, timeLeft, type JobKind } from "../jobs.ts";
+import { isTrainingTerminal, TRAINING_LIMITS, type Client, type EvaluationReport, type Training } from "../sdk.ts";
 import { readTrainingFile } from "../training-file.ts";
-import { uploadProgressFetch } from "../upload-progress.ts";
 import { TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
-
-const POLL_SECONDS = 2;
-
-const JSON_OPTION = { json: { type: "boolean", help: "print the training object as JSON" } } as const;
 
 /** Each question's cross-validated figure beside the base's zero-shot one, one line each. */
 function figures(training: Training): string[] {
@@ -35,43 +29,29 @@ function figures(training: Training): string[] {
 /** How the figures were measured: every example held out once. */
 const crossValidation = (training: Training) => `each held out once by ${training.limits.acceptance.folds}-fold cross-validation`;
 
-function errorText(training: Training): string {
-  const { error } = training;
-  return error ? `${error.code}${error.line ? ` (line ${error.line})` : ""}: ${error.message}` : "no reason given";
-}
-
-function waitText(training: Training): { fraction: number | null; text: string } {
-  const progress = training.progress;
-  if (!progress) return { fraction: null, text: `training ${training.status}${isTrainingTerminal(training.status) ? "" : "..."}` };
-  const eta = progress.estimated_completion_at ? ` · about ${formatDuration(Date.parse(progress.estimated_completion_at) - Date.now())} left` : "";
-  const reading = training.status === "running" && progress.examples_total > 0;
-  const current = progress.held_out?.questions.map((q) => `${q.question} ${q.metric} ${q.candidate.toFixed(2)} (zero-shot ${q.zero_shot.toFixed(2)})`).join(", ");
-  return { fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null, text: `${progress.step}${current ? ` · cross-validated so far: ${current}` : ""}${eta}` };
-}
-
-/** Polls until the training is terminal, drawing its progress; Ctrl-C stops waiting (exit 130), not the training. */
-async function follow(ctx: Context, client: Client, submitted: Training, pollSeconds: number, progress: Progress): Promise<Training> {
-  let last = submitted.status;
-  try {
-    return await client.trainings.wait(submitted.id, {
-      signal: ctx.signal,
-      pollInterval: pollSeconds * 1000,
-      onProgress: (current) => {
-        const { fraction, text } = waitText(current);
-        progress.update(fraction, text, current.status !== last);
-        if (!progress.enabled && current.status !== last) ctx.status(`Training ${current.status}${current.progress ? `: ${current.progress.step}` : ""}.`);
-        last = current.status;
-      },
-    });
-  } catch (err) {
-    if (err instanceof APIUserAbortError || ctx.signal.aborted) {
-      progress.done();
-      ctx.status(`Stopped waiting. Training ${submitted.id} goes on: \`svc train status ${submitted.id}\`, or \`svc train cancel ${submitted.id}\`.`);
-      throw new Interrupted();
-    }
-    throw err;
-  }
-}
+/** What a training adds to the job lifecycle (jobs.ts): the browser sign-in, and its step in words. */
+const TRAINING: JobKind<Training> = {
+  noun: "training",
+  plural: "trainings",
+  group: "train",
+  page: TRAINING_LIST_PAGE,
+  client: (ctx, options) => ctx.trainingClient(options),
+  resource: (client) => client.trainings,
+  ended: (training) => isTrainingTerminal(training.status),
+  line: (training) => `${training.status}${training.progress ? `: ${training.progress.step}` : ""}`,
+  bar(training) {
+    const progress = training.progress;
+    if (!progress) return null;
+    const reading = training.status === "running" && progress.examples_total > 0;
+    const current = progress.held_out?.questions.map((q) => `${q.question} ${q.metric} ${q.candidate.toFixed(2)} (zero-shot ${q.zero_shot.toFixed(2)})`).join(", ");
+    return {
+      fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null,
+      text: `${progress.step}${current ? ` · cross-validated so far: ${current}` : ""}${timeLeft(progress.estimated_completion_at)}`,
+    };
+  },
+  listed: (training) => `${(training.model ?? `base ${training.base_model}`).padEnd(48)}  ${String(training.examples.total).padStart(5)} examples`,
+  followUp: ["status", "cancel"],
+};
 
 /** Prints how a finished training ended: the model id and its figures, or why there is none (exit 1). */
 async function conclude(ctx: Context, client: Client, training: Training, json: boolean): Promise<void> {
@@ -91,7 +71,7 @@ async function conclude(ctx: Context, client: Client, training: Training, json: 
     if (report.advice) ctx.status(report.advice);
     throw new Failure(`training ${training.id} rejected (the candidate is never served): ${reasons.join("; ") || "it did not meet the acceptance rule"}`);
   }
-  if (training.status === "failed") throw new Failure(`training ${training.id} failed: ${errorText(training)}`);
+  if (training.status === "failed") throw new Failure(`training ${training.id} failed: ${errorText(training.error)}`);
   throw new Failure(`training ${training.id} ${training.status} before it finished`);
 }
 
@@ -119,59 +99,48 @@ const create: Command = {
     wait: { type: "boolean", help: "follow the training to its end, with a progress bar" },
     "idempotency-key": { type: "string", value: "KEY", help: "the same key returns the same training (default: a new training)" },
     "poll-interval": { type: "string", value: "SECONDS", help: `with --wait, seconds between status checks (default ${POLL_SECONDS})` },
-    ...JSON_OPTION,
+    ...jsonOption(TRAINING),
   },
   async run(ctx, { values }) {
     const path = values.file as string | undefined;
     if (path === undefined) throw new UsageError(`--file FILE is required: the labelled examples\nUsage: ${create.usage}`);
-    const pollSeconds = Number(values["poll-interval"] ?? POLL_SECONDS);
-    if (!(pollSeconds > 0) || !Number.isFinite(pollSeconds)) throw new UsageError("--poll-interval is a number of seconds, more than 0");
+    const seconds = pollSeconds(values);
     const file = await readTrainingFile(path);
     const model = values.model as string | undefined;
     if (model !== undefined && model !== file.base) {
       throw new UsageError(`${path}: the examples name the base ${JSON.stringify(file.base)} (their body.model), not --model ${JSON.stringify(model)}: a training trains the base its examples name`);
     }
-    const progress = new Progress(ctx.stderr);
-    const client = ctx.trainingClient({ fetch: uploadProgressFetch((sent, total) => progress.update(total === 0 ? 1 : sent / total, `uploading ${formatBytes(sent)} of ${formatBytes(total)}`)) });
-    const idempotencyKey = (values["idempotency-key"] as string | undefined) ?? `svc-${randomUUID()}`;
-    ctx.status(`Training on ${file.examples} examples from ${path} (base ${file.base}, questions ${file.questions.join(", ")}), idempotency key ${idempotencyKey}.`);
-    const submitted = await client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey }, { signal: ctx.signal });
-    progress.done(`uploaded ${formatBytes(file.bytes.byteLength)}`);
-    ctx.status(`Training ${submitted.id}: ${submitted.status}.`);
+    const key = idempotencyKey(values);
+    const { client, job: submitted, progress } = await submitJob(ctx, TRAINING, (client) => {
+      ctx.status(`Training on ${file.examples} examples from ${path} (base ${file.base}, questions ${file.questions.join(", ")}), idempotency key ${key}.`);
+      return client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey: key }, { signal: ctx.signal });
+    });
     if (!values.wait) {
-      ctx.stdout.write(values.json ? `${JSON.stringify(submitted)}\n` : `${submitted.id}\n`);
+      printJob(ctx, values.json === true, submitted, submitted.id);
       ctx.status(`Follow it with \`svc train status ${submitted.id}\`.`);
       return;
     }
-    const done = await follow(ctx, client, submitted, pollSeconds, progress);
-    progress.done(`training ${done.status}`);
+    const done = await follow(ctx, TRAINING, client, submitted, seconds, progress);
     await conclude(ctx, client, done, values.json === true);
   },
 };
 
-function describeTraining(training: Training): string {
+function describeTraining(training: Training): string[] {
   const { progress } = training;
-  const eta = progress?.estimated_completion_at ? ` · about ${formatDuration(Date.parse(progress.estimated_completion_at) - Date.now())} left` : "";
-  const rows: Array<[string, string | null | undefined]> = [
+  const lines = formatRows([
     ["id", training.id],
     ["status", training.status],
     ["model", training.model],
     ["base", `${training.base_model}${training.base_release && training.base_release !== training.base_model ? ` (release ${training.base_release})` : ""}`],
     ["examples", training.examples.total > 0 ? `${training.examples.total} (${crossValidation(training)})` : null],
-    ["progress", progress ? `${progress.step} (${progress.examples_read} of ${progress.examples_total} read)${eta}` : null],
-    ["idempotency key", training.idempotency_key],
-    ["created", training.created_at],
-    ["submitted", training.submitted_at],
-    ["started", training.started_at],
-    ["finished", training.finished_at],
-    ["deadline", training.finished_at ? null : training.expires_at],
+    ["progress", progress ? `${progress.step} (${progress.examples_read} of ${progress.examples_total} read)${timeLeft(progress.estimated_completion_at)}` : null],
+    ...lifecycleRows(training),
     ["data until", training.data_expires_at],
-    ["error", training.error ? errorText(training) : null],
+    ["error", training.error ? errorText(training.error) : null],
     ["report", training.evaluation ? `${training.evaluation.decision}: ${training.evaluation.report}` : null],
-  ];
-  const lines = rows.filter(([, value]) => value !== null && value !== undefined).map(([name, value]) => `${name.padEnd(16)}${value}`);
+  ]);
   for (const line of figures(training)) lines.push(`  ${line}`);
-  return lines.join("\n");
+  return lines;
 }
 
 /**
@@ -207,65 +176,16 @@ function describeReport(report: EvaluationReport): string[] {
       lines.push(`  ${question}  learning curve: ${points.join(" · ")}`);
     }
   }
-  if (report.advice) lines.push(`advice          ${report.advice}`);
+  lines.push(...formatRows([["advice", report.advice]]));
   return lines;
 }
 
-const status: Command = {
-  name: "status",
-  summary: "Show a training's status, progress, model and cross-validated figures",
-  usage: "svc train status ID [--json]",
-  options: JSON_OPTION,
-  positionals: { min: 1, max: 1 },
-  async run(ctx, { values, positionals }) {
-    const client = ctx.trainingClient();
-    const training = await client.trainings.retrieve(positionals[0]!, { signal: ctx.signal });
-    if (values.json) {
-      ctx.stdout.write(`${JSON.stringify(training)}\n`);
-      return;
-    }
-    const report = training.evaluation ? await client.trainings.report(training.id, { signal: ctx.signal }) : null;
-    ctx.stdout.write(`${[describeTraining(training), ...(report ? describeReport(report) : [])].join("\n")}\n`);
-  },
-};
-
-const list: Command = {
-  name: "list",
-  summary: "List the account's trainings, newest first",
-  usage: "svc train list [--limit N] [--after ID] [--json]",
-  options: {
-    limit: { type: "string", value: "N", help: `trainings per page, 1 to ${TRAINING_LIST_PAGE.max} (default ${TRAINING_LIST_PAGE.default})` },
-    after: { type: "string", value: "ID", help: "the page after this training (the cursor a previous page printed)" },
-    json: { type: "boolean", help: "print the response JSON" },
-  },
-  async run(ctx, { values }) {
-    const limit = values.limit === undefined ? undefined : Number(values.limit);
-    if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= TRAINING_LIST_PAGE.max)) throw new UsageError(`--limit is an integer from 1 to ${TRAINING_LIST_PAGE.max}`);
-    const page = await ctx.trainingClient().trainings.list({ limit, after: values.after as string | undefined }, { signal: ctx.signal });
-    if (values.json) {
-      ctx.stdout.write(`${JSON.stringify(page)}\n`);
-      return;
-    }
-    if (page.data.length === 0) ctx.stdout.write("No trainings.\n");
-    for (const t of page.data) {
-      const what = t.model ?? `base ${t.base_model}`;
-      ctx.stdout.write(`${t.id}  ${t.status.padEnd(10)}  ${what.padEnd(48)}  ${String(t.examples.total).padStart(5)} examples  ${t.created_at}\n`);
-    }
-    if (page.has_more && page.next_cursor) ctx.status(`More: svc train list --after ${page.next_cursor}`);
-  },
-};
-
-const cancel: Command = {
-  name: "cancel",
-  summary: "Cancel a training that has not finished",
-  usage: "svc train cancel ID [--json]",
-  options: JSON_OPTION,
-  positionals: { min: 1, max: 1 },
-  async run(ctx, { values, positionals }) {
-    const training = await ctx.trainingClient().trainings.cancel(positionals[0]!, { signal: ctx.signal });
-    ctx.stdout.write(values.json ? `${JSON.stringify(training)}\n` : `${training.id} ${training.status}\n`);
-  },
-};
+const status = statusCommand(TRAINING, "Show a training's status, progress, model and cross-validated figures", async (training, ctx, client) => {
+  const report = training.evaluation ? await client.trainings.report(training.id, { signal: ctx.signal }) : null;
+  return [...describeTraining(training), ...(report ? describeReport(report) : [])];
+});
+const list = listCommand(TRAINING);
+const cancel = cancelCommand(TRAINING, "Cancel a training that has not finished");
 
 const retire: Command = {
   name: "retire",

@@ -134,7 +134,8 @@ from ._questions import (
 )
 from ._settings import saved_access_token
 from ._version import VERSION
-from .resources.batches import DEFAULT_POLL_INTERVAL, AsyncBatchRun, AsyncResultStream, BatchRun, ResultStream
+from .resources._jobs import DEFAULT_POLL_INTERVAL
+from .resources.batches import AsyncBatchRun, AsyncResultStream, BatchRun, ResultStream
 
 __version__ = VERSION
 

@@ -8,12 +8,13 @@
  *
  * Creating again with the same idempotency key returns the same batch, so a job interrupted on the
  * caller's side resumes where it was when `run` is called again with the same `idempotencyKey`.
+ * The lifecycle is the one every job has (jobs.ts); what is a batch's own is its input and results.
  */
 import { BATCH_LIST_PAGE, isTerminal, type Batch, type BatchList, type Upload } from "../../../../contract/batches.ts";
-import { sleep, type RequestOptions, type Transport, type WithRequestId, withRequestId } from "../core.ts";
-import { APIUserAbortError, InputError } from "../errors.ts";
+import type { RequestOptions, Transport, WithRequestId } from "../core.ts";
 import { encodeInput, type BatchInput } from "../input.ts";
-import { PagePromise } from "./pages.ts";
+import { Jobs, type JobWaitOptions, type ListJobsParams, type UploadResult } from "./jobs.ts";
+import type { PagePromise } from "./pages.ts";
 import { ResultStream, type ResultsPage } from "./results.ts";
 
 export interface CreateBatchParams {
@@ -21,28 +22,11 @@ export interface CreateBatchParams {
   idempotencyKey?: string;
 }
 
-export interface ListBatchesParams {
-  /** Batches per page, 1 to BATCH_LIST_PAGE.max (BATCH_LIST_PAGE.default when absent). */
-  limit?: number;
-  /** The `next_cursor` of the previous page. */
-  after?: string;
-}
+/** `limit`: batches per page, 1 to BATCH_LIST_PAGE.max (BATCH_LIST_PAGE.default when absent); `after`: the previous page's `next_cursor`. */
+export type ListBatchesParams = ListJobsParams;
 
-/** What storage answers to an accepted upload. */
-export interface UploadResult {
-  key: string;
-  size: number;
-  etag: string;
-}
-
-export interface WaitOptions {
-  /** Called with the batch after every poll, the final one included. */
-  onProgress?: (batch: Batch) => void;
-  /** Milliseconds between polls (default 2000). */
-  pollInterval?: number;
-  /** Stops waiting (the batch itself keeps running: cancel it with `cancel(id)`). */
-  signal?: AbortSignal;
-}
+/** `onProgress` gets the batch after every poll; `signal` stops waiting (the batch keeps running: cancel it with `cancel(id)`). */
+export type WaitOptions = JobWaitOptions<Batch>;
 
 export interface RunOptions extends WaitOptions {
   /** Makes `run` resumable: the same key finds the same batch. A random one when absent. */
@@ -56,13 +40,15 @@ export interface BatchRun {
   results: ResultStream;
 }
 
-export const DEFAULT_POLL_INTERVAL_MS = 2000;
-
 export class Batches {
+  private readonly jobs: Jobs<Batch, BatchList>;
+
   constructor(
-    private readonly transport: Transport,
+    transport: Transport,
     private readonly defaultModel: () => string,
-  ) {}
+  ) {
+    this.jobs = new Jobs(transport, { noun: "batch", path: "/v1/batches", auth: "api_key", isTerminal: (b) => isTerminal(b.status), listLimit: BATCH_LIST_PAGE.default });
+  }
 
   /**
    * Creates a batch (or returns the one this idempotency key already made), with the signed
@@ -72,8 +58,7 @@ export class Batches {
    *     batch.upload?.url; // PUT the JSONL here, with batch.upload.headers (or use batches.upload)
    */
   async create(params: CreateBatchParams = {}, options?: RequestOptions): Promise<WithRequestId<Batch>> {
-    const body = JSON.stringify({ idempotency_key: params.idempotencyKey ?? `sdk-${crypto.randomUUID()}` });
-    return withRequestId(await this.transport.request<Batch>({ method: "POST", path: "/v1/batches", body }, options));
+    return this.jobs.create(params.idempotencyKey, {}, options);
   }
 
   /**
@@ -85,12 +70,7 @@ export class Batches {
    *     await client.batches.submit(batch.id);
    */
   async upload(batch: { upload?: Upload | undefined }, input: BatchInput, options?: RequestOptions): Promise<UploadResult> {
-    if (!batch.upload) {
-      throw new InputError("this batch has no upload destination: its input has already arrived (submit it), or create it again with the same idempotency key");
-    }
-    const body = await encodeInput(input, this.defaultModel());
-    const reply = await this.transport.request<UploadResult>({ method: "PUT", url: batch.upload.url, headers: batch.upload.headers, body }, options);
-    return reply.data;
+    return this.jobs.upload(batch, () => encodeInput(input, this.defaultModel()), options);
   }
 
   /**
@@ -99,7 +79,7 @@ export class Batches {
    *     const queued = await client.batches.submit(batch.id); // queued.status === "queued"
    */
   async submit(id: string, options?: RequestOptions): Promise<WithRequestId<Batch>> {
-    return withRequestId(await this.transport.request<Batch>({ method: "POST", path: `${batchPath(id)}/submit`, body: "{}" }, options));
+    return this.jobs.submit(id, options);
   }
 
   /**
@@ -108,7 +88,7 @@ export class Batches {
    *     const { status, request_counts } = await client.batches.retrieve(id);
    */
   async retrieve(id: string, options?: RequestOptions): Promise<WithRequestId<Batch>> {
-    return withRequestId(await this.transport.request<Batch>({ method: "GET", path: batchPath(id) }, options));
+    return this.jobs.retrieve(id, options);
   }
 
   /**
@@ -118,7 +98,7 @@ export class Batches {
    *     await client.batches.cancel(id);
    */
   async cancel(id: string, options?: RequestOptions): Promise<WithRequestId<Batch>> {
-    return withRequestId(await this.transport.request<Batch>({ method: "POST", path: `${batchPath(id)}/cancel`, body: "{}" }, options));
+    return this.jobs.cancel(id, options);
   }
 
   /**
@@ -129,8 +109,7 @@ export class Batches {
    *     const page = await client.batches.list({ limit: 50 });   // { data, has_more, next_cursor }
    */
   list(params: ListBatchesParams = {}, options?: RequestOptions): PagePromise<Batch, BatchList> {
-    const limit = params.limit ?? BATCH_LIST_PAGE.default;
-    return new PagePromise(async (after) => withRequestId(await this.transport.request<BatchList>({ method: "GET", path: "/v1/batches", query: { limit, after } }, options)), params.after);
+    return this.jobs.list(params, options);
   }
 
   /**
@@ -141,8 +120,8 @@ export class Batches {
    *     }
    */
   results(id: string, params: { after?: number } = {}, options?: RequestOptions): ResultStream {
-    const path = `${batchPath(id)}/results`;
-    return new ResultStream(async (after) => (await this.transport.request<ResultsPage>({ method: "GET", path, query: { after } }, options)).data, params.after ?? 0);
+    const path = this.jobs.path(id, "results");
+    return new ResultStream((after) => this.jobs.get<ResultsPage>(path, options, { after }), params.after ?? 0);
   }
 
   /**
@@ -151,19 +130,7 @@ export class Batches {
    *     const done = await client.batches.wait(id, { onProgress: (b) => console.log(b.request_counts) });
    */
   async wait(id: string, options: WaitOptions = {}): Promise<Batch> {
-    const interval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
-    try {
-      for (;;) {
-        const batch = await this.retrieve(id, { signal: options.signal });
-        options.onProgress?.(batch);
-        if (isTerminal(batch.status)) return batch;
-        await sleep(interval, options.signal);
-      }
-    } catch (err) {
-      // Aborted while polling or between polls: the same answer, naming the batch that goes on.
-      if (!(err instanceof APIUserAbortError)) throw err;
-      throw new APIUserAbortError(`stopped waiting for batch ${id}; it keeps running until it finishes or is cancelled`, { cause: err });
-    }
+    return this.jobs.wait(id, options);
   }
 
   /**
@@ -175,18 +142,8 @@ export class Batches {
    */
   async run(input: BatchInput, options: RunOptions = {}): Promise<BatchRun> {
     const request = { signal: options.signal };
-    // Encoded first, so input that cannot be sent is refused before a batch exists.
-    const bytes = await encodeInput(input, this.defaultModel());
-    const created = await this.create({ idempotencyKey: options.idempotencyKey }, request);
-    // No upload destination: this key's batch already has its input (a resumed run).
-    if (created.upload) await this.upload(created, bytes, request);
-    await this.submit(created.id, request);
-    const batch = await this.wait(created.id, options);
+    const submitted = await this.jobs.start(async () => ({ fields: {}, bytes: await encodeInput(input, this.defaultModel()) }), options.idempotencyKey, request);
+    const batch = await this.jobs.wait(submitted.id, options);
     return { batch, results: this.results(batch.id, {}, request) };
   }
-}
-
-function batchPath(id: string): string {
-  if (typeof id !== "string" || id === "") throw new InputError("a batch id is a non-empty string");
-  return `/v1/batches/${encodeURIComponent(id)}`;
 }

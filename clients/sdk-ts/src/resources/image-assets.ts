@@ -20,7 +20,7 @@ import { CreateImageAssetRequest, type ImageAsset, type ImagePurpose } from "../
 import { LIMITS } from "../../../../contract/limits.ts";
 import { withRequestId, type Credential, type RequestOptions, type Transport, type WithRequestId } from "../core.ts";
 import { APIError, InputError } from "../errors.ts";
-import type { UploadResult } from "./batches.ts";
+import type { UploadResult } from "./jobs.ts";
 
 /** A photo to upload: the path of a file, its bytes, or a Blob (a File brings its name). */
 export type ImageFile = string | Uint8Array | Blob;

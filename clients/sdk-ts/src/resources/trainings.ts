@@ -12,13 +12,14 @@
  * `create` checks the file, creates the training, uploads the file to the signed storage address
  * the service names (no credential of the client goes there) and submits it. Creating again with the
  * same idempotency key returns the same training, so an interrupted `create` resumes with the key.
+ * The lifecycle is the one every job has (jobs.ts); what is a training's own is its file and report.
  */
 import { isTrainingTerminal, TRAINING_LIST_PAGE, type EvaluationReport, type Training, type TrainingList } from "../../../../contract/trainings.ts";
-import { sleep, type RequestOptions, type Transport, type WithRequestId, withRequestId } from "../core.ts";
-import { APIUserAbortError, InputError } from "../errors.ts";
+import type { RequestOptions, Transport, WithRequestId } from "../core.ts";
+import { InputError } from "../errors.ts";
 import { encodeTrainingFile, type TrainingInput } from "../training-input.ts";
-import { DEFAULT_POLL_INTERVAL_MS } from "./batches.ts";
-import { PagePromise } from "./pages.ts";
+import { Jobs, type JobWaitOptions, type ListJobsParams } from "./jobs.ts";
+import type { PagePromise } from "./pages.ts";
 
 export interface CreateTrainingParams {
   /** The labelled examples: an array of them, the path of a JSONL file, or its bytes. */
@@ -32,29 +33,21 @@ export interface CreateTrainingParams {
   idempotencyKey?: string;
 }
 
-export interface ListTrainingsParams {
-  /** Trainings per page, 1 to TRAINING_LIST_PAGE.max (TRAINING_LIST_PAGE.default when absent). */
-  limit?: number;
-  /** The `next_cursor` of the previous page. */
-  after?: string;
-}
+/** `limit`: trainings per page, 1 to TRAINING_LIST_PAGE.max (TRAINING_LIST_PAGE.default when absent); `after`: the previous page's `next_cursor`. */
+export type ListTrainingsParams = ListJobsParams;
 
-export interface TrainingWaitOptions {
-  /** Called with the training after every poll, the final one included. */
-  onProgress?: (training: Training) => void;
-  /** Milliseconds between polls (default 2000). */
-  pollInterval?: number;
-  /** Stops waiting (the training itself goes on: cancel it with `cancel(id)`). */
-  signal?: AbortSignal;
-}
-
-const auth = "access_token";
+/** `onProgress` gets the training after every poll; `signal` stops waiting (the training goes on: cancel it with `cancel(id)`). */
+export type TrainingWaitOptions = JobWaitOptions<Training>;
 
 export class Trainings {
+  private readonly jobs: Jobs<Training, TrainingList>;
+
   constructor(
-    private readonly transport: Transport,
+    transport: Transport,
     private readonly defaultModel: () => string,
-  ) {}
+  ) {
+    this.jobs = new Jobs(transport, { noun: "training", path: "/v1/trainings", auth: "access_token", isTerminal: (t) => isTrainingTerminal(t.status), listLimit: TRAINING_LIST_PAGE.default });
+  }
 
   /**
    * Checks the training file, creates a training for the base it names (or returns the one this
@@ -66,17 +59,18 @@ export class Trainings {
    *     training.status; // "queued"
    */
   async create(params: CreateTrainingParams, options?: RequestOptions): Promise<WithRequestId<Training>> {
-    this.transport.require(auth);
-    if (params === null || typeof params !== "object" || params.file === undefined) throw new InputError("trainings.create takes { file }: the labelled examples");
-    const file = await encodeTrainingFile(params.file, params.model ?? this.defaultModel());
-    if (params.model !== undefined && params.model !== file.base) {
-      throw new InputError(`the examples name the base ${JSON.stringify(file.base)} (their body.model), not ${JSON.stringify(params.model)}: a training trains the base its examples name`);
-    }
-    const body = JSON.stringify({ idempotency_key: params.idempotencyKey ?? `sdk-${crypto.randomUUID()}`, model: file.base });
-    const created = (await this.transport.request<Training>({ method: "POST", path: "/v1/trainings", auth, body }, options)).data;
-    // No upload destination: this key's training already has its file (a resumed create).
-    if (created.upload) await this.transport.request({ method: "PUT", url: created.upload.url, headers: created.upload.headers, body: file.bytes }, options);
-    return this.submit(created.id, options);
+    return this.jobs.start(
+      async () => {
+        if (params === null || typeof params !== "object" || params.file === undefined) throw new InputError("trainings.create takes { file }: the labelled examples");
+        const file = await encodeTrainingFile(params.file, params.model ?? this.defaultModel());
+        if (params.model !== undefined && params.model !== file.base) {
+          throw new InputError(`the examples name the base ${JSON.stringify(file.base)} (their body.model), not ${JSON.stringify(params.model)}: a training trains the base its examples name`);
+        }
+        return { fields: { model: file.base }, bytes: file.bytes };
+      },
+      params?.idempotencyKey,
+      options,
+    );
   }
 
   /**
@@ -85,7 +79,7 @@ export class Trainings {
    *     await client.trainings.submit(id);
    */
   async submit(id: string, options?: RequestOptions): Promise<WithRequestId<Training>> {
-    return withRequestId(await this.transport.request<Training>({ method: "POST", path: `${trainingPath(id)}/submit`, auth, body: "{}" }, options));
+    return this.jobs.submit(id, options);
   }
 
   /**
@@ -95,7 +89,7 @@ export class Trainings {
    *     const { status, progress, model } = await client.trainings.retrieve(id);
    */
   async retrieve(id: string, options?: RequestOptions): Promise<WithRequestId<Training>> {
-    return withRequestId(await this.transport.request<Training>({ method: "GET", path: trainingPath(id), auth }, options));
+    return this.jobs.retrieve(id, options);
   }
 
   /**
@@ -104,7 +98,7 @@ export class Trainings {
    *     await client.trainings.cancel(id);
    */
   async cancel(id: string, options?: RequestOptions): Promise<WithRequestId<Training>> {
-    return withRequestId(await this.transport.request<Training>({ method: "POST", path: `${trainingPath(id)}/cancel`, auth, body: "{}" }, options));
+    return this.jobs.cancel(id, options);
   }
 
   /**
@@ -115,11 +109,7 @@ export class Trainings {
    *     const page = await client.trainings.list({ limit: 50 });   // { data, has_more, next_cursor }
    */
   list(params: ListTrainingsParams = {}, options?: RequestOptions): PagePromise<Training, TrainingList> {
-    const limit = params.limit ?? TRAINING_LIST_PAGE.default;
-    return new PagePromise(
-      async (after) => withRequestId(await this.transport.request<TrainingList>({ method: "GET", path: "/v1/trainings", auth, query: { limit, after } }, options)),
-      params.after,
-    );
+    return this.jobs.list(params, options);
   }
 
   /**
@@ -131,7 +121,7 @@ export class Trainings {
    *     for (const q of report.questions) console.log(q.question, q.candidate.primary, q.zero_shot.primary, q.reason);
    */
   async report(id: string, options?: RequestOptions): Promise<WithRequestId<EvaluationReport>> {
-    return withRequestId(await this.transport.request<EvaluationReport>({ method: "GET", path: `${trainingPath(id)}/report`, auth }, options));
+    return this.jobs.get<EvaluationReport>(this.jobs.path(id, "report"), options);
   }
 
   /**
@@ -141,23 +131,6 @@ export class Trainings {
    *     const done = await client.trainings.wait(id, { onProgress: (t) => console.log(t.progress?.examples_read) });
    */
   async wait(id: string, options: TrainingWaitOptions = {}): Promise<Training> {
-    this.transport.require(auth);
-    const interval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
-    try {
-      for (;;) {
-        const training = await this.retrieve(id, { signal: options.signal });
-        options.onProgress?.(training);
-        if (isTrainingTerminal(training.status)) return training;
-        await sleep(interval, options.signal);
-      }
-    } catch (err) {
-      if (!(err instanceof APIUserAbortError)) throw err;
-      throw new APIUserAbortError(`stopped waiting for training ${id}; it goes on until it finishes or is cancelled`, { cause: err });
-    }
+    return this.jobs.wait(id, options);
   }
-}
-
-function trainingPath(id: string): string {
-  if (typeof id !== "string" || id === "") throw new InputError("a training id is a non-empty string");
-  return `/v1/trainings/${encodeURIComponent(id)}`;
 }

@@ -12,27 +12,23 @@ results are read page by page once it has finished. `run` does all of that:
 
 Creating again with the same idempotency key returns the same batch, so a job interrupted on the
 caller's side resumes where it was when `run` is called again with the same `idempotency_key`.
+The lifecycle is the one every job has (`_jobs.py`); what is a batch's own is its input and results.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from urllib.parse import quote
 
 from .._constants import BATCH_LIST_PAGE_DEFAULT
-from .._errors import InputError
 from .._input import BatchInput, encode_input
 from .._models import AsyncPages, Batch, BatchList, ResultRecord, ResultsPage, UploadResult
-from .._transport import AsyncTransport, Call, SyncTransport, encode_json, read
-
-DEFAULT_POLL_INTERVAL = 2.0
-"""Seconds between polls of `wait` and `run`."""
+from .._transport import AsyncTransport, SyncTransport
+from ._jobs import DEFAULT_POLL_INTERVAL, AsyncJobs, JobKind, Jobs
 
 ProgressCallback = Callable[[Batch], object]
+
+_KIND = JobKind("batch", "/v1/batches", "api_key", Batch, BatchList, BATCH_LIST_PAGE_DEFAULT)
 
 
 class ResultStream:
@@ -91,33 +87,9 @@ class AsyncBatchRun:
     results: AsyncResultStream
 
 
-def _path(batch_id: str) -> str:
-    if not isinstance(batch_id, str) or not batch_id:
-        raise InputError("a batch id is a non-empty string")
-    return f"/v1/batches/{quote(batch_id, safe='')}"
-
-
-def _create_call(idempotency_key: str | None) -> Call:
-    key = idempotency_key if idempotency_key is not None else f"sdk-{uuid.uuid4()}"
-    return Call("POST", path="/v1/batches", body=encode_json({"idempotency_key": key}))
-
-
-def _upload_call(batch: Batch, data: bytes) -> Call:
-    if batch.upload is None:
-        raise InputError(
-            "this batch has no upload destination: its input has already arrived (submit it), "
-            "or create it again with the same idempotency key"
-        )
-    return Call("PUT", url=batch.upload.url, headers=batch.upload.headers, body=data, json_body=False)
-
-
-def _list_call(limit: int | None, after: str | None) -> Call:
-    return Call("GET", path="/v1/batches", query={"limit": BATCH_LIST_PAGE_DEFAULT if limit is None else limit, "after": after})
-
-
 class Batches:
     def __init__(self, transport: SyncTransport, default_model: Callable[[], str]) -> None:
-        self._transport = transport
+        self._jobs = Jobs(transport, _KIND)
         self._default_model = default_model
 
     def create(self, *, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
@@ -127,7 +99,7 @@ class Batches:
 
             batch = client.batches.create(idempotency_key="tickets-2026-11-22")
         """
-        return read(Batch, self._transport.request(_create_call(idempotency_key), timeout=timeout))
+        return self._jobs.create(idempotency_key, {}, timeout=timeout)
 
     def upload(self, batch: Batch, source: BatchInput, *, timeout: float | None = None) -> UploadResult:
         """
@@ -136,20 +108,19 @@ class Batches:
 
             client.batches.upload(batch, [{"custom_id": "t-1", "body": {"state": "...", "questions": {"q": noul("?")}}}])
         """
-        data = encode_input(source, self._default_model())
-        return read(UploadResult, self._transport.request(_upload_call(batch, data), timeout=timeout))
+        return self._jobs.upload(batch, lambda: encode_input(source, self._default_model()), timeout=timeout)
 
     def submit(self, batch_id: str, *, timeout: float | None = None) -> Batch:
         """Queues an uploaded batch for the worker; repeating it changes nothing."""
-        return read(Batch, self._transport.request(Call("POST", path=f"{_path(batch_id)}/submit", body=b"{}"), timeout=timeout))
+        return self._jobs.submit(batch_id, timeout=timeout)
 
     def retrieve(self, batch_id: str, *, timeout: float | None = None) -> Batch:
         """The batch's status, timestamps, record counts and progress."""
-        return read(Batch, self._transport.request(Call("GET", path=_path(batch_id)), timeout=timeout))
+        return self._jobs.retrieve(batch_id, timeout=timeout)
 
     def cancel(self, batch_id: str, *, timeout: float | None = None) -> Batch:
         """Cancels a batch that has not finished (committed results stay); a finished one is returned unchanged."""
-        return read(Batch, self._transport.request(Call("POST", path=f"{_path(batch_id)}/cancel", body=b"{}"), timeout=timeout))
+        return self._jobs.cancel(batch_id, timeout=timeout)
 
     def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> BatchList:
         """
@@ -160,10 +131,7 @@ class Batches:
                 print(batch.id, batch.status)
             page = client.batches.list(limit=50)    # page.data, page.has_more, page.next_cursor
         """
-        page = read(BatchList, self._transport.request(_list_call(limit, after), timeout=timeout))
-        # Private state may change on a frozen model; type checkers see only the frozen dataclass.
-        page._fetch = lambda cursor: self.list(limit=limit, after=cursor, timeout=timeout)  # type: ignore[misc]
-        return page
+        return self._jobs.list(limit=limit, after=after, timeout=timeout)
 
     def results(self, batch_id: str, *, after: int = 0, timeout: float | None = None) -> ResultStream:
         """
@@ -172,22 +140,12 @@ class Batches:
             for record in client.batches.results(batch_id):
                 print(record.custom_id)
         """
-        path = f"{_path(batch_id)}/results"
-
-        def page(cursor: int) -> ResultsPage:
-            return read(ResultsPage, self._transport.request(Call("GET", path=path, query={"after": cursor}), timeout=timeout))
-
-        return ResultStream(page, after)
+        path = _KIND.at(batch_id, "results")
+        return ResultStream(lambda cursor: self._jobs.get(ResultsPage, path, query={"after": cursor}, timeout=timeout), after)
 
     def wait(self, batch_id: str, *, poll_interval: float = DEFAULT_POLL_INTERVAL, on_progress: ProgressCallback | None = None) -> Batch:
         """Polls a batch until it is terminal and returns it, calling `on_progress` with the batch after every poll."""
-        while True:
-            batch = self.retrieve(batch_id)
-            if on_progress is not None:
-                on_progress(batch)
-            if batch.is_terminal:
-                return batch
-            time.sleep(poll_interval)
+        return self._jobs.wait(batch_id, poll_interval=poll_interval, on_progress=on_progress)
 
     def run(
         self,
@@ -205,42 +163,35 @@ class Batches:
             if run.batch.status == "completed":
                 for record in run.results: ...
         """
-        # Encoded first, so input that cannot be sent is refused before a batch exists.
-        data = encode_input(source, self._default_model())
-        created = self.create(idempotency_key=idempotency_key)
-        # No upload destination: this key's batch already has its input (a resumed run).
-        if created.upload is not None:
-            self.upload(created, data)
-        self.submit(created.id)
-        batch = self.wait(created.id, poll_interval=poll_interval, on_progress=on_progress)
+        submitted = self._jobs.start(lambda: ({}, encode_input(source, self._default_model())), idempotency_key=idempotency_key)
+        batch = self._jobs.wait(submitted.id, poll_interval=poll_interval, on_progress=on_progress)
         return BatchRun(batch, self.results(batch.id))
 
 
 class AsyncBatches:
     def __init__(self, transport: AsyncTransport, default_model: Callable[[], str]) -> None:
-        self._transport = transport
+        self._jobs = AsyncJobs(transport, _KIND)
         self._default_model = default_model
 
     async def create(self, *, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
         """Creates a batch (or returns this idempotency key's); see `Batches.create`."""
-        return read(Batch, await self._transport.request(_create_call(idempotency_key), timeout=timeout))
+        return await self._jobs.create(idempotency_key, {}, timeout=timeout)
 
     async def upload(self, batch: Batch, source: BatchInput, *, timeout: float | None = None) -> UploadResult:
         """Uploads the input of a created batch; see `Batches.upload`."""
-        data = encode_input(source, self._default_model())
-        return read(UploadResult, await self._transport.request(_upload_call(batch, data), timeout=timeout))
+        return await self._jobs.upload(batch, lambda: encode_input(source, self._default_model()), timeout=timeout)
 
     async def submit(self, batch_id: str, *, timeout: float | None = None) -> Batch:
         """Queues an uploaded batch for the worker; repeating it changes nothing."""
-        return read(Batch, await self._transport.request(Call("POST", path=f"{_path(batch_id)}/submit", body=b"{}"), timeout=timeout))
+        return await self._jobs.submit(batch_id, timeout=timeout)
 
     async def retrieve(self, batch_id: str, *, timeout: float | None = None) -> Batch:
         """The batch's status, timestamps, record counts and progress."""
-        return read(Batch, await self._transport.request(Call("GET", path=_path(batch_id)), timeout=timeout))
+        return await self._jobs.retrieve(batch_id, timeout=timeout)
 
     async def cancel(self, batch_id: str, *, timeout: float | None = None) -> Batch:
         """Cancels a batch that has not finished; a finished one is returned unchanged."""
-        return read(Batch, await self._transport.request(Call("POST", path=f"{_path(batch_id)}/cancel", body=b"{}"), timeout=timeout))
+        return await self._jobs.cancel(batch_id, timeout=timeout)
 
     def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> AsyncPages[Batch, BatchList]:
         """
@@ -250,11 +201,7 @@ class AsyncBatches:
             async for batch in client.batches.list():
                 print(batch.id, batch.status)
         """
-
-        async def page(cursor: str | None) -> BatchList:
-            return read(BatchList, await self._transport.request(_list_call(limit, cursor), timeout=timeout))
-
-        return AsyncPages(page, after)
+        return self._jobs.list(limit=limit, after=after, timeout=timeout)
 
     def results(self, batch_id: str, *, after: int = 0, timeout: float | None = None) -> AsyncResultStream:
         """
@@ -263,22 +210,12 @@ class AsyncBatches:
             async for record in client.batches.results(batch_id):
                 print(record.custom_id)
         """
-        path = f"{_path(batch_id)}/results"
-
-        async def page(cursor: int) -> ResultsPage:
-            return read(ResultsPage, await self._transport.request(Call("GET", path=path, query={"after": cursor}), timeout=timeout))
-
-        return AsyncResultStream(page, after)
+        path = _KIND.at(batch_id, "results")
+        return AsyncResultStream(lambda cursor: self._jobs.get(ResultsPage, path, query={"after": cursor}, timeout=timeout), after)
 
     async def wait(self, batch_id: str, *, poll_interval: float = DEFAULT_POLL_INTERVAL, on_progress: ProgressCallback | None = None) -> Batch:
         """Polls a batch until it is terminal and returns it."""
-        while True:
-            batch = await self.retrieve(batch_id)
-            if on_progress is not None:
-                on_progress(batch)
-            if batch.is_terminal:
-                return batch
-            await asyncio.sleep(poll_interval)
+        return await self._jobs.wait(batch_id, poll_interval=poll_interval, on_progress=on_progress)
 
     async def run(
         self,
@@ -289,10 +226,6 @@ class AsyncBatches:
         on_progress: ProgressCallback | None = None,
     ) -> AsyncBatchRun:
         """Creates, uploads, submits and waits for a batch; see `Batches.run`."""
-        data = encode_input(source, self._default_model())
-        created = await self.create(idempotency_key=idempotency_key)
-        if created.upload is not None:
-            await self.upload(created, data)
-        await self.submit(created.id)
-        batch = await self.wait(created.id, poll_interval=poll_interval, on_progress=on_progress)
+        submitted = await self._jobs.start(lambda: ({}, encode_input(source, self._default_model())), idempotency_key=idempotency_key)
+        batch = await self._jobs.wait(submitted.id, poll_interval=poll_interval, on_progress=on_progress)
         return AsyncBatchRun(batch, self.results(batch.id))

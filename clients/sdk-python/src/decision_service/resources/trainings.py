@@ -17,78 +17,39 @@ a model that answers decisions with `model=training.model`. `create` does the fi
 Every route here takes the signed-in user's access token (`access_token=` or SVC_ACCESS_TOKEN), never
 the API key; a client without one raises ConfigurationError before any request. Creating again with
 the same idempotency key returns the same training, so `create` called again with the same key
-resumes one that was interrupted on the caller's side.
+resumes one that was interrupted on the caller's side. The lifecycle is the one every job has
+(`_jobs.py`); what is a training's own is its file and its evaluation report.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-import uuid
 from collections.abc import Callable
-from urllib.parse import quote
 
 from .._constants import TRAINING_LIST_PAGE_DEFAULT
 from .._errors import InputError
 from .._input import TrainingInput, encode_training_input
-from .._models import AsyncPages, EvaluationReport, Training, TrainingList, UploadResult
-from .._transport import AsyncTransport, Call, SyncTransport, encode_json, read
-from .batches import DEFAULT_POLL_INTERVAL
+from .._models import AsyncPages, EvaluationReport, Training, TrainingList
+from .._transport import AsyncTransport, SyncTransport
+from ._jobs import DEFAULT_POLL_INTERVAL, AsyncJobs, JobInput, JobKind, Jobs
 
 TrainingProgressCallback = Callable[[Training], object]
 
-
-def _path(training_id: str) -> str:
-    if not isinstance(training_id, str) or not training_id:
-        raise InputError("a training id is a non-empty string")
-    return f"/v1/trainings/{quote(training_id, safe='')}"
+_KIND = JobKind("training", "/v1/trainings", "access_token", Training, TrainingList, TRAINING_LIST_PAGE_DEFAULT)
 
 
-def _encode(file: TrainingInput, model: str | None, default_model: str) -> tuple[bytes, str | None]:
-    """The file's bytes and the base to ask for: `model`, else the one the file names."""
+def _encode(file: TrainingInput, model: str | None, default_model: str) -> JobInput:
+    """The file's bytes, and the base to ask for: `model`, else the one the file names (none: the service's default)."""
     data, named = encode_training_input(file, model if model is not None else default_model)
     if model is not None and named is not None and named != model:
         # The worker would fail the training with task_mismatch: said here, before one exists.
         raise InputError(f"the examples name the base model {named!r} (line 1), not {model!r}: every example trains the training's model")
-    return data, model if model is not None else named
-
-
-def _create_call(idempotency_key: str | None, model: str | None) -> Call:
-    body: dict[str, str] = {"idempotency_key": idempotency_key if idempotency_key is not None else f"sdk-{uuid.uuid4()}"}
-    if model is not None:
-        body["model"] = model
-    return Call("POST", path="/v1/trainings", body=encode_json(body), credential="access_token")
-
-
-def _upload_call(training: Training, data: bytes) -> Call:
-    assert training.upload is not None
-    return Call("PUT", url=training.upload.url, headers=training.upload.headers, body=data, json_body=False)
-
-
-def _submit_call(training_id: str) -> Call:
-    return Call("POST", path=f"{_path(training_id)}/submit", body=b"{}", credential="access_token")
-
-
-def _retrieve_call(training_id: str) -> Call:
-    return Call("GET", path=_path(training_id), credential="access_token")
-
-
-def _cancel_call(training_id: str) -> Call:
-    return Call("POST", path=f"{_path(training_id)}/cancel", body=b"{}", credential="access_token")
-
-
-def _report_call(training_id: str) -> Call:
-    return Call("GET", path=f"{_path(training_id)}/report", credential="access_token")
-
-
-def _list_call(limit: int | None, after: str | None) -> Call:
-    query: dict[str, str | int | None] = {"limit": TRAINING_LIST_PAGE_DEFAULT if limit is None else limit, "after": after}
-    return Call("GET", path="/v1/trainings", query=query, credential="access_token")
+    base = model if model is not None else named
+    return ({} if base is None else {"model": base}), data
 
 
 class Trainings:
     def __init__(self, transport: SyncTransport, default_model: Callable[[], str]) -> None:
-        self._transport = transport
+        self._jobs = Jobs(transport, _KIND)
         self._default_model = default_model
 
     def create(
@@ -111,19 +72,12 @@ class Trainings:
 
             training = client.trainings.create(file="examples.jsonl", idempotency_key="triage-v1")
         """
-        self._transport.require("access_token")
-        # Encoded first, so a file that cannot be sent is refused before a training exists.
-        data, base = _encode(file, model, self._default_model())
-        created = read(Training, self._transport.request(_create_call(idempotency_key, base), timeout=timeout))
-        # No upload destination: this key's training already has its file (a resumed create).
-        if created.upload is not None:
-            read(UploadResult, self._transport.request(_upload_call(created, data), timeout=timeout))
-        return read(Training, self._transport.request(_submit_call(created.id), timeout=timeout))
+        # The missing token is said before the file is read, and a file that cannot be sent before a training exists.
+        return self._jobs.start(lambda: _encode(file, model, self._default_model()), idempotency_key=idempotency_key, timeout=timeout)
 
     def retrieve(self, training_id: str, *, timeout: float | None = None) -> Training:
         """The training's status, progress, timestamps, and its held-out figures once evaluated."""
-        self._transport.require("access_token")
-        return read(Training, self._transport.request(_retrieve_call(training_id), timeout=timeout))
+        return self._jobs.retrieve(training_id, timeout=timeout)
 
     def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> TrainingList:
         """
@@ -134,16 +88,11 @@ class Trainings:
                 print(training.id, training.status)
             page = client.trainings.list(limit=50)    # page.data, page.has_more, page.next_cursor
         """
-        self._transport.require("access_token")
-        page = read(TrainingList, self._transport.request(_list_call(limit, after), timeout=timeout))
-        # Private state may change on a frozen model; type checkers see only the frozen dataclass.
-        page._fetch = lambda cursor: self.list(limit=limit, after=cursor, timeout=timeout)  # type: ignore[misc]
-        return page
+        return self._jobs.list(limit=limit, after=after, timeout=timeout)
 
     def cancel(self, training_id: str, *, timeout: float | None = None) -> Training:
         """Cancels a training that has not finished; a finished one is returned unchanged."""
-        self._transport.require("access_token")
-        return read(Training, self._transport.request(_cancel_call(training_id), timeout=timeout))
+        return self._jobs.cancel(training_id, timeout=timeout)
 
     def report(self, training_id: str, *, timeout: float | None = None) -> EvaluationReport:
         """
@@ -151,8 +100,7 @@ class Trainings:
         the candidate and of the base's zero-shot answers, their reliability bins, and why a question
         did not pass. ConflictError (409 `report_not_ready`) before the candidate is evaluated.
         """
-        self._transport.require("access_token")
-        return read(EvaluationReport, self._transport.request(_report_call(training_id), timeout=timeout))
+        return self._jobs.get(EvaluationReport, _KIND.at(training_id, "report"), timeout=timeout)
 
     def wait(
         self,
@@ -165,18 +113,12 @@ class Trainings:
         Polls a training until it is terminal (ready, rejected, failed, cancelled or expired) and
         returns it, calling `on_progress` with the training after every poll.
         """
-        while True:
-            training = self.retrieve(training_id)
-            if on_progress is not None:
-                on_progress(training)
-            if training.is_terminal:
-                return training
-            time.sleep(poll_interval)
+        return self._jobs.wait(training_id, poll_interval=poll_interval, on_progress=on_progress)
 
 
 class AsyncTrainings:
     def __init__(self, transport: AsyncTransport, default_model: Callable[[], str]) -> None:
-        self._transport = transport
+        self._jobs = AsyncJobs(transport, _KIND)
         self._default_model = default_model
 
     async def create(
@@ -188,17 +130,11 @@ class AsyncTrainings:
         timeout: float | None = None,
     ) -> Training:
         """Creates a training, uploads its file and submits it; see `Trainings.create`."""
-        self._transport.require("access_token")
-        data, base = _encode(file, model, self._default_model())
-        created = read(Training, await self._transport.request(_create_call(idempotency_key, base), timeout=timeout))
-        if created.upload is not None:
-            read(UploadResult, await self._transport.request(_upload_call(created, data), timeout=timeout))
-        return read(Training, await self._transport.request(_submit_call(created.id), timeout=timeout))
+        return await self._jobs.start(lambda: _encode(file, model, self._default_model()), idempotency_key=idempotency_key, timeout=timeout)
 
     async def retrieve(self, training_id: str, *, timeout: float | None = None) -> Training:
         """The training's status; see `Trainings.retrieve`."""
-        self._transport.require("access_token")
-        return read(Training, await self._transport.request(_retrieve_call(training_id), timeout=timeout))
+        return await self._jobs.retrieve(training_id, timeout=timeout)
 
     def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> AsyncPages[Training, TrainingList]:
         """
@@ -208,22 +144,15 @@ class AsyncTrainings:
             async for training in client.trainings.list():
                 print(training.id, training.status)
         """
-        self._transport.require("access_token")
-
-        async def page(cursor: str | None) -> TrainingList:
-            return read(TrainingList, await self._transport.request(_list_call(limit, cursor), timeout=timeout))
-
-        return AsyncPages(page, after)
+        return self._jobs.list(limit=limit, after=after, timeout=timeout)
 
     async def cancel(self, training_id: str, *, timeout: float | None = None) -> Training:
         """Cancels a training that has not finished; a finished one is returned unchanged."""
-        self._transport.require("access_token")
-        return read(Training, await self._transport.request(_cancel_call(training_id), timeout=timeout))
+        return await self._jobs.cancel(training_id, timeout=timeout)
 
     async def report(self, training_id: str, *, timeout: float | None = None) -> EvaluationReport:
         """The evaluation of an accepted or rejected candidate; see `Trainings.report`."""
-        self._transport.require("access_token")
-        return read(EvaluationReport, await self._transport.request(_report_call(training_id), timeout=timeout))
+        return await self._jobs.get(EvaluationReport, _KIND.at(training_id, "report"), timeout=timeout)
 
     async def wait(
         self,
@@ -233,10 +162,4 @@ class AsyncTrainings:
         on_progress: TrainingProgressCallback | None = None,
     ) -> Training:
         """Polls a training until it is terminal and returns it."""
-        while True:
-            training = await self.retrieve(training_id)
-            if on_progress is not None:
-                on_progress(training)
-            if training.is_terminal:
-                return training
-            await asyncio.sleep(poll_interval)
+        return await self._jobs.wait(training_id, poll_interval=poll_interval, on_progress=on_progress)

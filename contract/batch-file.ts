@@ -12,7 +12,8 @@
  *
  * Lines are numbered from 1 as in the file. Empty lines are allowed only at the end of the file.
  */
-import { InputLine, type BatchError } from "./batches.ts";
+import { InputLine } from "./batches.ts";
+import type { JobError } from "./jobs.ts";
 import { describeIssues, stringifyJson } from "./json.ts";
 import { fileError, readJsonl } from "./jsonl.ts";
 import { LIMITS } from "./limits.ts";
@@ -25,7 +26,7 @@ export interface InputRecord {
   body: string;
 }
 
-export type Validation = { ok: true; records: InputRecord[] } | { ok: false; error: BatchError };
+export type Validation = { ok: true; records: InputRecord[] } | { ok: false; error: JobError };
 
 export function validateInput(bytes: Uint8Array): Validation {
   const read = readJsonl(bytes, { maxBytes: LIMITS.bulkFileBytes, maxLines: LIMITS.bulkFileRecords, holds: "a batch", unit: "records" });

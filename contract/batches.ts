@@ -21,6 +21,7 @@
 import { z } from "zod";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
 import { fields, JsonValue, looseFields } from "./fields.ts";
+import { JobError } from "./jobs.ts";
 import { LIMITS } from "./limits.ts";
 
 export const BATCH_STATUSES = ["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"] as const;
@@ -79,8 +80,6 @@ export const Upload = z.object({
 export type Upload = z.infer<typeof Upload>;
 
 /** A batch-level failure (file validation); per-record errors are in the results. */
-export const BatchError = z.object({ code: z.string(), message: z.string(), line: z.number().int().nullable() });
-export type BatchError = z.infer<typeof BatchError>;
 
 const Timestamp = z.string();
 
@@ -102,7 +101,7 @@ export const Batch = z.object({
   expires_at: Timestamp,
   /** Results answer 410 from then on; null until terminal. */
   results_expire_at: Timestamp.nullable(),
-  error: BatchError.nullable(),
+  error: JobError.nullable(),
   /** While running: records committed per minute over the last minutes, and when the rest may be done. */
   progress: z.object({ records_per_minute: z.number(), estimated_completion_at: Timestamp.nullable() }).nullable(),
   limits: BatchLimits,

@@ -11,7 +11,8 @@
  * schemas the output side.
  */
 import { z } from "zod";
-import { Batch, BatchError, BatchLimits, BatchList, BatchStatus, CreateBatchRequest, InputRecord, RecordError, ResultRecord, ResultsPage, Upload } from "./batches.ts";
+import { JobError } from "./jobs.ts";
+import { Batch, BatchLimits, BatchList, BatchStatus, CreateBatchRequest, InputRecord, RecordError, ResultRecord, ResultsPage, Upload } from "./batches.ts";
 import { CalibrationReport } from "./calibration.ts";
 import { Answer, DecisionRequest, DecisionResponse, Question, Usage } from "./decision.ts";
 import { ERROR_STATUS, ErrorEnvelope, type ErrorCode } from "./errors.ts";
@@ -50,7 +51,7 @@ const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
   Batch: { schema: Batch, io: "output" },
   BatchStatus: { schema: BatchStatus, io: "output" },
   BatchLimits: { schema: BatchLimits, io: "output" },
-  BatchError: { schema: BatchError, io: "output" },
+  JobError: { schema: JobError, io: "output" },
   Upload: { schema: Upload, io: "output" },
   BatchList: { schema: BatchList, io: "output" },
   InputRecord: { schema: InputRecord, io: "input" },

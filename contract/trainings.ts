@@ -26,7 +26,8 @@
  * client. `rejected` keeps its report and its candidate is never served.
  */
 import { z } from "zod";
-import { BatchError, CUSTOM_ID_MAX, IDEMPOTENCY_KEY_MAX, Upload } from "./batches.ts";
+import { CUSTOM_ID_MAX, IDEMPOTENCY_KEY_MAX, Upload } from "./batches.ts";
+import { JobError } from "./jobs.ts";
 import { looseFields } from "./fields.ts";
 import { LIMITS, SHARED_ALIAS } from "./limits.ts";
 
@@ -298,7 +299,7 @@ export const Training = z.object({
   /** When the training file and examples are deleted; null until terminal. */
   data_expires_at: z.string().nullable(),
   examples: z.object({ total: z.number().int(), held_out: z.number().int() }),
-  error: BatchError.nullable(),
+  error: JobError.nullable(),
   progress: TrainingProgress.nullable(),
   /** Held-out figures once evaluated: per question, the candidate's and the zero-shot primary figure and ECE. */
   evaluation: z

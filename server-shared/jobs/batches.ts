@@ -16,7 +16,8 @@
  *     const claim = await store.claimWork({ leaseMs, served, self });
  */
 import { z } from "zod";
-import { BatchError, BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
+import { BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
+import { JobError } from "../../contract/jobs.ts";
 import type { Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { Column, type Db } from "../db.ts";
@@ -46,7 +47,7 @@ export const BatchRow = z.object({
   completed_records: Int,
   failed_records: Int,
   input_bytes: Int.nullable(),
-  error: BatchError.nullable(),
+  error: JobError.nullable(),
   created_at: Time,
   submitted_at: Time.nullable(),
   started_at: Time.nullable(),

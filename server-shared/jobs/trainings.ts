@@ -12,7 +12,7 @@
  *     const claim = await store.claimWork(leaseMs, served);
  */
 import { z } from "zod";
-import { BatchError } from "../../contract/batches.ts";
+import { JobError } from "../../contract/jobs.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { EvaluationReport, InterimEvaluation, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
 import { Column, type Db } from "../db.ts";
@@ -45,7 +45,7 @@ export const TrainingRow = z.object({
   report: EvaluationReport.nullable(),
   interim: InterimEvaluation.nullable(),
   model_id: z.string().nullable(),
-  error: BatchError.nullable(),
+  error: JobError.nullable(),
   created_at: Time,
   submitted_at: Time.nullable(),
   started_at: Time.nullable(),

@@ -33,7 +33,7 @@
  */
 import type { Pool } from "@neondatabase/serverless";
 import { Questions as QuestionsSchema, type Answer, type ChoiceQuestion, type DecisionRequest } from "../../contract/decision.ts";
-import type { BatchError } from "../../contract/batches.ts";
+import type { JobError } from "../../contract/jobs.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
@@ -75,7 +75,7 @@ export interface TrainingDeps {
 const LANE_POLL_MS = 200;
 
 /** A file this worker refuses after the shared checks passed (the same shape as theirs). */
-const fileError = (code: string, message: string, line: number | null = null): BatchError => ({ code, message, line });
+const fileError = (code: string, message: string, line: number | null = null): JobError => ({ code, message, line });
 
 export class TrainingSteps implements JobSteps<TrainingClaim> {
   readonly name = "training";
@@ -153,7 +153,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
    * The first example whose image this training cannot take (not a ready training asset of the
    * account, expired, held by another open training, or the image of an earlier line again).
    */
-  private async assetRefusal(claim: TrainingClaim, examples: TrainingExample[]): Promise<BatchError | null> {
+  private async assetRefusal(claim: TrainingClaim, examples: TrainingExample[]): Promise<JobError | null> {
     const ids = examples.map((e) => e.assetId!);
     const usable = await this.assets.trainable([...new Set(ids)], claim.row.account_id, claim.id);
     const seen = new Map<string, number>();
@@ -328,7 +328,7 @@ interface Base {
 }
 
 /** A file whose examples are not what the base reads (images for a text model, or text for an image backbone), as the job's error. */
-function modalityRefusal(base: Base, modality: Modality): BatchError | null {
+function modalityRefusal(base: Base, modality: Modality): JobError | null {
   if (modality === base.modality) return null;
   return modality === "image"
     ? fileError("task_mismatch", `the examples have images; the base ${JSON.stringify(base.entry.id)} reads text: train an image model on an image base (svc-image)`, 1)
@@ -348,7 +348,7 @@ function distributions(task: Questions, answers: Map<string, Answer>): number[][
  * A file the shared checks passed but this service cannot train on, as the job's error: examples
  * naming another base than the training's, or a choice too large for one pass.
  */
-function refusal(baseModel: string, model: string, questions: Questions, modality: Modality): BatchError | null {
+function refusal(baseModel: string, model: string, questions: Questions, modality: Modality): JobError | null {
   if (model !== baseModel) {
     return fileError("task_mismatch", `the examples name the base ${JSON.stringify(model.slice(0, 60))}; this training was created for ${JSON.stringify(baseModel.slice(0, 60))}`, 1);
   }

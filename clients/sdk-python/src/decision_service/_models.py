@@ -226,12 +226,17 @@ class RequestCounts(_Model, frozen=True):
     failed: int
 
 
-class BatchError(_Model, frozen=True):
-    """A batch-level failure (file validation); per-record errors are in the results."""
+class JobError(_Model, frozen=True):
+    """Why a job (a batch, a training) failed as a whole: its file refused or gone. A batch's
+    per-record errors are in its results."""
 
     code: str
     message: str
     line: int | None
+
+
+#: The earlier name of :class:`JobError`, kept for code written against it.
+BatchError = JobError
 
 
 class BatchProgress(_Model, frozen=True):
@@ -272,7 +277,7 @@ class Batch(_Response, frozen=True):
     """The job deadline: a batch not terminal by then expires (committed results stay)."""
     results_expire_at: str | None
     """Results answer 410 from then on; None until terminal."""
-    error: BatchError | None
+    error: JobError | None
     progress: BatchProgress | None
     limits: BatchLimits
     upload: Upload | None = None
@@ -441,7 +446,7 @@ class Training(_Response, frozen=True):
     data_expires_at: str | None
     """When the training file and examples are deleted; None until terminal."""
     examples: TrainingExamples
-    error: BatchError | None
+    error: JobError | None
     """Why the file was refused (code, message and the first bad line), for a failed training."""
     progress: TrainingProgress | None
     evaluation: TrainingEvaluation | None

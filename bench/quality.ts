@@ -26,7 +26,7 @@ import { ensureModel } from "../local/model.ts";
 import { startRuntime } from "../local/tiers.ts";
 import { reliabilitySvg } from "../server-shared/quality.ts";
 import { calibrated, figures, firstLabelBias, fitCalibration, readLabelled, reliability, type ReadItem } from "../sidecar/decide/evaluation.ts";
-import { SERVED_STEPS, type Steps } from "../sidecar/decide/execute.ts";
+import { SERVED_STEPS, type Steps } from "../sidecar/decide/steps.ts";
 import { CHAT_RENDERING, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 import { qualitySets, type BenchItem } from "./quality/data.ts";

@@ -83,7 +83,8 @@ import { benchKey, callWith } from "./keys.ts";
 import { Identity, RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
 import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
-import { executeDecision, SERVED_STEPS, type Execution, type Steps } from "../sidecar/decide/execute.ts";
+import { executeDecision, type Execution } from "../sidecar/decide/execute.ts";
+import { SERVED_STEPS, type Steps } from "../sidecar/decide/steps.ts";
 import { asText, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
 import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 

@@ -26,7 +26,7 @@ import { CalibrationReport, QUESTION_TYPES, type QuestionType, type TypeEvaluati
 import { parseJson } from "../contract/json.ts";
 import { calibratedFingerprint, RegistryEntry, REGISTRY_COLUMNS } from "../server-shared/registry.ts";
 import { calibrated, figures, fitCalibration, LabelledItem, readLabelled, reliability, truthIndex, type ReadItem } from "../sidecar/decide/evaluation.ts";
-import { SERVED_STEPS } from "../sidecar/decide/execute.ts";
+import { SERVED_STEPS } from "../sidecar/decide/steps.ts";
 import { verifiedClient } from "../sidecar/decide/identity.ts";
 import { runtimeClientFor, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { SecretSource } from "../server-shared/secrets.ts";

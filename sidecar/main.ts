@@ -17,7 +17,7 @@ import { JOB_TIMING, JobWorker } from "./jobs/worker.ts";
 import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
 import { SidecarSettings } from "./settings.ts";
-import { SERVED_STEPS, type Steps } from "./decide/execute.ts";
+import { SERVED_STEPS, type Steps } from "./decide/steps.ts";
 
 let settings: SidecarSettings;
 const secrets = new SecretSource(process.env);

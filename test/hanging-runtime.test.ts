@@ -14,7 +14,7 @@ import { RUNTIME_PATHS, RENDERING_VERSION } from "../server-shared/runtime-proto
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startSidecar } from "../local/tiers.ts";
-import { PASSES_IN_FLIGHT } from "../sidecar/decide/execute.ts";
+import { PASSES_IN_FLIGHT } from "../sidecar/decide/passes.ts";
 import { registerRelease, retireRelease } from "../ops/releases.ts";
 import { remember, stack, withDb } from "./support/api.ts";
 

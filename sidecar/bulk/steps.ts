@@ -30,7 +30,7 @@ import { BatchStore, type BatchClaim, type ClaimRequest } from "../../server-sha
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
-import type { Steps } from "../decide/execute.ts";
+import type { Steps } from "../decide/steps.ts";
 import type { JobSteps, StepTurn } from "../jobs/worker.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, type EdgeLink } from "./grants.ts";

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { CONTENT_FREE_STATE_MAX_BYTES, contentBytes, itemBytes, passBound, questionTokenBound } from "../../contract/budget.ts";
 import { Question, type ChoiceQuestion } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { SERVED_STEPS } from "./execute.ts";
+import { SERVED_STEPS } from "./steps.ts";
 import {
   asText,
   choiceChunks,

@@ -50,7 +50,8 @@ import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/r
 import { readInput, readGrant, type EdgeLink } from "../bulk/grants.ts";
 import type { JobSteps } from "../jobs/worker.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
-import { exampleFeatures, executeDecision } from "../decide/execute.ts";
+import { executeDecision } from "../decide/execute.ts";
+import { exampleFeatures } from "../decide/trained.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";

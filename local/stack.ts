@@ -6,9 +6,12 @@
  *     await fetch(`${stack.baseUrl}/health`);
  *     await stack.stop();
  *
- * Order: model file, Postgres and Redis, schema, the Neon bridge (for a loopback Postgres only; a
- * remote DATABASE_URL is Neon, reached directly) and the Upstash bridge, the runtime, the
- * registry entry for what the runtime reports, the sidecar, then the edge (local/edge.ts).
+ * Order: the model files, then Postgres, Redis and the identity provider together, the schema, the
+ * Neon bridge (for a loopback Postgres only; a remote DATABASE_URL is Neon, reached directly) and the
+ * Upstash bridge, the runtime (and the image runtime when asked), the registry entries for what they
+ * report, the sidecar, then the edge (local/edge.ts). `startStack` reads as that list: each step is a
+ * function below that registers what it starts (local/started.ts), so that a step that fails stops
+ * every piece started before it.
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -16,7 +19,7 @@ import { join, resolve } from "node:path";
 import pg from "pg";
 import { IMAGE_BASE_ALIAS, SHARED_ALIAS } from "../contract/limits.ts";
 import { isLoopbackHost } from "../contract/urls.ts";
-import { Identity } from "../server-shared/runtime-protocol.ts";
+import type { Identity } from "../server-shared/runtime-protocol.ts";
 import { migrate } from "../ops/migrate.ts";
 import { pointAlias, registerRelease } from "../ops/releases.ts";
 import { CONSOLE_CLIENT_ID, startIdp, type IdpInfo } from "./idp.ts";
@@ -25,11 +28,12 @@ import { startBridges } from "./bridges.ts";
 import { freePort } from "./ports.ts";
 import { ensureImageBackbone } from "./image-backbone.ts";
 import { ensureTextEncoder } from "./text-encoder.ts";
-import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from "./tiers.ts";
+import { sidecarAddress } from "./tiers.ts";
 import { startEdge, type EdgeKind } from "./edge.ts";
 import { startPostgres } from "./postgres.ts";
 import type { Child } from "./process.ts";
 import { startRedis } from "./redis.ts";
+import { nothingStarted, startAll, startRestartableRuntime, startRestartableSidecar, type RestartableRuntime, type RestartableSidecar, type Started } from "./started.ts";
 
 /** The variable that holds the local runtime's secret; the registry entry's `token_env`. */
 export const RUNTIME_TOKEN_ENV = "SVC_RUNTIME_SECRET";
@@ -98,257 +102,275 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-function secret(): string {
-  return randomBytes(32).toString("base64url");
-}
+type DatabaseSettings = ReturnType<typeof databaseSettings>;
+type Services = Awaited<ReturnType<typeof startServices>>;
+type ProtocolBridges = Awaited<ReturnType<typeof startProtocolBridges>>;
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
   const log = opts.log ?? ((line: string) => console.error(line));
-  const dataDir = resolve(opts.dataDir);
-  const logDir = join(dataDir, "logs");
-  mkdirSync(logDir, { recursive: true });
-  // Postgres runs as its own user when we are root; it must be able to enter the data folder.
-  if (process.getuid?.() === 0) chmodSync(dataDir, 0o711);
-
-  const stoppers: Array<() => Promise<void>> = [];
-  const children: Child[] = [];
-  const stop = async () => {
-    for (const stopOne of stoppers.reverse()) await stopOne().catch(() => {});
-    stoppers.length = 0;
-  };
-
+  const { dataDir, logDir } = prepareDataDir(opts.dataDir);
+  const started = nothingStarted();
   try {
     const model = await ensureModel();
     log(`model      ${model.path}`);
     const encoder = await ensureTextEncoder();
+    const secrets = newSecrets();
+    const services = await startServices(started, dataDir, opts.idpPort);
+    const { postgres, redis, idp } = services;
+    const bridges = await startProtocolBridges(started, postgres.url, redis.url, secrets.upstash, logDir);
+    const { upstashUrl, database } = bridges;
 
-    const [postgres, redis, idp] = await startAll(stoppers, [
-      startPostgres({ dataDir: join(dataDir, "postgres") }),
-      startRedis({ dataDir: join(dataDir, "redis") }),
-      startIdp({ dataDir: join(dataDir, "idp"), port: opts.idpPort }),
-    ] as const);
-    children.push(idp.child);
-    let databaseServer = postgres;
-    await migrate(postgres.url);
+    const engineSettings = developerEngineSettings();
+    const runtime = await startRestartableRuntime(started, { name: "runtime", modelPath: model.path, encoderPath: encoder.path, secret: secrets.runtime, logDir, env: engineSettings });
+    const imageRuntime = wantsImages(opts) ? await startImageRuntime(started, secrets.imageRuntime, logDir, engineSettings) : null;
 
-    const upstashToken = secret();
-    // A remote DATABASE_URL (Neon) is reached at Neon's own endpoints: no Neon bridge then.
-    const local = localDatabase(postgres.url);
-    const bridges = await startBridges({ databaseUrl: local ? postgres.url : null, redisUrl: redis.url, upstashToken, logDir });
-    children.push(bridges.child);
-    stoppers.push(bridges.stop);
-    const database = databaseSettings(postgres.url, bridges.neonBridge);
-
-    const runtimeSecret = secret();
-    // A developer's engine choices (a GPU build, more threads) carry over; nothing else of theirs does.
-    const engineSettings = Object.fromEntries(["RUNTIME_GPU", "RUNTIME_THREADS"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
-    const runtimeOptions = { name: "runtime", modelPath: model.path, encoderPath: encoder.path, secret: runtimeSecret, logDir, env: engineSettings };
-    let runtime = await startRuntime(runtimeOptions);
-    let runtimeRestarts = 0;
-    children.push(runtime.child);
-    stoppers.push(() => runtime.child.stop());
-    const identityRes = await fetch(`${runtime.url}/v1/identity`, { headers: { authorization: `Bearer ${runtimeSecret}` } });
-    const release = Identity.parse(await identityRes.json());
-
-    const imageRuntimeSecret = secret();
-    const images = opts.images ?? ["IMAGE_API", "IMAGE_BROWSER"].some((flag) => opts.edgeVars?.[flag] === "on");
-    let imageRuntime: StartedRuntime | null = null;
-    let imageRelease: Identity | null = null;
-    let imageRuntimeOptions: Parameters<typeof startRuntime>[0] | null = null;
-    let imageRuntimeRestarts = 0;
-    if (images) {
-      const backbone = await ensureImageBackbone();
-      imageRuntimeOptions = { name: "image-runtime", kind: "image", modelPath: backbone.path, secret: imageRuntimeSecret, logDir, env: engineSettings };
-      imageRuntime = await startRuntime(imageRuntimeOptions);
-      children.push(imageRuntime.child);
-      stoppers.push(() => imageRuntime!.child.stop());
-      const res = await fetch(`${imageRuntime.url}/v1/identity`, { headers: { authorization: `Bearer ${imageRuntimeSecret}` } });
-      imageRelease = Identity.parse(await res.json());
-    }
-
-    const sidecarSecret = secret();
     const sidecarAt = await sidecarAddress();
-    const db = new pg.Client({ connectionString: postgres.url });
-    await db.connect();
-    try {
-      await registerRelease(db, {
-        id: release.release_id,
-        fingerprint: release.fingerprint,
-        url: runtime.url,
-        token_env: RUNTIME_TOKEN_ENV,
-        release_date: new Date().toISOString().slice(0, 10),
-        description: `Local ${release.engine} runtime`,
-        owners: null,
-        sidecar_url: sidecarAt.url,
-      });
-      await pointAlias(db, SHARED_ALIAS, release.release_id);
-      if (imageRuntime && imageRelease) {
-        await registerRelease(db, {
-          id: imageRelease.release_id,
-          fingerprint: imageRelease.fingerprint,
-          url: imageRuntime.url,
-          token_env: IMAGE_RUNTIME_TOKEN_ENV,
-          release_date: new Date().toISOString().slice(0, 10),
-          description: `Local image backbone (${imageRelease.engine}): the base of trained image models`,
-          owners: null,
-          sidecar_url: sidecarAt.url,
-          modality: "image",
-        });
-        await pointAlias(db, IMAGE_BASE_ALIAS, imageRelease.release_id);
-      }
-    } finally {
-      await db.end();
-    }
+    await registerLocalReleases(postgres.url, sidecarAt.url, runtime, imageRuntime);
 
     // The edge's address is known before it starts: the sidecar's bulk worker asks it for grants.
     const edgePort = opts.edgePort ?? (await freePort());
     const baseUrl = `http://127.0.0.1:${edgePort}`;
-    const sidecarOptions = {
+    const sidecar = await startRestartableSidecar(started, {
       name: "sidecar",
       address: sidecarAt,
-      secret: sidecarSecret,
+      secret: secrets.sidecar,
       database,
-      runtimeSecrets: { [RUNTIME_TOKEN_ENV]: runtimeSecret, [IMAGE_RUNTIME_TOKEN_ENV]: imageRuntimeSecret },
+      runtimeSecrets: { [RUNTIME_TOKEN_ENV]: secrets.runtime, [IMAGE_RUNTIME_TOKEN_ENV]: secrets.imageRuntime },
       edgeUrl: baseUrl,
-      upstash: { url: bridges.upstashUrl, token: upstashToken },
+      upstash: { url: upstashUrl, token: secrets.upstash },
       extraEnv: opts.sidecarEnv,
       logDir,
-    };
-    let sidecar = await startSidecar(sidecarOptions);
-    children.push(sidecar);
-    stoppers.push(() => sidecar.stop());
+    });
 
-    // The key pair that signs storage grants: the edge serves them itself over local R2.
-    const storageKeyId = `local-${randomBytes(8).toString("hex")}`;
-    const storageSecret = secret();
-    const envFile = join(dataDir, "edge.env");
-    writeFileSync(
-      envFile,
-      Object.entries({
-        ...database,
-        UPSTASH_REDIS_REST_URL: bridges.upstashUrl,
-        UPSTASH_REDIS_REST_TOKEN: upstashToken,
-        SIDECAR_SECRET: sidecarSecret,
-        STORAGE_ACCESS_KEY_ID: storageKeyId,
-        STORAGE_SECRET_ACCESS_KEY: storageSecret,
-        OIDC_ISSUER: idp.issuer,
-        OIDC_AUDIENCE: idp.audience,
-        OIDC_JWKS_URL: idp.jwksUrl,
-        OIDC_CONSOLE_CLIENT_ID: CONSOLE_CLIENT_ID,
-        ...opts.edgeVars,
-      })
-        .map(([key, value]) => `${key}=${value}\n`)
-        .join(""),
-      { mode: 0o600 },
-    );
-    chmodSync(envFile, 0o600);
+    const envFile = writeEdgeEnv(dataDir, { database, upstashUrl, secrets, idp, edgeVars: opts.edgeVars });
     const edgeKind = opts.edge ?? "miniflare";
     const edge = await startEdge({ kind: edgeKind, port: edgePort, envFile, dataDir, logDir });
-    children.push(edge);
-    stoppers.push(edge.stop);
+    started.add(edge, edge.stop);
 
-    const pieces: Piece[] = [
-      { name: `edge (${edgeKind === "miniflare" ? "workerd via Miniflare" : "wrangler dev"})`, where: baseUrl, pid: edge.proc.pid, log: edge.logPath },
-      { name: "sidecar (bun)", where: sidecarAt.url, pid: sidecar.proc.pid, log: sidecar.logPath },
-      { name: `runtime ${release.release_id}`, where: runtime.url, pid: runtime.child.proc.pid, log: runtime.child.logPath },
-      ...(imageRuntime && imageRelease
-        ? [{ name: `image runtime ${imageRelease.release_id}`, where: imageRuntime.url, pid: imageRuntime.child.proc.pid, log: imageRuntime.child.logPath }]
-        : []),
-      { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
-      { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
-      { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
-      database.NEON_LOCAL_BRIDGE
-        ? { name: "neon bridge (ws + /sql)", where: `http://${database.NEON_LOCAL_BRIDGE}` }
-        : { name: "neon (DATABASE_URL is remote)", where: "Neon's own endpoints, no bridge" },
-      { name: "upstash bridge (REST)", where: bridges.upstashUrl },
-      { name: "r2 (local)", where: join(dataDir, "wrangler") },
-    ];
+    let databaseServer = postgres;
     return {
       baseUrl,
-      pieces,
+      pieces: describePieces({ dataDir, edge: { kind: edgeKind, baseUrl, child: edge }, sidecar, runtime, imageRuntime, services, bridges }),
       databaseUrl: postgres.url,
       redisUrl: redis.url,
-      release,
-      imageRelease,
+      release: runtime.release,
+      imageRelease: imageRuntime?.release ?? null,
       idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: idp.audience, clientId: idp.clientId },
-      secrets: { runtime: runtimeSecret, imageRuntime: imageRuntimeSecret, sidecar: sidecarSecret, upstash: upstashToken, storage: storageSecret },
-      urls: { runtime: runtime.url, imageRuntime: imageRuntime?.url ?? null, sidecar: sidecarAt.url, upstash: bridges.upstashUrl, neonBridge: database.NEON_LOCAL_BRIDGE ? `http://${database.NEON_LOCAL_BRIDGE}` : null },
-      children,
-      addEdge: async (kind, vars) => {
-        const port = await freePort();
-        // Settings of its own when asked (a flag off, a test period): the stack's, with these on top.
-        let edgeEnv = envFile;
-        if (vars) {
-          edgeEnv = join(dataDir, `edge-${port}.env`);
-          writeFileSync(edgeEnv, readFileSync(envFile, "utf8") + Object.entries(vars).map(([key, value]) => `${key}=${value}\n`).join(""), { mode: 0o600 });
-        }
-        const child = await startEdge({ kind, port, envFile: edgeEnv, dataDir, logDir, logName: `edge-${kind}-${port}.log` });
-        children.push(child);
-        stoppers.push(child.stop);
-        return { baseUrl: `http://127.0.0.1:${port}`, child };
-      },
+      secrets,
+      urls: { runtime: runtime.url, imageRuntime: imageRuntime?.url ?? null, sidecar: sidecar.url, upstash: upstashUrl, neonBridge: neonBridgeUrl(database) },
+      children: started.children,
+      addEdge: (kind, vars) => addEdge(started, { dataDir, logDir, envFile }, kind, vars),
       stopService: (name) => (name === "postgres" ? databaseServer.stop() : redis.stop()),
       restartPostgres: async () => {
         await databaseServer.stop();
         databaseServer = await startPostgres({ dataDir: join(dataDir, "postgres"), port: Number(new URL(databaseServer.url).port) });
-        stoppers.push(() => databaseServer.stop());
+        started.onStop(() => databaseServer.stop());
       },
       crashRuntime: () => runtime.child.kill(),
-      restoreRuntime: async (env) => {
-        // A log of its own: the first one already holds a READY line.
-        const restarted = await startRuntime({
-          ...runtimeOptions,
-          env: { ...runtimeOptions.env, ...env },
-          name: `runtime-restart-${++runtimeRestarts}`,
-          port: Number(new URL(runtime.url).port),
-        });
-        children.splice(children.indexOf(runtime.child), 1, restarted.child);
-        runtime = restarted;
-      },
+      restoreRuntime: (env) => runtime.restore(env),
       crashImageRuntime: async () => {
         if (!imageRuntime) throw new Error("this stack runs no image runtime");
         await imageRuntime.child.kill();
       },
       restoreImageRuntime: async (env) => {
-        if (!imageRuntime || !imageRuntimeOptions) throw new Error("this stack runs no image runtime");
+        if (!imageRuntime) throw new Error("this stack runs no image runtime");
         await imageRuntime.child.kill().catch(() => undefined);
-        const restarted = await startRuntime({
-          ...imageRuntimeOptions,
-          env: { ...imageRuntimeOptions.env, ...env },
-          name: `image-runtime-restart-${++imageRuntimeRestarts}`,
-          port: Number(new URL(imageRuntime.url).port),
-        });
-        children.splice(children.indexOf(imageRuntime.child), 1, restarted.child);
-        imageRuntime = restarted;
+        await imageRuntime.restore(env);
       },
-      restartSidecar: async (signal, env) => {
-        if (signal === "SIGKILL") await sidecar.kill();
-        else await sidecar.stop();
-        const restarted = await startSidecar({ ...sidecarOptions, extraEnv: { ...opts.sidecarEnv, ...env } });
-        children.splice(children.indexOf(sidecar), 1, restarted);
-        sidecar = restarted;
-      },
-      stop,
+      restartSidecar: (signal, env) => sidecar.restart(signal, env),
+      stop: started.stop,
     };
   } catch (err) {
-    await stop();
+    await started.stop();
     throw err;
   }
 }
 
-/**
- * Starts services in parallel and registers every one that started with `stoppers`, even when
- * another failed, so that a failed start leaves nothing running.
- */
-async function startAll<T extends readonly Promise<{ stop(): Promise<void> }>[]>(
-  stoppers: Array<() => Promise<void>>,
-  starting: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
-  const results = await Promise.allSettled(starting);
-  for (const result of results) if (result.status === "fulfilled") stoppers.push(result.value.stop);
-  const failed = results.find((result) => result.status === "rejected");
-  if (failed) throw failed.reason;
-  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+/** The stack's folder and its `logs` folder, made. */
+function prepareDataDir(dir: string): { dataDir: string; logDir: string } {
+  const dataDir = resolve(dir);
+  const logDir = join(dataDir, "logs");
+  mkdirSync(logDir, { recursive: true });
+  // Postgres runs as its own user when we are root; it must be able to enter the data folder.
+  if (process.getuid?.() === 0) chmodSync(dataDir, 0o711);
+  return { dataDir, logDir };
+}
+
+function secret(): string {
+  return randomBytes(32).toString("base64url");
+}
+
+function newSecrets(): Stack["secrets"] {
+  return { runtime: secret(), imageRuntime: secret(), sidecar: secret(), upstash: secret(), storage: secret() };
+}
+
+/** Postgres with the schema applied, Redis and the identity provider; the three start in parallel. */
+async function startServices(started: Started, dataDir: string, idpPort: number | undefined) {
+  const [postgres, redis, idp] = await startAll(started, [
+    startPostgres({ dataDir: join(dataDir, "postgres") }),
+    startRedis({ dataDir: join(dataDir, "redis") }),
+    startIdp({ dataDir: join(dataDir, "idp"), port: idpPort }),
+  ] as const);
+  // Listed among the children; startAll has registered its stop already.
+  started.children.push(idp.child);
+  await migrate(postgres.url);
+  return { postgres, redis, idp };
+}
+
+/** The Neon and Upstash bridges, and the database settings of the edge and the sidecar that go with them. */
+async function startProtocolBridges(
+  started: Started,
+  databaseUrl: string,
+  redisUrl: string,
+  upstashToken: string,
+  logDir: string,
+): Promise<{ upstashUrl: string; database: DatabaseSettings }> {
+  // A remote DATABASE_URL (Neon) is reached at Neon's own endpoints: no Neon bridge then.
+  const bridges = await startBridges({ databaseUrl: localDatabase(databaseUrl) ? databaseUrl : null, redisUrl, upstashToken, logDir });
+  started.add(bridges.child, bridges.stop);
+  return { upstashUrl: bridges.upstashUrl, database: databaseSettings(databaseUrl, bridges.neonBridge) };
+}
+
+/** A developer's engine choices (a GPU build, more threads) carry over to the runtimes; nothing else of theirs does. */
+function developerEngineSettings(): Record<string, string> {
+  return Object.fromEntries(["RUNTIME_GPU", "RUNTIME_THREADS"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
+}
+
+/** Whether the stack runs the image runtime: as asked, else when an image flag is on for the edge. */
+function wantsImages(opts: StackOptions): boolean {
+  return opts.images ?? ["IMAGE_API", "IMAGE_BROWSER"].some((flag) => opts.edgeVars?.[flag] === "on");
+}
+
+/** The image runtime over the ONNX backbone (local/image-backbone.ts), fetched on first use. */
+async function startImageRuntime(started: Started, runtimeSecret: string, logDir: string, env: Record<string, string>): Promise<RestartableRuntime> {
+  const backbone = await ensureImageBackbone();
+  return startRestartableRuntime(started, { name: "image-runtime", kind: "image", modelPath: backbone.path, secret: runtimeSecret, logDir, env });
+}
+
+/** The registry entries for what the runtimes report, served by the sidecar at `sidecarUrl`, and the aliases that name them. */
+async function registerLocalReleases(databaseUrl: string, sidecarUrl: string, runtime: RestartableRuntime, imageRuntime: RestartableRuntime | null): Promise<void> {
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    await registerRelease(db, {
+      id: runtime.release.release_id,
+      fingerprint: runtime.release.fingerprint,
+      url: runtime.url,
+      token_env: RUNTIME_TOKEN_ENV,
+      release_date: new Date().toISOString().slice(0, 10),
+      description: `Local ${runtime.release.engine} runtime`,
+      owners: null,
+      sidecar_url: sidecarUrl,
+    });
+    await pointAlias(db, SHARED_ALIAS, runtime.release.release_id);
+    if (imageRuntime) {
+      await registerRelease(db, {
+        id: imageRuntime.release.release_id,
+        fingerprint: imageRuntime.release.fingerprint,
+        url: imageRuntime.url,
+        token_env: IMAGE_RUNTIME_TOKEN_ENV,
+        release_date: new Date().toISOString().slice(0, 10),
+        description: `Local image backbone (${imageRuntime.release.engine}): the base of trained image models`,
+        owners: null,
+        sidecar_url: sidecarUrl,
+        modality: "image",
+      });
+      await pointAlias(db, IMAGE_BASE_ALIAS, imageRuntime.release.release_id);
+    }
+  } finally {
+    await db.end();
+  }
+}
+
+/** Writes the edge Worker's settings to `<dataDir>/edge.env` (mode 0600) and returns its path. */
+function writeEdgeEnv(
+  dataDir: string,
+  settings: { database: DatabaseSettings; upstashUrl: string; secrets: Stack["secrets"]; idp: IdpInfo; edgeVars?: Record<string, string> },
+): string {
+  const { database, upstashUrl, secrets, idp, edgeVars } = settings;
+  // The key pair that signs storage grants: the edge serves them itself over local R2.
+  const storageKeyId = `local-${randomBytes(8).toString("hex")}`;
+  const envFile = join(dataDir, "edge.env");
+  writeFileSync(
+    envFile,
+    envLines({
+      ...database,
+      UPSTASH_REDIS_REST_URL: upstashUrl,
+      UPSTASH_REDIS_REST_TOKEN: secrets.upstash,
+      SIDECAR_SECRET: secrets.sidecar,
+      STORAGE_ACCESS_KEY_ID: storageKeyId,
+      STORAGE_SECRET_ACCESS_KEY: secrets.storage,
+      OIDC_ISSUER: idp.issuer,
+      OIDC_AUDIENCE: idp.audience,
+      OIDC_JWKS_URL: idp.jwksUrl,
+      OIDC_CONSOLE_CLIENT_ID: CONSOLE_CLIENT_ID,
+      ...edgeVars,
+    }),
+    { mode: 0o600 },
+  );
+  chmodSync(envFile, 0o600);
+  return envFile;
+}
+
+function envLines(vars: Record<string, string>): string {
+  return Object.entries(vars)
+    .map(([key, value]) => `${key}=${value}\n`)
+    .join("");
+}
+
+/** `Stack.addEdge`: another edge on a free port, with the stack's settings and `vars` on top. */
+async function addEdge(
+  started: Started,
+  where: { dataDir: string; logDir: string; envFile: string },
+  kind: EdgeKind,
+  vars: Record<string, string> | undefined,
+): Promise<{ baseUrl: string; child: Child }> {
+  const { dataDir, logDir, envFile } = where;
+  const port = await freePort();
+  // Settings of its own when asked (a flag off, a test period): the stack's, with these on top.
+  let edgeEnv = envFile;
+  if (vars) {
+    edgeEnv = join(dataDir, `edge-${port}.env`);
+    writeFileSync(edgeEnv, readFileSync(envFile, "utf8") + envLines(vars), { mode: 0o600 });
+  }
+  const child = await startEdge({ kind, port, envFile: edgeEnv, dataDir, logDir, logName: `edge-${kind}-${port}.log` });
+  started.add(child, child.stop);
+  return { baseUrl: `http://127.0.0.1:${port}`, child };
+}
+
+function neonBridgeUrl(database: DatabaseSettings): string | null {
+  return database.NEON_LOCAL_BRIDGE ? `http://${database.NEON_LOCAL_BRIDGE}` : null;
+}
+
+/** What `npm start` prints: each piece of the stack, where it answers, and its process and log when it has one. */
+function describePieces(stack: {
+  dataDir: string;
+  edge: { kind: EdgeKind; baseUrl: string; child: Child };
+  sidecar: RestartableSidecar;
+  runtime: RestartableRuntime;
+  imageRuntime: RestartableRuntime | null;
+  services: Services;
+  bridges: ProtocolBridges;
+}): Piece[] {
+  const { edge, sidecar, runtime, imageRuntime } = stack;
+  const { postgres, redis, idp } = stack.services;
+  const { database, upstashUrl } = stack.bridges;
+  return [
+    { name: `edge (${edge.kind === "miniflare" ? "workerd via Miniflare" : "wrangler dev"})`, where: edge.baseUrl, pid: edge.child.proc.pid, log: edge.child.logPath },
+    { name: "sidecar (bun)", where: sidecar.url, pid: sidecar.child.proc.pid, log: sidecar.child.logPath },
+    { name: `runtime ${runtime.release.release_id}`, where: runtime.url, pid: runtime.child.proc.pid, log: runtime.child.logPath },
+    ...(imageRuntime
+      ? [{ name: `image runtime ${imageRuntime.release.release_id}`, where: imageRuntime.url, pid: imageRuntime.child.proc.pid, log: imageRuntime.child.logPath }]
+      : []),
+    { name: "identity provider (OpenID)", where: idp.issuer, pid: idp.child.proc.pid, log: idp.child.logPath },
+    { name: postgres.embedded ? "postgres (embedded)" : "postgres (DATABASE_URL)", where: redact(postgres.url) },
+    { name: redis.private ? "redis (private)" : "redis (REDIS_URL)", where: redact(redis.url) },
+    database.NEON_LOCAL_BRIDGE
+      ? { name: "neon bridge (ws + /sql)", where: `http://${database.NEON_LOCAL_BRIDGE}` }
+      : { name: "neon (DATABASE_URL is remote)", where: "Neon's own endpoints, no bridge" },
+    { name: "upstash bridge (REST)", where: upstashUrl },
+    { name: "r2 (local)", where: join(stack.dataDir, "wrangler") },
+  ];
 }
 
 /** Whether the Neon driver needs the local bridge to reach `databaseUrl`: a loopback (or socket) Postgres. */

@@ -143,6 +143,15 @@ export function acceptanceOnTheWire(): TrainingLimits["acceptance"] {
 const Unit = z.number().min(0).max(1);
 
 /** Held-out figures of one question, for the candidate or the base's zero-shot answers. */
+/**
+ * What a candidate is judged against, whose figures the `zero_shot` fields hold: the base model's
+ * zero-shot answers (a text model), or chance (an image model: its backbone answers no question by
+ * itself). `baselineName` is how people read it.
+ */
+export const Baseline = z.enum(["zero_shot", "chance"]);
+export type Baseline = z.infer<typeof Baseline>;
+export const baselineName = (baseline: Baseline | undefined) => (baseline === "chance" ? "chance" : "zero-shot");
+
 export const QuestionFigures = z.object({
   items: z.number().int().nonnegative(),
   /** AUROC of p(yes) for a yes/no question, top-1 accuracy otherwise: what acceptance compares. */
@@ -166,7 +175,7 @@ export const QuestionEvaluation = z.object({
   outcomes: z.array(z.union([z.boolean(), z.string(), z.number(), z.null()])),
   held_out_counts: z.array(z.number().int().nonnegative()),
   candidate: QuestionFigures,
-  /** The base's zero-shot answers; for an image model, chance (ACCEPTANCE). */
+  /** The baseline's figures (the report's `baseline`): the base's zero-shot answers; for an image model, chance (ACCEPTANCE). */
   zero_shot: QuestionFigures,
   reliability_candidate: ReliabilityBins,
   reliability_zero_shot: ReliabilityBins,
@@ -211,6 +220,8 @@ export const EvaluationReport = z.object({
   model: z.string().nullable(),
   base_release: z.string(),
   decision: z.enum(["accepted", "rejected"]),
+  /** What the `zero_shot` figures are (Baseline); absent from reports before it, which are all zero-shot. */
+  baseline: Baseline.optional(),
   acceptance: TrainingLimits.shape.acceptance,
   examples: z.object({ training: z.number().int(), held_out: z.number().int() }),
   /**
@@ -258,6 +269,8 @@ const CurrentFigures = z.object({ question: z.string(), metric: z.enum(["auroc",
  * them. Measured as each quarter of the examples is read; the final figures are the report's.
  */
 export const InterimEvaluation = z.object({
+  /** What the `zero_shot` figures are (Baseline); absent before it (zero-shot). */
+  baseline: Baseline.optional(),
   examples_read: z.number().int(),
   training: z.number().int(),
   held_out: z.number().int(),
@@ -301,10 +314,12 @@ export const Training = z.object({
   examples: z.object({ total: z.number().int(), held_out: z.number().int() }),
   error: JobError.nullable(),
   progress: TrainingProgress.nullable(),
-  /** Held-out figures once evaluated: per question, the candidate's and the zero-shot primary figure and ECE. */
+  /** Held-out figures once evaluated: per question, the candidate's and the baseline's primary figure and ECE. */
   evaluation: z
     .object({
       decision: z.enum(["accepted", "rejected"]),
+      /** What the `zero_shot` figures are (Baseline). */
+      baseline: Baseline,
       report: z.string(),
       questions: z.array(z.object({ question: z.string(), metric: z.enum(["auroc", "top1"]), candidate: Unit, zero_shot: Unit, ece: Unit, passed: z.boolean() })),
     })

@@ -107,7 +107,12 @@ describe("an image model trained on the demonstration drawings", () => {
     expect(model).toMatch(/^ft:svc-image:[0-9a-f]{32}$/);
     const [figures] = done.evaluation!.questions;
     expect(figures!.candidate).toBeGreaterThanOrEqual(figures!.zero_shot + 0.1);
+    // Judged against chance, and every surface says so (an image backbone answers no question by itself).
+    expect(done.evaluation!.baseline).toBe("chance");
     const report = EvaluationReport.parse((await call(done.evaluation!.report, alice.userToken)).body);
+    expect(report.baseline).toBe("chance");
+    const svg = await fetch(`${stack.baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${alice.userToken}` } });
+    expect(await svg.text()).toMatch(/, chance/);
     expect(report.method.kind).toBe("image_head");
     expect(report.method.features).toBe(1280);
     expect(report.questions[0]!.outcomes).toEqual(["circle", "square", null]);

@@ -54,6 +54,7 @@ describe("a training accepted, activated and served", () => {
     expect(done.model).toMatch(/^ft:svc-shared:[0-9a-f]{32}$/);
     expect(done.examples).toEqual({ total: 48, held_out: 48 });
     expect(done.evaluation?.decision).toBe("accepted");
+    expect(done.evaluation?.baseline).toBe("zero_shot");
     const [figures] = done.evaluation!.questions;
     expect(figures!.metric).toBe("auroc");
     expect(figures!.candidate).toBeGreaterThanOrEqual(figures!.zero_shot + 0.02);
@@ -64,6 +65,7 @@ describe("a training accepted, activated and served", () => {
     expect(report.status).toBe(200);
     const parsed = EvaluationReport.parse(report.body);
     expect(parsed.model).toBe(done.model);
+    expect(parsed.baseline).toBe("zero_shot");
     expect(parsed.examples).toEqual({ training: 48, held_out: 48 });
     expect(parsed.acceptance).toMatchObject({ margin: 0.02, max_ece: 0.1, confidence: 0.95, folds: 5 });
     const [question] = parsed.questions;
@@ -79,7 +81,9 @@ describe("a training accepted, activated and served", () => {
     expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs|sentence_embedding)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
     expect(svg.headers.get("content-type")).toContain("image/svg+xml");
-    expect(await svg.text()).toContain("<svg");
+    const drawn = await svg.text();
+    expect(drawn).toContain("<svg");
+    expect(drawn).toMatch(/, zero-shot/);
   });
 
   it("embedded every example's state with the runtime's sentence encoder, and a head that reads the embedding names that encoder", async () => {

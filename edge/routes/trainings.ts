@@ -18,7 +18,7 @@
 import { Hono, type Context } from "hono";
 import { LIMITS } from "../../contract/limits.ts";
 import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
-import { CreateTrainingRequest, EvaluationReport, isTrainingTerminal, TRAINING_LIMITS, type Training } from "../../contract/trainings.ts";
+import { baselineName, CreateTrainingRequest, EvaluationReport, isTrainingTerminal, TRAINING_LIMITS, type Training } from "../../contract/trainings.ts";
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
@@ -77,11 +77,11 @@ trainings.post("/v1/models/:model/retire", async (c) => {
   return c.json({ id: model, object: "model", retired: true });
 });
 
-/** A training's reliability diagram: the candidate and the zero-shot answers, per question. */
+/** A training's reliability diagram: the candidate and its baseline (the zero-shot answers, or chance), per question. */
 export function reportSvg(report: EvaluationReport): string {
   const series = report.questions.flatMap((q) => [
     { name: `${q.question}, trained`, bins: q.reliability_candidate },
-    { name: `${q.question}, zero-shot`, bins: q.reliability_zero_shot },
+    { name: `${q.question}, ${baselineName(report.baseline)}`, bins: q.reliability_zero_shot },
   ]);
   return reliabilitySvg(`Reliability of ${report.model ?? "the rejected candidate"} (cross-validated)`, series);
 }
@@ -114,6 +114,7 @@ function trainingOf(row: TrainingStatusRow): Training {
     progress: isTrainingTerminal(row.status) || row.status === "uploading" ? null : progressOf(row),
     evaluation: report && {
       decision: report.decision,
+      baseline: report.baseline ?? "zero_shot",
       report: reportPath(row.id),
       questions: report.questions.map((q) => ({
         question: q.question,

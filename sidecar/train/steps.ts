@@ -37,7 +37,7 @@ import type { JobError } from "../../contract/jobs.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
-import { acceptanceOnTheWire, type EvaluationReport } from "../../contract/trainings.ts";
+import { acceptanceOnTheWire, type Baseline, type EvaluationReport } from "../../contract/trainings.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { ImageAssetStore } from "../../server-shared/images.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
@@ -74,6 +74,9 @@ export interface TrainingDeps {
 
 /** How long a step waits before asking the bulk lane again when it is full. */
 const LANE_POLL_MS = 200;
+
+/** What a candidate is judged against: the base's zero-shot answers, or chance for an image model (contract/trainings.ts Baseline). */
+const baselineOf = (modality: Modality): Baseline => (modality === "image" ? "chance" : "zero_shot");
 
 /** A file this worker refuses after the shared checks passed (the same shape as theirs). */
 const fileError = (code: string, message: string, line: number | null = null): JobError => ({ code, message, line });
@@ -214,6 +217,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
       const interim = await fitCandidate(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: false }, signal);
       if (interim) {
         await this.store.setInterim(claim, {
+          baseline: baselineOf(base.modality),
           examples_read: examplesRead,
           training: interim.training,
           held_out: interim.heldOut,
@@ -257,6 +261,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
       model,
       base_release: base.entry.id,
       decision: accepted ? "accepted" : "rejected",
+      baseline: baselineOf(base.modality),
       acceptance: acceptanceOnTheWire(),
       examples: { training, held_out: heldOut },
       method: {

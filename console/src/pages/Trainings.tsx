@@ -9,7 +9,7 @@
  */
 import { Box, Code, Flex, Heading, Table, Text, TextField } from "@radix-ui/themes";
 import { useEffect, useState } from "react";
-import { EvaluationReport, Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
+import { baselineName, EvaluationReport, Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../state.ts";
 import { AuthorizedImage, ErrorCallout } from "../components.tsx";
@@ -146,7 +146,7 @@ function ReportDetail({ id }: { id: string }) {
           <Box key={q.question}>
             {q.uncertainty && (
               <Text as="p" size="2">
-                {q.question}: {q.candidate.primary_metric} {f3(q.candidate.primary)} [{f3(q.uncertainty.candidate_primary.low)}, {f3(q.uncertainty.candidate_primary.high)}] against zero-shot{" "}
+                {q.question}: {q.candidate.primary_metric} {f3(q.candidate.primary)} [{f3(q.uncertainty.candidate_primary.low)}, {f3(q.uncertainty.candidate_primary.high)}] against {baselineName(report.baseline)}{" "}
                 {f3(q.zero_shot.primary)}, a difference of {f3(q.uncertainty.difference.estimate)} (at least {f3(q.uncertainty.difference.low)} with{" "}
                 {Math.round(q.uncertainty.confidence * 100)} % confidence); ECE {f3(q.candidate.ece)}, of which noise on {q.candidate.items} examples explains up to{" "}
                 {f3(q.uncertainty.ece_noise)}.
@@ -198,7 +198,7 @@ function ReportDetail({ id }: { id: string }) {
               <Table.Row>
                 <Table.ColumnHeaderCell>Examples</Table.ColumnHeaderCell>
                 {curve[0]!.questions.map((q) => (
-                  <Table.ColumnHeaderCell key={q.question}>{q.question}: trained (zero-shot)</Table.ColumnHeaderCell>
+                  <Table.ColumnHeaderCell key={q.question}>{q.question}: trained ({baselineName(report.baseline)})</Table.ColumnHeaderCell>
                 ))}
               </Table.Row>
             </Table.Header>
@@ -221,7 +221,7 @@ function ReportDetail({ id }: { id: string }) {
   );
 }
 
-/** The evaluation beside the base's zero-shot answers, the reliability diagram, and the report. */
+/** The evaluation beside its baseline (the base's zero-shot answers, or chance), the reliability diagram, and the report. */
 function Evaluation({ training, evaluation }: { training: Training; evaluation: NonNullable<Training["evaluation"]> }) {
   const { session } = useConsole();
   return (
@@ -235,7 +235,7 @@ function Evaluation({ training, evaluation }: { training: Training; evaluation: 
           <Table.Row>
             <Table.ColumnHeaderCell>Question</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell>Trained</Table.ColumnHeaderCell>
-            <Table.ColumnHeaderCell>Zero-shot</Table.ColumnHeaderCell>
+            <Table.ColumnHeaderCell>{evaluation.baseline === "chance" ? "Chance" : "Zero-shot"}</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell>ECE</Table.ColumnHeaderCell>
             <Table.ColumnHeaderCell>Passed</Table.ColumnHeaderCell>
           </Table.Row>
@@ -254,7 +254,7 @@ function Evaluation({ training, evaluation }: { training: Training; evaluation: 
           ))}
         </Table.Body>
       </Table.Root>
-      <AuthorizedImage path={`/v1/trainings/${training.id}/report.svg`} credential={session.accessToken} alt="Reliability diagram of the trained model and of the base model's zero-shot answers" />
+      <AuthorizedImage path={`/v1/trainings/${training.id}/report.svg`} credential={session.accessToken} alt={`Reliability diagram of the trained model and of ${evaluation.baseline === "chance" ? "chance" : "the base model's zero-shot answers"}`} />
       <ReportDetail id={training.id} />
     </>
   );

@@ -17,12 +17,13 @@ import { Failure, UsageError } from "../errors.ts";
 import { cancelCommand, errorText, follow, formatRows, idempotencyKey, jsonOption, lifecycleRows, listCommand, pollSeconds, POLL_SECONDS, printJob, statusCommand, submitJob, timeLeft, type JobKind } from "../jobs.ts";
 import { isTrainingTerminal, TRAINING_LIMITS, type Client, type EvaluationReport, type Training } from "../sdk.ts";
 import { readTrainingFile } from "../training-file.ts";
-import { TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
+import { baselineName, TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
 
-/** Each question's cross-validated figure beside the base's zero-shot one, one line each. */
+/** Each question's cross-validated figure beside its baseline's (the base's zero-shot answers, or chance), one line each. */
 function figures(training: Training): string[] {
+  const baseline = baselineName(training.evaluation?.baseline);
   return (training.evaluation?.questions ?? []).map(
-    (q) => `${q.question}  ${q.metric} ${q.candidate.toFixed(3)} (zero-shot ${q.zero_shot.toFixed(3)})  ECE ${q.ece.toFixed(3)}  ${q.passed ? "passed" : "did not pass"}`,
+    (q) => `${q.question}  ${q.metric} ${q.candidate.toFixed(3)} (${baseline} ${q.zero_shot.toFixed(3)})  ECE ${q.ece.toFixed(3)}  ${q.passed ? "passed" : "did not pass"}`,
   );
 }
 
@@ -43,7 +44,8 @@ const TRAINING: JobKind<Training> = {
     const progress = training.progress;
     if (!progress) return null;
     const reading = training.status === "running" && progress.examples_total > 0;
-    const current = progress.held_out?.questions.map((q) => `${q.question} ${q.metric} ${q.candidate.toFixed(2)} (zero-shot ${q.zero_shot.toFixed(2)})`).join(", ");
+    const baseline = baselineName(progress.held_out?.baseline);
+    const current = progress.held_out?.questions.map((q) => `${q.question} ${q.metric} ${q.candidate.toFixed(2)} (${baseline} ${q.zero_shot.toFixed(2)})`).join(", ");
     return {
       fraction: reading ? Math.min(1, progress.examples_read / progress.examples_total) : null,
       text: `${progress.step}${current ? ` · cross-validated so far: ${current}` : ""}${timeLeft(progress.estimated_completion_at)}`,
@@ -59,7 +61,7 @@ async function conclude(ctx: Context, client: Client, training: Training, json: 
   if (training.status === "ready") {
     if (!json) ctx.stdout.write(`${training.model}\n`);
     ctx.status(`Training ${training.id} ready: model ${training.model}, trained on ${training.examples.total} examples, ${crossValidation(training)}.`);
-    ctx.status("Cross-validated figures, the trained model beside the base's zero-shot answers:");
+    ctx.status(`Cross-validated figures, the trained model beside ${training.evaluation?.baseline === "chance" ? "chance" : "the base's zero-shot answers"}:`);
     for (const line of figures(training)) ctx.status(`  ${line}`);
     ctx.status(`Use it with \`svc decide --model ${training.model}\`, asking the questions it was trained on.`);
     return;
@@ -149,6 +151,7 @@ function describeTraining(training: Training): string[] {
  */
 function describeReport(report: EvaluationReport): string[] {
   const f3 = (x: number) => x.toFixed(3);
+  const baseline = baselineName(report.baseline);
   const lines: string[] = [];
   for (const q of report.questions) {
     const u = q.uncertainty;
@@ -156,7 +159,7 @@ function describeReport(report: EvaluationReport): string[] {
       const pct = Math.round(u.confidence * 100);
       lines.push(
         `  ${q.question}  ${q.candidate.primary_metric} ${f3(q.candidate.primary)} [${f3(u.candidate_primary.low)}, ${f3(u.candidate_primary.high)}], ` +
-          `zero-shot ${f3(q.zero_shot.primary)} [${f3(u.zero_shot_primary.low)}, ${f3(u.zero_shot_primary.high)}], difference ${f3(u.difference.estimate)} ` +
+          `${baseline} ${f3(q.zero_shot.primary)} [${f3(u.zero_shot_primary.low)}, ${f3(u.zero_shot_primary.high)}], difference ${f3(u.difference.estimate)} ` +
           `[${f3(u.difference.low)}, ${f3(u.difference.high)}] (${pct} %); ECE ${f3(q.candidate.ece)} (noise on ${q.candidate.items} examples up to ${f3(u.ece_noise)})`,
       );
     }
@@ -171,7 +174,7 @@ function describeReport(report: EvaluationReport): string[] {
     for (const question of questions) {
       const points = report.learning_curve.map((p) => {
         const at = p.questions.find((q) => q.question === question)!;
-        return `${p.examples} examples ${f3(at.candidate)} (zero-shot ${f3(at.zero_shot)})`;
+        return `${p.examples} examples ${f3(at.candidate)} (${baseline} ${f3(at.zero_shot)})`;
       });
       lines.push(`  ${question}  learning curve: ${points.join(" · ")}`);
     }

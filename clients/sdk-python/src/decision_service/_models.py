@@ -392,6 +392,8 @@ class InterimEvaluation(_Model, frozen=True):
     held_out: int
     questions: list[CurrentFigures]
     measured_at: str
+    baseline: Literal["zero_shot", "chance"] = "zero_shot"
+    """What the ``zero_shot`` figures are: the base model's zero-shot answers, or chance (an image model)."""
 
 
 class TrainingProgress(_Model, frozen=True):
@@ -413,13 +415,15 @@ class TrainingQuestionFigures(_Model, frozen=True):
     candidate: float
     """The trained model's primary figure (AUROC for a yes/no question, top-1 accuracy otherwise)."""
     zero_shot: float
-    """The base model's zero-shot primary figure on the same examples."""
+    """The baseline's primary figure on the same examples (the evaluation's ``baseline``)."""
     ece: float
     passed: bool
 
 
 class TrainingEvaluation(_Model, frozen=True):
     decision: Literal["accepted", "rejected"]
+    baseline: Literal["zero_shot", "chance"]
+    """What the ``zero_shot`` figures are: the base model's zero-shot answers, or chance (an image model)."""
     report: str
     """Path of the full report (`client.trainings.report(id)` reads it)."""
     questions: list[TrainingQuestionFigures]
@@ -598,6 +602,8 @@ class EvaluationReport(_Response, frozen=True):
     learning_curve: list[LearningPoint] | None = None
     advice: str | None = None
     """What to do next, in a sentence (use the shared model, add examples, check the labels)."""
+    baseline: Literal["zero_shot", "chance"] = "zero_shot"
+    """What the ``zero_shot`` figures are: the base model's zero-shot answers, or chance (an image model)."""
     """The figures on a quarter, half, three quarters and all of the examples: still rising at the end, more examples would likely help."""
 
 

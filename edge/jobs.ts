@@ -24,7 +24,7 @@ import { readJson } from "../server-shared/body.ts";
 import { httpDb, type Db, type Row } from "../server-shared/db.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { signUpload } from "../server-shared/grants.ts";
-import type { Columns, JobStore } from "../server-shared/jobs/store.ts";
+import { PROGRESS_WINDOW_MINUTES, type Columns, type JobStore } from "../server-shared/jobs/store.ts";
 import type { AppEnv } from "./env.ts";
 import { pathParam, queryParam } from "./params.ts";
 import { services } from "./services.ts";
@@ -127,4 +127,16 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
   });
 
   return { find, storeOf };
+}
+
+/**
+ * A running job's rate per minute over the last PROGRESS_WINDOW_MINUTES (since its start when that is
+ * more recent), from `recent` units done in that window, and when `remaining` units would be done at
+ * that rate (null at no rate).
+ */
+export function jobRate(row: { started_at: string | null; created_at: string }, recent: number, remaining: number): { perMinute: number; doneAt: string | null } {
+  const now = Date.now();
+  const since = Math.max(now - PROGRESS_WINDOW_MINUTES * 60_000, Date.parse(row.started_at ?? row.created_at));
+  const perMinute = recent / Math.max((now - since) / 60_000, 1 / 60);
+  return { perMinute: Math.round(perMinute * 10) / 10, doneAt: perMinute > 0 ? new Date(now + (remaining / perMinute) * 60_000).toISOString() : null };
 }

@@ -19,11 +19,11 @@ import { LIMITS } from "../../contract/limits.ts";
 import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
-import { BATCH_FROZEN, BatchStore, PROGRESS_WINDOW_MINUTES, QuotaState, type BatchRow } from "../../server-shared/jobs/batches.ts";
+import { BATCH_FROZEN, BatchStore, QuotaState, type BatchRow } from "../../server-shared/jobs/batches.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
-import { jobRoutes } from "../jobs.ts";
+import { jobRate, jobRoutes } from "../jobs.ts";
 import { queryParam } from "../params.ts";
 
 export const batches = new Hono<AppEnv>();
@@ -97,13 +97,6 @@ function batchOf(row: BatchRow): Batch {
 
 /** Records per minute over the last minutes (since the start when that is more recent), and the time the rest would take at that rate. */
 function progressOf(row: BatchRow): NonNullable<Batch["progress"]> {
-  const now = Date.now();
-  const since = Math.max(now - PROGRESS_WINDOW_MINUTES * 60_000, Date.parse(row.started_at ?? row.created_at));
-  const minutes = Math.max((now - since) / 60_000, 1 / 60);
-  const perMinute = row.recent_results / minutes;
-  const remaining = row.total_records - row.completed_records - row.failed_records;
-  return {
-    records_per_minute: Math.round(perMinute * 10) / 10,
-    estimated_completion_at: perMinute > 0 ? new Date(now + (remaining / perMinute) * 60_000).toISOString() : null,
-  };
+  const rate = jobRate(row, row.recent_results, row.total_records - row.completed_records - row.failed_records);
+  return { records_per_minute: rate.perMinute, estimated_completion_at: rate.doneAt };
 }

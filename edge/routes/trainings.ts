@@ -22,12 +22,12 @@ import { baselineName, CreateTrainingRequest, EvaluationReport, isTrainingTermin
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
-import { TRAINING_PROGRESS_WINDOW_MINUTES, TrainingStore, trainingFrozen, type TrainingStatusRow } from "../../server-shared/jobs/trainings.ts";
+import { TrainingStore, trainingFrozen, type TrainingStatusRow } from "../../server-shared/jobs/trainings.ts";
 import { reliabilitySvg } from "../../server-shared/quality.ts";
 import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
-import { jobRoutes } from "../jobs.ts";
+import { jobRate, jobRoutes } from "../jobs.ts";
 import { resolveModel } from "../models.ts";
 import { pathParam } from "../params.ts";
 import { services } from "../services.ts";
@@ -131,10 +131,8 @@ function trainingOf(row: TrainingStatusRow): Training {
 
 /** What the job does now, its reading rate over the last minutes, and when the reading may be done. */
 function progressOf(row: TrainingStatusRow): NonNullable<Training["progress"]> {
-  const now = Date.now();
-  const since = Math.max(now - TRAINING_PROGRESS_WINDOW_MINUTES * 60_000, Date.parse(row.started_at ?? row.created_at));
-  const perMinute = row.recent_reads / Math.max((now - since) / 60_000, 1 / 60);
   const remaining = row.total_examples - row.examples_read;
+  const rate = jobRate(row, row.recent_reads, remaining);
   const step =
     row.status === "queued"
       ? "waiting for a GPU host"
@@ -149,8 +147,8 @@ function progressOf(row: TrainingStatusRow): NonNullable<Training["progress"]> {
     step,
     examples_total: row.total_examples,
     examples_read: row.examples_read,
-    examples_per_minute: Math.round(perMinute * 10) / 10,
-    estimated_completion_at: row.status === "running" && remaining > 0 && perMinute > 0 ? new Date(now + (remaining / perMinute) * 60_000).toISOString() : null,
+    examples_per_minute: rate.perMinute,
+    estimated_completion_at: row.status === "running" && remaining > 0 ? rate.doneAt : null,
     held_out: row.status === "running" ? row.interim : null,
   };
 }

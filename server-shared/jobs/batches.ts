@@ -21,16 +21,13 @@ import { JobError } from "../../contract/jobs.ts";
 import type { Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { Column, type Db } from "../db.ts";
-import { JobStore, type JobKind, type Lease } from "./store.ts";
+import { JobStore, PROGRESS_WINDOW_MINUTES, type JobKind, type Lease } from "./store.ts";
 
 const { time: Time, int: Int } = Column;
 
 /** The releases and aliases an account could use when its batch was submitted ({"releases": {id: fingerprint}, "aliases": {alias: id}}). */
 export const FrozenModels = z.object({ releases: z.record(z.string(), z.string()), aliases: z.record(z.string(), z.string()) });
 export type FrozenModels = z.infer<typeof FrozenModels>;
-
-/** The window over which a running batch's rate is measured. */
-export const PROGRESS_WINDOW_MINUTES = 5;
 
 const COLUMNS =
   "id, status, idempotency_key, object_key, total_records, completed_records, failed_records, input_bytes, error, " +

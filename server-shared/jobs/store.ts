@@ -62,6 +62,9 @@ export interface JobKind<T> {
   data: readonly { table: string; job: string }[];
 }
 
+/** The window over which a running job's rate (records, examples per minute) is measured. */
+export const PROGRESS_WINDOW_MINUTES = 5;
+
 /** A held claim on one job: the token every fenced write presents. */
 export interface Lease {
   id: string;

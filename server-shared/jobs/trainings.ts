@@ -17,12 +17,9 @@ import { LIMITS } from "../../contract/limits.ts";
 import { EvaluationReport, InterimEvaluation, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
 import { Column, type Db } from "../db.ts";
 import { SavedTask, type TrainedHeads } from "../trained.ts";
-import { JobStore, type JobKind, type Lease } from "./store.ts";
+import { JobStore, PROGRESS_WINDOW_MINUTES, type JobKind, type Lease } from "./store.ts";
 
 const { time: Time, int: Int } = Column;
-
-/** The window over which a running training's reading rate is measured. */
-export const TRAINING_PROGRESS_WINDOW_MINUTES = 5;
 
 const COLUMNS =
   "id, account_id, status, idempotency_key, base_model, base_release, object_key, input_bytes, task, total_examples, held_out_examples, examples_read, " +
@@ -59,7 +56,7 @@ export type TrainingRow = z.infer<typeof TrainingRow>;
 export const TrainingStatusRow = TrainingRow.extend({ recent_reads: Int });
 export type TrainingStatusRow = z.infer<typeof TrainingStatusRow>;
 
-const STATUS_COLUMNS = `${COLUMNS}, (SELECT count(*) FROM training_examples e WHERE e.training_id = trainings.id AND e.read_at > now() - interval '${TRAINING_PROGRESS_WINDOW_MINUTES} minutes') AS recent_reads`;
+const STATUS_COLUMNS = `${COLUMNS}, (SELECT count(*) FROM training_examples e WHERE e.training_id = trainings.id AND e.read_at > now() - interval '${PROGRESS_WINDOW_MINUTES} minutes') AS recent_reads`;
 
 /** An example as stored at validation, and as the worker reads it back. */
 export interface StoredExample {

@@ -92,15 +92,17 @@ async function fencedWrite(db: Db, lease: Lease): Promise<boolean> {
 const only = (ids: string[]): [string, unknown[]] => ["j.id = ANY ($3::uuid[])", [ids]];
 
 describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
-  it("leases the job that waited longest, each job to one worker at a time, also under concurrent claims", async () => {
+  it("leases the job that waited longest since its submission, each job to one worker at a time, also under concurrent claims", async () => {
     const db = dbOf();
     const jobsOf = new JobStore(KIND, db);
     const ids = await jobs(3);
+    // Created first, submitted last: its wait starts at its submission.
+    await query("UPDATE store_test_jobs SET submitted_at = clock_timestamp() WHERE id = $1", [ids[0]]);
     const first = await jobsOf.claim(LEASE_MS, ...only(ids));
-    expect(first?.lease.id).toBe(ids[0]);
+    expect(first?.lease.id).toBe(ids[1]);
     const rest = await Promise.all([1, 2, 3].map(() => jobsOf.claim(LEASE_MS, ...only(ids))));
     const claimed = rest.flatMap((c) => (c ? [c.lease.id] : []));
-    expect(claimed.sort()).toEqual([ids[1]!, ids[2]!].sort());
+    expect(claimed.sort()).toEqual([ids[0]!, ids[2]!].sort());
     expect(rest.filter((c) => c === null)).toHaveLength(1);
   });
 

@@ -1,8 +1,10 @@
 /**
- * The health report: one entry per link between tiers, each proven by a real call.
+ * The health answers. Anyone gets whether the service is up; the operator (the sidecar secret as a
+ * bearer token) gets the report, one entry per link between tiers, each proven by a real call.
  *
- *     GET /health -> 200 { status: "ok", links: [{ name: "edge->postgres", ok: true, latency_ms: 3 }, ...] }
- *                 -> 503 { status: "down", error: {...}, links: [..., { name, ok: false, error: "why" }] }
+ *     GET /health -> 200 { status: "ok" }  |  503 { status: "down", error: {...} }
+ *     GET /health (operator) -> 200 { status: "ok", links: [{ name: "edge->postgres", ok: true, latency_ms: 3 }, ...] }
+ *                            -> 503 { status: "down", error: {...}, links: [..., { name, ok: false, error: "why" }] }
  */
 import { z } from "zod";
 
@@ -16,6 +18,14 @@ export const LinkStatus = z.object({
 });
 export type LinkStatus = z.infer<typeof LinkStatus>;
 
+/** How long the public answer is reused (per edge isolate): anyone's probes cost the links one round of calls in that time. */
+export const PUBLIC_HEALTH_CACHE_MS = 3000;
+
+/** What anyone is told. */
+export const HealthStatus = z.object({ status: z.enum(["ok", "down"]) });
+export type HealthStatus = z.infer<typeof HealthStatus>;
+
+/** What the operator is told. */
 export const HealthReport = z.object({
   status: z.enum(["ok", "down"]),
   links: z.array(LinkStatus),

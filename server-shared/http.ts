@@ -21,13 +21,18 @@ export function sharedSecret(accepted: () => readonly string[], what: string): M
   const atStart = accepted();
   if (atStart.length === 0 || atStart.includes("")) throw new Error(`the ${what} secret must not be empty`);
   return async (c, next) => {
-    const presented = bearerToken(c.req.header("authorization"));
-    let matched = false;
-    // Every accepted secret is compared, so the time taken does not say which one matched.
-    if (presented !== null) for (const secret of accepted()) matched = (await secretsEqual(presented, secret)) || matched;
-    if (!matched) return c.json(errorBody("unauthorized", `missing or wrong ${what} secret`), 401);
+    if (!(await presentsSecret(c, accepted()))) return c.json(errorBody("unauthorized", `missing or wrong ${what} secret`), 401);
     await next();
   };
+}
+
+/** Whether the call carries `Authorization: Bearer <secret>` with one of the `accepted` secrets (each compared in constant time). */
+export async function presentsSecret(c: Context, accepted: readonly string[]): Promise<boolean> {
+  const presented = bearerToken(c.req.header("authorization"));
+  let matched = false;
+  // Every accepted secret is compared, so the time taken does not say which one matched.
+  if (presented !== null) for (const secret of accepted) matched = (secret !== "" && (await secretsEqual(presented, secret))) || matched;
+  return matched;
 }
 
 /**

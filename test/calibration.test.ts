@@ -144,7 +144,7 @@ describe("npm run registry -- calibrate", () => {
     await withForgedCalibratedRow(forged, async () => {
       const reply = await call("/v1/systemone", { token: account.key.secret, body: { model: forged, ...ticket } });
       expectError(reply, 503, "identity_mismatch");
-      const health = await call("/health");
+      const health = await call("/health", { token: stack().secrets.sidecar });
       expect(JSON.stringify(health.body)).toContain(`sidecar->runtime ${forged}`);
       expect(JSON.stringify(health.body)).toMatch(/identity mismatch/);
     });
@@ -190,6 +190,7 @@ describe("GET /v1/models/{model}/calibration", () => {
     const res = await fetch(`${stack().baseUrl}/v1/models/${alias}/calibration.svg`, { headers: { authorization: `Bearer ${account.key.secret}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("image/svg+xml; charset=utf-8");
+    expect(res.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
     const svg = await res.text();
     expect(svg.startsWith("<svg ")).toBe(true);
     expect(svg).toContain("noul, after");

@@ -106,7 +106,7 @@ describe("two sidecars serving different releases", () => {
   });
 
   it("reports both sidecars' links in the health report", async () => {
-    const res = await fetch(`${stack().baseUrl}/health`);
+    const res = await fetch(`${stack().baseUrl}/health`, { headers: { authorization: `Bearer ${stack().secrets.sidecar}` } });
     const names = HealthReport.parse(await res.json()).links.map((link) => link.name);
     expect(names).toEqual(expect.arrayContaining(["edge->sidecar #1", "edge->sidecar #2", `sidecar->runtime ${SECOND} #2`]));
   });

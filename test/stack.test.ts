@@ -3,12 +3,12 @@
  * health route through the real Worker under workerd, the real sidecar under Bun, the real runtime
  * with the default model, Postgres and Redis behind the production drivers' protocols.
  */
-import { appendFileSync, chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HealthReport } from "../contract/health.ts";
+import { HealthReport, PUBLIC_HEALTH_CACHE_MS } from "../contract/health.ts";
 import { REQUEST_ID_HEADER, SHARED_ALIAS } from "../contract/limits.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { CreatedKey } from "../contract/keys.ts";
@@ -57,9 +57,16 @@ function listModels(key: CreatedKey): Promise<Response> {
   return fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${key.secret}` } });
 }
 
+/** The operator's health report (the sidecar secret as a bearer token): every link, probed afresh. */
 async function health(): Promise<{ status: number; body: HealthReport & Partial<ErrorEnvelope>; requestId: string | null }> {
-  const res = await fetch(`${stack.baseUrl}/health`);
+  const res = await fetch(`${stack.baseUrl}/health`, { headers: { authorization: `Bearer ${stack.secrets.sidecar}` } });
   return { status: res.status, body: (await res.json()) as HealthReport & Partial<ErrorEnvelope>, requestId: res.headers.get(REQUEST_ID_HEADER) };
+}
+
+/** What anyone is told. */
+async function publicHealth(authorization?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${stack.baseUrl}/health`, authorization ? { headers: { authorization } } : {});
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
 const EXPECTED_LINKS = ["edge->postgres", "edge->redis", "edge->r2", "edge->sidecar", "sidecar->postgres"];
@@ -99,6 +106,19 @@ describe("local stack", () => {
     expect(requestId).toMatch(/^req_[0-9a-f]{32}$/);
   });
 
+  it("tells anyone only whether it is up, the same for a wrong secret, and writes nothing to storage", async () => {
+    for (const authorization of [undefined, "Bearer nope", `Bearer ${stack.secrets.storage}`]) {
+      const { status, body } = await publicHealth(authorization);
+      expect([status, body]).toEqual([200, { status: "ok" }]);
+    }
+    const probe = await fetch(`${stack.baseUrl}/health`, { headers: { authorization: `Bearer ${stack.secrets.sidecar}` } });
+    expect(probe.status).toBe(200);
+    // The local R2 store (its index and blobs under the data folder) holds no probe object: storage is proven by a read.
+    const files = readdirSync(join(dataDir, "wrangler"), { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile());
+    expect(files.length).toBeGreaterThan(0);
+    expect(files.filter((entry) => readFileSync(join(entry.parentPath, entry.name)).includes("health/probe")).map((entry) => entry.name)).toEqual([]);
+  });
+
   it("answers unknown routes with the error envelope and a request id", async () => {
     const res = await fetch(`${stack.baseUrl}/v1/nothing-here`);
     expect(res.status).toBe(404);
@@ -123,6 +143,11 @@ describe("local stack", () => {
       );
       const { status, body } = await health();
       expect(status).toBe(503);
+      // Anyone sees the service down, and nothing of which link or release (once the public answer's few seconds have passed).
+      await new Promise((resolve) => setTimeout(resolve, PUBLIC_HEALTH_CACHE_MS));
+      const seen = await publicHealth();
+      expect(seen.status).toBe(503);
+      expect(JSON.stringify(seen.body)).not.toMatch(/impostor|sidecar|runtime|links/);
       const impostor = body.links.find((link) => link.name === "sidecar->runtime impostor");
       expect(impostor).toMatchObject({ ok: false });
       expect(impostor?.error).toMatch(/identity mismatch/);

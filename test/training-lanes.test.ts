@@ -122,7 +122,7 @@ describe("training in the lanes", () => {
     const reading = await pollTraining(account, training.id, (t) => (t.progress?.examples_read ?? 0) >= 2 || t.finished_at !== null, 60_000);
     expect(reading.status, JSON.stringify(reading)).toBe("running");
     // The edge's health check finds this sidecar and its releases well.
-    const health = await call("/health");
+    const health = await call("/health", { token: stack().secrets.sidecar });
     expect(health.status, JSON.stringify(health.body)).toBe(200);
 
     for (let i = 0; i < 6; i++) {

@@ -1,18 +1,26 @@
 /**
- * GET /health: proves every link of the service with a real call and says which one is down.
- * Unauthenticated by design (load balancers and the README's first curl use it); it reports statuses,
- * latencies and release ids, never addresses or secrets.
+ * GET /health: proves every link of the service with a real call.
+ *
+ * - **Public** (load balancers, the README's first curl): only whether the service is up, 200
+ *   `{"status": "ok"}` or 503 `{"status": "down", "error": ...}`, nothing about what runs where. The
+ *   answer is reused for PUBLIC_HEALTH_CACHE_MS, so probes from anyone cost the links at most one round of
+ *   calls per isolate in that time.
+ * - **The operator** (`Authorization: Bearer <SIDECAR_SECRET>`, as ops/health-check.ts and the
+ *   sidecars hold it): the full report, probed afresh: each link's status and latency, which link is
+ *   down and why, the releases each sidecar serves and their runtimes' identities.
  *
  * Every sidecar that the registry names for a serving release is probed, and reports its own links
  * (sidecar->postgres, sidecar->runtime per release it serves). With several sidecars, each one's
- * links carry a ` #n` suffix, numbered in the order of the releases they serve.
+ * links carry a ` #n` suffix, numbered in the order of the releases they serve. The probes write
+ * nothing: storage is proven by a read.
  */
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../../contract/errors.ts";
-import type { HealthReport, LinkStatus } from "../../contract/health.ts";
+import { PUBLIC_HEALTH_CACHE_MS, type HealthReport, type HealthStatus, type LinkStatus } from "../../contract/health.ts";
 import { checkLink } from "../../server-shared/health.ts";
+import { presentsSecret } from "../../server-shared/http.ts";
 import { SIDECAR_PATHS, SidecarHealth } from "../../server-shared/sidecar-protocol.ts";
 import { services, sidecarFetch, type Services } from "../services.ts";
 
@@ -23,7 +31,29 @@ const PROBE_KEY = "health/probe";
 /** A sidecar address with the releases the registry assigns to it. */
 const SidecarRow = z.object({ sidecar_url: z.string(), releases: z.array(z.string()) }).transform((row) => ({ url: row.sidecar_url, releases: row.releases }));
 
+let lastPublic: { at: number; up: boolean } | null = null;
+
 health.get("/health", async (c) => {
+  const operator = await presentsSecret(c, services(c.env).settings.SIDECAR_SECRET.accepted);
+  if (!operator && lastPublic && Date.now() - lastPublic.at < PUBLIC_HEALTH_CACHE_MS) return publicAnswer(c, lastPublic.up);
+  const report = await probe(c);
+  lastPublic = { at: Date.now(), up: report.status === "ok" };
+  if (!operator) return publicAnswer(c, lastPublic.up);
+  if (report.status === "ok") return c.json(report);
+  const message = report.links
+    .filter((link) => !link.ok)
+    .map((link) => `${link.name}: ${link.error ?? "down"}`)
+    .join("; ");
+  return c.json({ ...report, ...errorBody("unavailable", message) }, 503);
+});
+
+function publicAnswer(c: Context<AppEnv>, up: boolean): Response {
+  if (up) return c.json({ status: "ok" } satisfies HealthStatus);
+  return c.json({ status: "down", ...errorBody("unavailable", "the service is unavailable; its operator has been told which link is down") } satisfies HealthStatus, 503);
+}
+
+/** Every link, proven now. */
+async function probe(c: Context<AppEnv>): Promise<HealthReport> {
   const { sql, redis, settings } = services(c.env);
   let sidecars: { url: string; releases: string[] }[] = [];
   const edgeLinks = await Promise.all([
@@ -38,20 +68,15 @@ health.get("/health", async (c) => {
       const answer = await redis.ping();
       if (answer !== "PONG") throw new Error(`unexpected PING answer ${answer}`);
     }),
+    // A read proves the binding answers (an absent object is an answer); a probe writes nothing.
     checkLink("edge->r2", async () => {
-      const stamp = crypto.randomUUID();
-      await c.env.BUCKET.put(PROBE_KEY, stamp);
-      const read = await c.env.BUCKET.get(PROBE_KEY);
-      if ((await read?.text()) !== stamp) throw new Error("object read back differs from what was written");
+      await c.env.BUCKET.head(PROBE_KEY);
     }),
   ]);
   const registryRead = edgeLinks[0]!.ok;
   const links = [...edgeLinks, ...(registryRead ? await sidecarLinks(settings, sidecars) : [unknownSidecars])];
-  const down = links.filter((link) => !link.ok);
-  if (down.length === 0) return c.json({ status: "ok", links } satisfies HealthReport);
-  const message = down.map((link) => `${link.name}: ${link.error ?? "down"}`).join("; ");
-  return c.json({ status: "down", links, ...errorBody("unavailable", message) }, 503);
-});
+  return { status: links.every((link) => link.ok) ? "ok" : "down", links };
+}
 
 const unknownSidecars: LinkStatus = { name: "edge->sidecar", ok: false, latency_ms: 0, error: "registry unreadable: which sidecars serve is unknown" };
 

@@ -80,7 +80,7 @@ export async function imageDecision(
     const holdUntil = now + LIMITS.imageCreditHoldMs;
     const grantMs = readGrantMs(now, asset.expiresAt ?? holdUntil, holdUntil);
     if (grantMs <= 0) throw new ServiceError("not_found", "images.0.asset_id: no ready image asset of this account has that id (it has just expired)");
-    const url = await signGrant(storageGrants(c), asset.object, "GET", grantMs, {}, now);
+    const url = await signGrant(storageGrants(c, "hosts"), asset.object, "GET", grantMs, {}, now);
     const call: SidecarImageDecideCall = {
       release,
       request: { state: request.state, questions: request.questions },

@@ -88,7 +88,7 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
     const { job, created } = outcome;
     // A fresh destination while no input has arrived; none once it has (submit may follow directly).
     const needsUpload = job.status === "uploading" && (created || (await c.env.BUCKET.head(job.object_key)) === null);
-    return c.json({ ...kind.wire(job), ...(needsUpload ? { upload: await signUpload(storageGrants(c), job.object_key) } : {}) }, created ? 201 : 200);
+    return c.json({ ...kind.wire(job), ...(needsUpload ? { upload: await signUpload(storageGrants(c, "clients"), job.object_key) } : {}) }, created ? 201 : 200);
   });
 
   app.get(path, async (c) => {

@@ -14,6 +14,7 @@ const settings = {
   OIDC_JWKS_URL: "https://login.example.com/jwks",
   STORAGE_ACCESS_KEY_ID: "k",
   STORAGE_SECRET_ACCESS_KEY: "s",
+  PUBLIC_URL: "https://decide.example.com",
 };
 const env = (extra: Record<string, unknown> = {}) => ({ BUCKET: {} as R2Bucket, ...settings, ...extra }) as Env;
 

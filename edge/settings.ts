@@ -19,6 +19,11 @@
  *   STORAGE_SECRET_ACCESS_KEY   token's S3 credentials when grants point at R2, any random pair otherwise
  *   STORAGE_ENDPOINT            `https://<account>.r2.cloudflarestorage.com/<bucket>` to send uploads
  *                               straight to R2; unset: the edge serves them at /storage over its binding
+ *   PUBLIC_URL                  the service's public base URL (`https://decide.example.com`): where the
+ *                               grants clients are given point when STORAGE_ENDPOINT is unset. Never
+ *                               the request's Host header, which the caller chooses.
+ *   INTERNAL_URL                where sidecars and runtimes reach this edge, when that differs from
+ *                               PUBLIC_URL: the grants handed to them point there; unset: PUBLIC_URL
  *   IMAGE_API                   `on`: the image routes take the owner's API key (default off: they do
  *                               not exist for an API key). Edge-only: no sidecar redeploy.
  *   IMAGE_BROWSER               `on`: the image routes take a signed-in user's access token, and the
@@ -46,6 +51,8 @@ export const EdgeSettings = z.object({
   STORAGE_ACCESS_KEY_ID: required(),
   STORAGE_SECRET_ACCESS_KEY: required(),
   STORAGE_ENDPOINT: optionalServiceUrl(),
+  PUBLIC_URL: serviceUrl(),
+  INTERNAL_URL: optionalServiceUrl(),
   IMAGE_API: flag("off"),
   IMAGE_BROWSER: flag("off"),
   SVC_TEST_IMAGE_RETENTION_MS: optionalInteger(1000, LIMITS.imagePredictionRetentionMs),

@@ -19,23 +19,32 @@ const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
  */
 export const UPLOAD_OBJECT = new RegExp(`^(?:batches/${UUID}/input\\.jsonl|trainings/${UUID}/examples\\.jsonl|images/${UUID}/(?:source|canonical-[1-9][0-9]{0,8}\\.png))$`);
 
-/** What an object holds, by its key: the size it may have and how to name it in an error. */
-export function objectKind(key: string): { holds: string; maxBytes: number; image: "source" | "canonical" | null } {
-  if (key.startsWith("trainings/")) return { holds: "a training file", maxBytes: LIMITS.trainingFileBytes, image: null };
-  if (key.startsWith("images/")) {
-    return key.endsWith("/source")
-      ? { holds: "an image", maxBytes: LIMITS.imageSourceBytes, image: "source" }
-      : { holds: "a canonical image", maxBytes: LIMITS.imageCanonicalBytes, image: "canonical" };
+/** What an object holds, by its key: the size it may have, how to name it in an error, and what to do once it is uploaded. */
+export function objectKind(key: string): { holds: string; maxBytes: number; image: "source" | "canonical" | null; uploaded: string } {
+  if (key.startsWith("trainings/")) {
+    return { holds: "a training file", maxBytes: LIMITS.trainingFileBytes, image: null, uploaded: "this training's file has already been uploaded and cannot be replaced; submit it, or create a new training for another file" };
   }
-  return { holds: "a batch input", maxBytes: LIMITS.bulkFileBytes, image: null };
+  if (key.startsWith("images/")) {
+    const uploaded = "this file has already been uploaded and cannot be replaced; complete the asset, or create a new one for another file";
+    return key.endsWith("/source")
+      ? { holds: "an image", maxBytes: LIMITS.imageSourceBytes, image: "source", uploaded }
+      : { holds: "a canonical image", maxBytes: LIMITS.imageCanonicalBytes, image: "canonical", uploaded };
+  }
+  return { holds: "a batch input", maxBytes: LIMITS.bulkFileBytes, image: null, uploaded: "this batch's input has already been uploaded and cannot be replaced; submit it, or create a new batch for another file" };
 }
 
-/** The grants of this deployment: STORAGE_ENDPOINT when set, else this edge's own /storage. */
-export function storageGrants(c: Context<AppEnv>): StorageGrants {
+/**
+ * The grants of this deployment, for `clients` (a batch's or an image's upload) or for `hosts` (the
+ * sidecars' and runtimes' reads and writes): STORAGE_ENDPOINT when set, else this edge's own /storage
+ * at its configured base URL (PUBLIC_URL, or INTERNAL_URL for hosts). Never the request's Host: a
+ * caller who names another host gets no grant pointing there, and no sidecar is sent there.
+ */
+export function storageGrants(c: Context<AppEnv>, audience: "clients" | "hosts"): StorageGrants {
   const settings = services(c.env).settings;
+  const base = audience === "hosts" ? (settings.INTERNAL_URL ?? settings.PUBLIC_URL) : settings.PUBLIC_URL;
   return {
     accessKeyId: settings.STORAGE_ACCESS_KEY_ID,
     secretAccessKey: settings.STORAGE_SECRET_ACCESS_KEY,
-    endpoint: settings.STORAGE_ENDPOINT ?? `${new URL(c.req.url).origin}${STORAGE_PATH}`,
+    endpoint: settings.STORAGE_ENDPOINT ?? `${base.replace(/\/+$/, "")}${STORAGE_PATH}`,
   };
 }

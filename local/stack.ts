@@ -142,7 +142,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       logDir,
     });
 
-    const envFile = writeEdgeEnv(dataDir, { database, upstashUrl, secrets, idp, edgeVars: opts.edgeVars });
+    const envFile = writeEdgeEnv(dataDir, { database, upstashUrl, secrets, idp, baseUrl, edgeVars: opts.edgeVars });
     const edgeKind = opts.edge ?? "miniflare";
     const edge = await startEdge({ kind: edgeKind, port: edgePort, envFile, dataDir, logDir });
     started.add(edge, edge.stop);
@@ -285,9 +285,9 @@ async function registerLocalReleases(databaseUrl: string, sidecarUrl: string, ru
 /** Writes the edge Worker's settings to `<dataDir>/edge.env` (mode 0600) and returns its path. */
 function writeEdgeEnv(
   dataDir: string,
-  settings: { database: DatabaseSettings; upstashUrl: string; secrets: Stack["secrets"]; idp: IdpInfo; edgeVars?: Record<string, string> },
+  settings: { database: DatabaseSettings; upstashUrl: string; secrets: Stack["secrets"]; idp: IdpInfo; baseUrl: string; edgeVars?: Record<string, string> },
 ): string {
-  const { database, upstashUrl, secrets, idp, edgeVars } = settings;
+  const { database, upstashUrl, secrets, idp, baseUrl, edgeVars } = settings;
   // The key pair that signs storage grants: the edge serves them itself over local R2.
   const storageKeyId = `local-${randomBytes(8).toString("hex")}`;
   const envFile = join(dataDir, "edge.env");
@@ -304,6 +304,8 @@ function writeEdgeEnv(
       OIDC_AUDIENCE: idp.audience,
       OIDC_JWKS_URL: idp.jwksUrl,
       OIDC_CONSOLE_CLIENT_ID: CONSOLE_CLIENT_ID,
+      // Grants point where the edge listens, whatever Host a request names.
+      PUBLIC_URL: baseUrl,
       ...edgeVars,
     }),
     { mode: 0o600 },
@@ -327,15 +329,14 @@ async function addEdge(
 ): Promise<{ baseUrl: string; child: Child }> {
   const { dataDir, logDir, envFile } = where;
   const port = await freePort();
-  // Settings of its own when asked (a flag off, a test period): the stack's, with these on top.
-  let edgeEnv = envFile;
-  if (vars) {
-    edgeEnv = join(dataDir, `edge-${port}.env`);
-    writeFileSync(edgeEnv, readFileSync(envFile, "utf8") + envLines(vars), { mode: 0o600 });
-  }
+  // The stack's settings with its own address (where its grants point) and, when asked, settings of
+  // its own on top (a flag off, a test period).
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const edgeEnv = join(dataDir, `edge-${port}.env`);
+  writeFileSync(edgeEnv, readFileSync(envFile, "utf8") + envLines({ PUBLIC_URL: baseUrl, ...vars }), { mode: 0o600 });
   const child = await startEdge({ kind, port, envFile: edgeEnv, dataDir, logDir, logName: `edge-${kind}-${port}.log` });
   started.add(child, child.stop);
-  return { baseUrl: `http://127.0.0.1:${port}`, child };
+  return { baseUrl, child };
 }
 
 function neonBridgeUrl(database: DatabaseSettings): string | null {

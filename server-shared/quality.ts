@@ -120,6 +120,17 @@ const HEIGHT = 400;
 const PLOT = { left: 60, top: 50, size: 300 } as const;
 
 /**
+ * The headers a diagram is served with: its type, no sniffing, and a policy of its own that lets it
+ * load and run nothing (opened on its own, an SVG is a document: the policy holds even if a label
+ * ever escaped its escaping).
+ */
+export const SVG_HEADERS: Readonly<Record<string, string>> = {
+  "content-type": "image/svg+xml; charset=utf-8",
+  "x-content-type-options": "nosniff",
+  "content-security-policy": "default-src 'none'; sandbox",
+};
+
+/**
  * A self-contained SVG reliability diagram (no scripts, no external references): x the mean
  * confidence of a bin, y its accuracy, the diagonal dashed as the perfectly calibrated reference,
  * one line with markers per series, and a legend. Empty bins are skipped; text is XML-escaped.

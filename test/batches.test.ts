@@ -4,6 +4,7 @@
  * results (records written directly until the bulk worker exists), and who may see what.
  */
 import { spawnSync } from "node:child_process";
+import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -222,6 +223,35 @@ describe("the signed upload", () => {
     expect(await envelope(await put(expired, jsonl(1)))).toMatchObject({ status: 403, code: "grant_expired" });
     // Signed the same way but now: accepted, so the refusal above was the expiry.
     expect((await put(await signUpload(grants, objectKey), jsonl(1))).status).toBe(200);
+  });
+
+  it("refuses a body framed both by Content-Length and chunked Transfer-Encoding (422 invalid_request, nothing stored; it was a 500), and names a training's file when it is uploaded twice", async () => {
+    const batch = await newBatch(account);
+    const url = new URL(batch.upload.url);
+    const body = jsonl(1);
+    // fetch never sends both framings: a raw request does, as a smuggling attempt would.
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.end(
+          `PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nif-none-match: *\r\nContent-Length: ${body.length}\r\n` +
+            `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+        );
+      });
+      let text = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => (text += chunk));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 422 /);
+    expect(raw).toContain('"code":"invalid_request"');
+    expect((await put(batch.upload, jsonl(2))).status).toBe(200);
+
+    const training = await call<{ upload: { url: string; headers: Record<string, string> } }>("/v1/trainings", { token: account.userToken, body: { idempotency_key: "twice" } });
+    expect((await put(training.body.upload, "{}\n")).status).toBe(200);
+    const again = await envelope(await put(training.body.upload, "{}\n"));
+    expect(again).toMatchObject({ status: 412, code: "already_uploaded" });
+    expect(again.message).toMatch(/^this training's file has already been uploaded/);
   });
 
   it("refuses a file over 25 MiB without storing it, and a body without Content-Length", async () => {

@@ -54,6 +54,8 @@ describe("wrangler.toml's production environment", () => {
     const settings = parseSettings("edge", EdgeSettings, { ...vars, ...placeholderSecrets });
     expect(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE)).toEqual({ via: "neon" });
     expect(settings.STORAGE_ENDPOINT).toMatch(/^https:\/\/[0-9a-f]{32}\.r2\.cloudflarestorage\.com\/[a-z0-9-]+$/);
+    // The public base URL is the host the Worker serves (grants never follow a request's Host).
+    expect((production.routes ?? []).map((route: string | { pattern: string }) => (typeof route === "string" ? route : route.pattern))).toContain(new URL(settings.PUBLIC_URL).host);
     // Grants and the binding must name one bucket: the edge checks an upload through the binding.
     expect(new URL(settings.STORAGE_ENDPOINT!).pathname.slice(1)).toBe(production.r2_buckets[0]!.bucket_name);
 

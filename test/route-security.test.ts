@@ -3,11 +3,13 @@
  * them on: trainings (a signed-in user's token), image assets and credit (the owner's API key or a
  * signed-in user's token), image models and image decisions (a signed-in session only). The global
  * stack has both image flags on. Each route's `ok` is what a fresh account's good credential gets:
- * an unknown id is a 404, a model the account cannot use a 404, as the spec makes them.
+ * an unknown id is a 404, a model the account cannot use a 404, as the spec makes them. And signed
+ * URLs, which come from the edge's configured base URL whatever Host a request names.
  */
-import { describe, it } from "vitest";
+import { request } from "node:http";
+import { describe, expect, it } from "vitest";
 import { setStatus } from "../ops/accounts.ts";
-import { call, newAccount, withDb } from "./support/api.ts";
+import { call, newAccount, stack, withDb } from "./support/api.ts";
 import { expectError, keyOrUserRouteSecurity, userRouteSecurity } from "./support/security.ts";
 
 const unknownTraining = `trn_${"a".repeat(26)}`;
@@ -30,6 +32,13 @@ describe("trainings", () => {
     expectError(await call("/v1/trainings", { method: "GET", token: account.userToken }), 401, "account_disabled");
     expectError(await call("/v1/keys", { token: account.userToken, body: { name: "more" } }), 401, "account_disabled");
   });
+
+  it("tells an API key what this route takes, not that it cannot manage keys", async () => {
+    const account = await newAccount();
+    const reply = await call("/v1/trainings", { method: "GET", token: account.key.secret });
+    expectError(reply, 401, "wrong_credential_kind");
+    expect(JSON.stringify(reply.body)).toContain("an API key cannot be used on this route: it takes a signed-in user's access token");
+  });
 });
 
 describe("image assets and credit", () => {
@@ -46,5 +55,42 @@ describe("image models and image decisions (a signed-in session)", () => {
     path: "/v1/image-decisions",
     body: { model: "no-such-model", state: "s", questions: { q: { type: "choice", criteria: { a: null, b: null } } }, images: [{ asset_id: unknownAsset }] },
     ok: 404,
+  });
+});
+
+/** A request to the edge naming `host` in its Host header (fetch cannot send one of its own choosing). */
+function withHost(path: string, host: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const url = new URL(path, stack().baseUrl);
+  const text = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { host, authorization: `Bearer ${token}`, "content-type": "application/json", "content-length": Buffer.byteLength(text) } },
+      (res) => {
+        let data = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (data += chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(data) as Record<string, unknown> }));
+      },
+    );
+    req.on("error", reject);
+    req.end(text);
+  });
+}
+
+describe("signed URLs", () => {
+  it("point at the configured base URL, never at the Host a request names (a batch's, a training's and an image's upload)", async () => {
+    const account = await newAccount();
+    const edge = new URL(stack().baseUrl);
+    const uploads = [
+      await withHost("/v1/batches", "attacker.example", account.key.secret, { idempotency_key: "foreign-host" }),
+      await withHost("/v1/trainings", "attacker.example:8443", account.userToken, { idempotency_key: "foreign-host" }),
+      await withHost("/v1/image-assets", "attacker.example", account.key.secret, { purpose: "prediction", filename: "cat.png", source_bytes: 1000, sha256: "ab".repeat(32) }),
+    ];
+    for (const reply of uploads) {
+      expect(reply.status, JSON.stringify(reply.body)).toBe(201);
+      const url = new URL((reply.body.upload as { url: string }).url);
+      expect(url.origin).toBe(edge.origin);
+      expect(url.pathname).toMatch(/^\/storage\//);
+    }
   });
 });

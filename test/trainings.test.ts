@@ -81,6 +81,8 @@ describe("a training accepted, activated and served", () => {
     expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs|sentence_embedding)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
     expect(svg.headers.get("content-type")).toContain("image/svg+xml");
+    // A diagram opened on its own is a document: it brings a policy that loads and runs nothing.
+    expect(svg.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
     const drawn = await svg.text();
     expect(drawn).toContain("<svg");
     expect(drawn).toMatch(/, zero-shot/);

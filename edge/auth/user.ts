@@ -1,5 +1,5 @@
 /**
- * User authentication for key management (runs in workerd): an identity-provider access token,
+ * User authentication for the routes a signed-in user manages (keys, trainings; runs in workerd): an identity-provider access token,
  * verified against the provider's JWKS. An API key is refused here, as a user token is refused on
  * API-key routes.
  */
@@ -15,7 +15,7 @@ import { UserTokenError, verifyUserToken } from "./user-token.ts";
 export const userAuth = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearerToken(c.req.header("authorization"));
   if (!token) throw new ServiceError("missing_credentials", "missing user access token: sign in and send Authorization: Bearer <token>");
-  if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "an API key cannot manage keys; use a signed-in user's access token");
+  if (parseApiKey(token)) throw new ServiceError("wrong_credential_kind", "an API key cannot be used on this route: it takes a signed-in user's access token (svc login, or the web console)");
   c.set("user", await verifiedUser(c, token));
   await next();
 });

@@ -64,7 +64,7 @@ imageAssets.post("/v1/image-assets", async (c) => {
   const body: ImageAsset = {
     ...assetOf(row),
     upload: {
-      url: await signGrant(storageGrants(c), imageObjects.source(row.id), "PUT", uploadMs, headers, now),
+      url: await signGrant(storageGrants(c, "clients"), imageObjects.source(row.id), "PUT", uploadMs, headers, now),
       method: "PUT",
       headers,
       expires_at: new Date(now + Math.floor(uploadMs / 1000) * 1000).toISOString(),
@@ -131,7 +131,7 @@ async function preprocess(c: Context<AppEnv>, asset: AssetRow, lease: AssetLease
   // Held by a running job (expires_at null), an asset lives as long as the job needs it.
   const validityMs = readGrantMs(now, asset.expires_at === null ? Infinity : Date.parse(asset.expires_at), lease.expiresAt);
   if (validityMs < 1000) throw new ServiceError("unavailable", "this asset cannot be completed right now; retry");
-  const grants = storageGrants(c);
+  const grants = storageGrants(c, "hosts");
   const canonicalHeaders = { "if-none-match": "*" };
   const request: PreprocessImageCall = {
     declared: formatOfFilename(asset.filename)!,

@@ -25,7 +25,7 @@ internal.post(EDGE_INTERNAL_PATHS.grants, async (c) => {
   if (!UPLOAD_OBJECT.test(object)) throw new ServiceError("invalid_request", "object: grants are given for batch inputs, training files and image assets only");
   const now = Date.now();
   const grant: Grant = {
-    url: await signGrant(storageGrants(c), object, method, LIMITS.workerGrantMs, {}, now),
+    url: await signGrant(storageGrants(c, "hosts"), object, method, LIMITS.workerGrantMs, {}, now),
     method,
     headers: {},
     expires_at: new Date(now + LIMITS.workerGrantMs).toISOString(),

@@ -20,7 +20,7 @@ import { httpDb } from "../../server-shared/db.ts";
 import { TrainingStore } from "../../server-shared/jobs/trainings.ts";
 import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { reliabilitySvg } from "../../server-shared/quality.ts";
+import { reliabilitySvg, SVG_HEADERS } from "../../server-shared/quality.ts";
 import { apiKeyAuth } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
@@ -93,7 +93,7 @@ models.get("/v1/models/:model/calibration.svg", apiKeyAuth, quota(), async (c) =
     ];
   });
   const svg = reliabilitySvg(`Reliability of ${found.release} (held-out items)`, series);
-  return c.body(svg, 200, { "content-type": "image/svg+xml; charset=utf-8", "x-content-type-options": "nosniff" });
+  return c.body(svg, 200, SVG_HEADERS);
 });
 
 /** The evaluation report of the account's trained model `name` (its release id); 404 for any other name. */
@@ -109,5 +109,5 @@ models.get("/v1/models/:model/evaluation", apiKeyAuth, quota(), async (c) => {
 
 models.get("/v1/models/:model/evaluation.svg", apiKeyAuth, quota(), async (c) => {
   const found = await evaluation(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id);
-  return c.body(reportSvg(found), 200, { "content-type": "image/svg+xml; charset=utf-8", "x-content-type-options": "nosniff" });
+  return c.body(reportSvg(found), 200, SVG_HEADERS);
 });

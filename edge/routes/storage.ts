@@ -23,7 +23,9 @@ export const storage = new Hono<AppEnv>();
 
 /** The object key a request's grant names, once the grant is verified against this endpoint. */
 async function grantedKey(c: Context<AppEnv>): Promise<string> {
-  const key = await verifyGrant({ ...storageGrants(c), endpoint: `${new URL(c.req.url).origin}${STORAGE_PATH}` }, c.req.raw);
+  // The signature covers the URL's host, so a grant verifies only where it was signed to point; the
+  // endpoint here only says where the object's key starts in the path.
+  const key = await verifyGrant({ ...storageGrants(c, "clients"), endpoint: `${new URL(c.req.url).origin}${STORAGE_PATH}` }, c.req.raw);
   if (!UPLOAD_OBJECT.test(key)) throw new ServiceError("not_found", "no such storage object");
   return key;
 }
@@ -42,8 +44,12 @@ storage.delete(`${STORAGE_PATH}/*`, async (c) => {
 storage.put(`${STORAGE_PATH}/*`, async (c) => {
   const key = await grantedKey(c);
   const length = c.req.header("content-length");
+  // Both framings at once is a request smuggling shape (RFC 9112 6.3): refused, never guessed at.
+  if (c.req.header("transfer-encoding") !== undefined && length !== undefined) {
+    throw new ServiceError("invalid_request", "send the file with Content-Length or chunked Transfer-Encoding, not both");
+  }
   if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
-  const { holds, maxBytes, image } = objectKind(key);
+  const { holds, maxBytes, image, uploaded } = objectKind(key);
   if (Number(length) > maxBytes) {
     // Nothing is stored. A body up to twice the limit is read and dropped first, so that a client
     // still sending gets the 413 rather than a reset connection; a larger one is answered at once.
@@ -71,14 +77,7 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
     httpMetadata: { contentType: image === null ? "application/jsonl" : image === "canonical" ? "image/png" : "application/octet-stream" },
     ...(sha256 ? { sha256 } : {}),
   });
-  if (stored === null) {
-    throw new ServiceError(
-      "already_uploaded",
-      image === null
-        ? "this batch's input has already been uploaded and cannot be replaced; submit it, or create a new batch for another file"
-        : "this file has already been uploaded and cannot be replaced; complete the asset, or create a new one for another file",
-    );
-  }
+  if (stored === null) throw new ServiceError("already_uploaded", uploaded);
   return c.json({ key, size: stored.size, etag: stored.etag });
 });
 

@@ -23,7 +23,7 @@ import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
 import { TrainingStore, trainingFrozen, type TrainingStatusRow } from "../../server-shared/jobs/trainings.ts";
-import { reliabilitySvg } from "../../server-shared/quality.ts";
+import { reliabilitySvg, SVG_HEADERS } from "../../server-shared/quality.ts";
 import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
@@ -65,7 +65,7 @@ trainings.get("/v1/trainings/:id/report", async (c) => c.json(await reportOf(c))
 
 trainings.get("/v1/trainings/:id/report.svg", async (c) => {
   const report = await reportOf(c);
-  return c.body(reportSvg(report), 200, { "content-type": "image/svg+xml; charset=utf-8", "x-content-type-options": "nosniff" });
+  return c.body(reportSvg(report), 200, SVG_HEADERS);
 });
 
 trainings.post("/v1/models/:model/retire", async (c) => {

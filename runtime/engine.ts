@@ -80,6 +80,8 @@ export interface ScoreOptions {
   prefixSegments?: number;
   /** Also return the prefix's pooled hidden state (runtime-protocol.ts `pooled_state`); needs `hiddenState` and a prefix. */
   pooledState?: boolean;
+  /** Whom a kept prefix serves (runtime-protocol.ts `prefix_owner`): a prefix kept for another owner is evaluated again. */
+  prefixOwner?: string;
 }
 
 /** What the HTTP layer needs from an engine; tests put a fault-injecting fake behind it. */
@@ -182,7 +184,7 @@ export class Engine implements ScoringEngine {
       const started = performance.now();
       try {
         const pool = options.pooledState && hidden ? () => lastHiddenState(hidden.context) : null;
-        const { reading, evaluated, pooled } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[], pool);
+        const { reading, evaluated, pooled } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[], pool, options.prefixOwner ?? "");
         this.evaluatedTokens += evaluated;
         // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
         return { reading, evaluated, pooledState: pooled ?? undefined, hiddenState: hidden ? lastHiddenState(hidden.context) : undefined };
@@ -292,6 +294,8 @@ export const POOL_STRIDE = 32;
 class PrefixSequence {
   /** The prefix whose evaluation the KV cache holds (its positions 0..length-1), or null. */
   private held: readonly Token[] | null = null;
+  /** Whom the held prefix serves: only a pass naming the same owner reuses it. */
+  private heldOwner = "";
   /** The held prefix's pooled state when it was evaluated in pieces (`pool`), else null: a prefix evaluated whole is another evaluation. */
   private heldPool: number[] | null = null;
 
@@ -310,6 +314,7 @@ class PrefixSequence {
     rest: readonly Token[],
     labels: readonly Token[],
     pool: (() => number[]) | null = null,
+    owner = "",
   ): Promise<{ reading: LabelReading; evaluated: number; pooled: number[] | null }> {
     if (prefix.length === 0) {
       this.held = null;
@@ -319,14 +324,15 @@ class PrefixSequence {
     try {
       let evaluated = rest.length;
       const pooledMode = pool !== null;
-      if (this.holds(prefix, pooledMode)) await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
-      if (!this.holds(prefix, pooledMode) || this.sequence.nextTokenIndex !== prefix.length) {
+      if (this.holds(prefix, pooledMode, owner)) await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
+      if (!this.holds(prefix, pooledMode, owner) || this.sequence.nextTokenIndex !== prefix.length) {
         // A miss (or a cache that could not keep the prefix): start from an empty sequence.
         this.held = null;
         this.heldPool = null;
         await this.sequence.clearHistory();
         const pooled = pool ? await this.evaluatePooled(prefix, pool) : (await this.sequence.controlledEvaluate([...prefix]), null);
         this.held = [...prefix];
+        this.heldOwner = owner;
         this.heldPool = pooled;
         evaluated += prefix.length;
       }
@@ -354,9 +360,9 @@ class PrefixSequence {
     return sum!.map((v) => v / reads);
   }
 
-  private holds(prefix: readonly Token[], pooled: boolean): boolean {
+  private holds(prefix: readonly Token[], pooled: boolean, owner: string): boolean {
     const held = this.held;
-    return held !== null && (this.heldPool !== null) === pooled && held.length === prefix.length && held.every((token, i) => token === prefix[i]);
+    return held !== null && this.heldOwner === owner && (this.heldPool !== null) === pooled && held.length === prefix.length && held.every((token, i) => token === prefix[i]);
   }
 }
 

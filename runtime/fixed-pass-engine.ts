@@ -49,7 +49,8 @@ export class FixedPassEngine implements ScoringEngine {
     if (prefixTokens + restTokens > this.real.maxTokensPerPass) {
       throw new ServiceError("pass_too_long", `pass has ${prefixTokens + restTokens} tokens; this runtime evaluates at most ${this.real.maxTokensPerPass}`);
     }
-    const prefixText = prefixSegments > 0 ? segments.slice(0, prefixSegments).map((s) => s.text).join("") : null;
+    // Kept for its owner only, as the real engine keeps it.
+    const prefixText = prefixSegments > 0 ? `${options.prefixOwner ?? ""}\u0000${segments.slice(0, prefixSegments).map((s) => s.text).join("")}` : null;
     const run = this.queue.then(async () => {
       const started = performance.now();
       await Bun.sleep(this.passMs);

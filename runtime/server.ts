@@ -48,7 +48,7 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
 
   app.post(RUNTIME_PATHS.score, async (c) => {
     const body = await readJson(c, ScoreRequest, RUNTIME_BODY);
-    const result = await engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments, pooledState: body.pooled_state }).catch((err: unknown) => {
+    const result = await engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments, pooledState: body.pooled_state, prefixOwner: body.prefix_owner }).catch((err: unknown) => {
       if (err instanceof ServiceError) throw err;
       // An engine failure's message names no prompt content; operators need it.
       throw new ServiceError("internal_error", "the engine failed to evaluate the request", `engine failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -54,6 +54,10 @@
  *        none (422 `invalid_request`). `prefix_tokens` is the prefix's token count (0 without one),
  *        `evaluated_tokens` what this pass actually evaluated: `prompt_tokens`, less `prefix_tokens`
  *        when the prefix was kept from the pass before.
+ *        `prefix_owner` (default "") names whom a kept prefix serves: a pass reuses the kept prefix
+ *        only when it names the same owner, so a pass never runs faster because someone else sent
+ *        the same prefix just before (a timing side channel between accounts). The sidecar names a
+ *        digest of the account (sidecar/runtime/client.ts `ownedBy`); the runtime learns no id.
  *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
  *
  *   POST /v1/image-features   ImageFeaturesRequest -> ImageFeaturesResponse   (an image runtime)
@@ -146,12 +150,14 @@ export const ScoreRequest = looseFields({
   hidden_state: z.boolean().default(false),
   prefix_segments: z.number().int().nonnegative().default(0),
   pooled_state: z.boolean().default(false),
+  prefix_owner: z.string().max(64).default(""),
 }).refine((r) => r.prefix_segments < r.segments.length, { message: "prefix_segments must leave at least one segment after the prefix", path: ["prefix_segments"] });
-/** What a caller sends: `hidden_state`, `prefix_segments` and `pooled_state` may be left out (false, 0, false). */
-export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state" | "prefix_segments" | "pooled_state"> & {
+/** What a caller sends: `hidden_state`, `prefix_segments`, `pooled_state` and `prefix_owner` may be left out (false, 0, false, ""). */
+export type ScoreRequest = Omit<z.infer<typeof ScoreRequest>, "hidden_state" | "prefix_segments" | "pooled_state" | "prefix_owner"> & {
   hidden_state?: boolean;
   prefix_segments?: number;
   pooled_state?: boolean;
+  prefix_owner?: string;
 };
 
 export const ScoreResponse = Stamp.extend({

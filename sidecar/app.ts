@@ -30,7 +30,7 @@ import type { Steps } from "./decide/steps.ts";
 import { runtimeOf, verifiedClient, verifiedRelease, type Release } from "./decide/identity.ts";
 import type { Lanes } from "./lanes.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
-import { runtimeClientFor, timedClient } from "./runtime/client.ts";
+import { ownedBy, runtimeClientFor, timedClient } from "./runtime/client.ts";
 import { servedRelease, servedReleases } from "./runtime/registry.ts";
 import type { UsageWriter } from "./usage.ts";
 
@@ -93,7 +93,8 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     const timings = new Timings();
     // The runtime proves its identity on every response: admission's tokenize call and every pass.
     const { entry, release } = await timings.time("registry", () => registry.get(call.release));
-    const client = timedClient(runtimeClientFor(entry, deps.secrets), timings);
+    // Kept prefixes serve this account alone (no timing tells it another account sent the same state).
+    const client = ownedBy(timedClient(runtimeClientFor(entry, deps.secrets), timings), call.account_id);
     // When the edge's caller goes away, a waiting request leaves its lane and a running one stops between passes.
     const signal = c.req.raw.signal;
     // Admitted (identity, labels, per-pass limits) before it takes a lane: a refusal never waits for the GPU.

@@ -34,7 +34,7 @@ import { IdentityMismatchError, type Release } from "../sidecar/decide/identity.
 import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
 import { contentFreeReadings } from "../sidecar/decide/content-free.ts";
 import { chunkProbabilities, labelLogprobs, mergeChunks, selectFinalists } from "../sidecar/decide/readout.ts";
-import { HttpRuntimeClient, type RuntimeClient } from "../sidecar/runtime/client.ts";
+import { HttpRuntimeClient, ownedBy, type RuntimeClient } from "../sidecar/runtime/client.ts";
 import { startRuntime } from "../local/tiers.ts";
 
 
@@ -337,6 +337,28 @@ describe("a decision", () => {
     await run(other, release, { ...mixed(), state: "The app crashes when I open the settings page." });
     expect(other.scored).toHaveLength(3);
     expect(contentFreeReadings.count).toBe(3);
+  });
+
+  it("keeps a state's evaluation for the account that sent it: another account's identical state is evaluated again", async () => {
+    const state = `A kept prefix is an account's own ${randomBytes(4).toString("hex")}: the same words from another account are evaluated again.`;
+    const ask = { ...mixed(), state };
+    const statePasses = (counting: CountingRuntime) => counting.scored.filter((s) => !s.request.segments[0]!.text.startsWith("State:\nN/A\n"));
+    const as = async (account: string) => {
+      const counting = new CountingRuntime(real);
+      await run(ownedBy(counting, account), release, ask);
+      return statePasses(counting);
+    };
+    await as("account-a"); // the content-free readings kept (their passes run last, and leave their own prefix kept)
+    await as("account-a"); // the state evaluated once, and kept for account a
+    const a = await as("account-a");
+    const b = await as("account-b");
+    // Account a's state is still the runtime's kept prefix: its passes evaluate their own tokens only.
+    expect(a.every((s) => s.response.evaluated_tokens! < s.response.prompt_tokens)).toBe(true);
+    // Account b sent the same words, to the same runtime, right after: its first pass evaluates the state again.
+    expect(b.filter((s) => s.response.evaluated_tokens === s.response.prompt_tokens)).toHaveLength(1);
+    expect(new Set(b.map((s) => s.request.prefix_owner)).size).toBe(1);
+    expect(b[0]!.request.prefix_owner).not.toBe(a[0]!.request.prefix_owner);
+    expect(b[0]!.request.prefix_owner).not.toContain("account-b");
   });
 
   it("evaluates every pass in full without sharing (the benchmarks' baseline), keeping nothing", async () => {

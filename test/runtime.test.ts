@@ -393,6 +393,23 @@ describe("score", () => {
       expect(stats.evaluated_tokens - before.evaluated_tokens).toBeLessThan(sum(kept.map((k) => k.prompt_tokens)));
     });
 
+    it("keeps a prefix for its owner only: the same prefix under another prefix_owner is evaluated again, with the same numbers", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      const prefixTokens = 1 + (await tokenize(state, false)).tokens.length;
+      const first = await anew(pass(state, rests[0]!, { label_tokens: labels, prefix_owner: "owner-a" }));
+      const same = await scored(pass(state, rests[1]!, { label_tokens: labels, prefix_owner: "owner-a" }));
+      const other = await scored(pass(state, rests[1]!, { label_tokens: labels, prefix_owner: "owner-b" }));
+      const otherAgain = await scored(pass(state, rests[1]!, { label_tokens: labels, prefix_owner: "owner-b" }));
+      const none = await scored(pass(state, rests[1]!, { label_tokens: labels }));
+      expect(first.evaluated_tokens).toBe(first.prompt_tokens);
+      expect(same.evaluated_tokens).toBe(same.prompt_tokens - prefixTokens);
+      expect(other.evaluated_tokens).toBe(other.prompt_tokens);
+      expect(otherAgain.evaluated_tokens).toBe(otherAgain.prompt_tokens - prefixTokens);
+      expect(none.evaluated_tokens).toBe(none.prompt_tokens);
+      expect(other.logprobs).toEqual(same.logprobs);
+      expect((await callRaw(main, RUNTIME_PATHS.score, pass(state, rests[0]!, { label_tokens: labels, prefix_owner: "x".repeat(65) }))).status).toBe(422);
+    });
+
     it("gives a hidden-state pass with a prefix the logprobs of the ordinary pass, kept or not", async () => {
       const labels = await labelTokens(" Yes", " No");
       const ordinary = await anew(pass(state, rests[1]!, { label_tokens: labels }));

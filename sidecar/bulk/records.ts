@@ -29,7 +29,7 @@ import { admitDecision, runDecision } from "../decide/execute.ts";
 import type { Steps } from "../decide/steps.ts";
 import { verifiedRelease } from "../decide/identity.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
-import { RuntimeError, runtimeClientFor } from "../runtime/client.ts";
+import { ownedBy, RuntimeError, runtimeClientFor } from "../runtime/client.ts";
 
 export interface RecordContext {
   lanes: Pick<Lanes, "run">;
@@ -123,7 +123,7 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
   try {
     // The release frozen at submit, checked against its registry row as real-time checks the edge's.
     const release = await verifiedRelease(entry, frozen);
-    const client = runtimeClientFor(entry, ctx.secrets);
+    const client = ownedBy(runtimeClientFor(entry, ctx.secrets), ctx.account.id);
     const admission = await admitDecision(client, release, decision, signal, ctx.steps);
     for (;;) {
       try {

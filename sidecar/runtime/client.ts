@@ -4,6 +4,7 @@
  * OpenAI-compatible server, say) is added as another implementation of the same three calls.
  * `ImageRuntimeClient` is an image runtime's (an ONNX backbone, or a multimodal engine on a GPU host).
  */
+import { createHash } from "node:crypto";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import { z } from "zod";
 import { ErrorEnvelope } from "../../contract/errors.ts";
@@ -128,6 +129,22 @@ export function timedClient(inner: RuntimeClient, timings: Timings): RuntimeClie
  * The client for a registry entry, with the secret read from the variable its `token_env` names (or
  * the file `<token_env>_FILE` names; the first of a rotation list is sent).
  */
+/**
+ * `client` with its passes' kept prefixes owned by `accountId`: the runtime reuses a kept prefix only
+ * for a pass of the same owner, so an account's pass never runs faster because another account sent
+ * the same state just before (runtime-protocol.ts `prefix_owner`). The owner is a digest of the id:
+ * the runtime learns no account.
+ */
+export function ownedBy(client: RuntimeClient, accountId: string): RuntimeClient {
+  const owner = createHash("sha256").update(`prefix-owner\u0000${accountId}`).digest("hex").slice(0, 32);
+  return {
+    identity: (signal) => client.identity(signal),
+    tokenize: (request, signal) => client.tokenize(request, signal),
+    score: (request, signal) => client.score({ ...request, prefix_owner: owner }, signal),
+    embed: (request, signal) => client.embed(request, signal),
+  };
+}
+
 export function runtimeClientFor(entry: Pick<RegistryEntry, "url" | "token_env">, secrets: SecretReader): HttpRuntimeClient {
   let secret: string | undefined;
   try {

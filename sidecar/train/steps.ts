@@ -45,7 +45,7 @@ import { TrainingStore, type StoredExample, type TrainingClaim } from "../../ser
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import { savedQuestions, trainedFingerprint, trainedModelId, type SavedTask } from "../../server-shared/trained.ts";
-import { runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
+import { ownedBy, runtimeClientFor, type ImageRuntimeClient, type RuntimeClient } from "../runtime/client.ts";
 import { registeredRelease, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, readGrant, type EdgeLink } from "../bulk/grants.ts";
 import type { JobSteps } from "../jobs/worker.ts";
@@ -122,7 +122,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
     const client = runtimeClientFor(entry, this.deps.secrets);
     // A text runtime with a sentence encoder: each example's state is embedded too (features.ts).
     const encoder = entry.modality === "text" && (await client.identity()).encoder !== undefined;
-    return { entry, release, client, modality: entry.modality, encoder };
+    return { entry, release, client, text: ownedBy(client, claim.row.account_id), modality: entry.modality, encoder };
   }
 
   private async validate(claim: TrainingClaim, signal: AbortSignal): Promise<void> {
@@ -204,9 +204,9 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
     const assetId = example.assetId;
     const features = assetId
       ? await this.inBulkLane(claim, signal, () => this.imageFeatures(claim, base, assetId, signal))
-      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.client, base.release, request, signal, base.encoder));
+      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.text, base.release, request, signal, base.encoder));
     const zeroShot =
-      features && example.heldOut && !assetId ? await this.inBulkLane(claim, signal, () => executeDecision(base.client, base.release, request, signal)) : null;
+      features && example.heldOut && !assetId ? await this.inBulkLane(claim, signal, () => executeDecision(base.text, base.release, request, signal)) : null;
     if (!features || (example.heldOut && !assetId && !zeroShot)) return;
     signal.throwIfAborted();
     const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers), features.embedding);
@@ -310,7 +310,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
             const { features } = await this.imageFeatures(claim, base, assetId, signal);
             return imageAnswer(question, applyHead(release.trained!.heads.questions[0]!, features));
           })
-        : await this.inBulkLane(claim, signal, () => executeDecision(base.client, release, request, signal));
+        : await this.inBulkLane(claim, signal, () => executeDecision(base.text, release, request, signal));
       if (!answered) return;
     } catch (err) {
       if (signal.aborted) throw err;
@@ -328,6 +328,8 @@ interface Base {
   entry: RegistryEntry;
   release: Release;
   client: RuntimeClient & ImageRuntimeClient;
+  /** `client` for text passes, their kept prefixes owned by the training's account (ownedBy). */
+  text: RuntimeClient;
   modality: Modality;
   /** The runtime has a sentence encoder (Identity `encoder`). */
   encoder: boolean;

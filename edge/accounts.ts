@@ -7,8 +7,10 @@
  *     const maybe = await userAccount(c, { create: false });       // null: this user has no account yet
  */
 import type { Context } from "hono";
+import { z } from "zod";
+import { Column } from "../server-shared/db.ts";
 import { ServiceError } from "../server-shared/errors.ts";
-import type { AppEnv, User } from "./env.ts";
+import type { Account, AppEnv, User } from "./env.ts";
 import { services } from "./services.ts";
 
 export async function userAccount(c: Context<AppEnv>, opts: { create: true; user?: User }): Promise<string>;
@@ -28,4 +30,24 @@ export async function userAccount(c: Context<AppEnv>, opts: { create: boolean; u
   if (!row) return null;
   if (row.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
   return String(row.id);
+}
+
+const AccountRow = z.object({
+  id: z.string(),
+  status: z.enum(["active", "disabled"]),
+  requests_per_second: Column.int.nullable(),
+  tokens_per_second: Column.int.nullable(),
+  max_active_batches: Column.int.nullable(),
+  max_batch_storage_bytes: Column.int.nullable(),
+});
+
+/** The account `id` with its quota settings, read fresh as an API key's account is (a session route's per-second quotas). */
+export async function accountWithSettings(c: Context<AppEnv>, id: string): Promise<Account> {
+  const [row] = await services(c.env).sql.query(
+    "SELECT id, status, requests_per_second, tokens_per_second, max_active_batches, max_batch_storage_bytes FROM accounts WHERE id = $1",
+    [id],
+  );
+  const account = AccountRow.parse(row);
+  if (account.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
+  return account;
 }

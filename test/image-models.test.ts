@@ -191,6 +191,20 @@ describe("an image decision", () => {
     expect(errorOf(await call("/v1/image-decisions", alice.key, decisionBody(model, asset)))).toMatchObject({ code: "wrong_credential_kind" });
   });
 
+  it("holds a session's image decisions to the account's per-second quota, as the API-key route does", async () => {
+    const asset = await upload(await demoImage("square", 903), alice.userToken);
+    await db.query("UPDATE accounts SET requests_per_second = 1 WHERE id = $1", [alice.accountId]);
+    try {
+      // Four at once: at most two are admitted, even across the boundary of a one-second window.
+      const replies = await Promise.all([1, 2, 3, 4].map(() => call("/v1/image-decisions", alice.userToken, decisionBody(model, asset))));
+      const refused = replies.filter((reply) => reply.status === 429);
+      expect(refused.length, JSON.stringify(replies.map((reply) => reply.status))).toBeGreaterThanOrEqual(2);
+      expect(errorOf(refused[0]!)).toMatchObject({ code: "rate_limited" });
+    } finally {
+      await db.query("UPDATE accounts SET requests_per_second = NULL WHERE id = $1", [alice.accountId]);
+    }
+  });
+
   it("refuses a question that is not the model's saved one (422 naming what differs), before any GPU work and with the credit given back", async () => {
     const asset = await upload(await demoImage("circle", 903), alice.key);
     const passes = await imagePasses();

@@ -56,6 +56,7 @@ export const ERROR_STATUS = {
   active_batch_limit: 429,
   batch_storage_limit: 429,
   active_training_limit: 429,
+  stored_training_limit: 429,
   internal_error: 500,
   bad_gateway: 502,
   unavailable: 503,

@@ -40,6 +40,12 @@ export const LIMITS = {
   trainingExamplesPerOutcome: 10,
   /** Unfinished training jobs an account may have at once. */
   activeTrainings: 3,
+  /**
+   * Training jobs whose file and examples an account may keep at once: unfinished ones, and finished
+   * ones within their data period. A cancelled, failed or expired job's data is deleted at the next
+   * cleanup (within cleanupIntervalMs: nothing of it is served), which frees its place.
+   */
+  storedTrainings: 20,
   /** The Retry-After of a job create refused by an account limit (active batches or trainings, batch storage): slots free as jobs end. */
   jobLimitRetryMs: 60_000,
   /** A training job not finished this long after it was created expires. */

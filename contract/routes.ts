@@ -260,7 +260,7 @@ export const ROUTES: readonly Route[] = [
       201: { description: "A new training, with `upload` (a signed PUT for the JSONL training file).", body: Training },
       200: { description: "The training this idempotency key already made; `upload` only while no file has arrived.", body: Training },
     },
-    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "active_training_limit", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "active_training_limit", "stored_training_limit", ...SERVER],
   },
   {
     method: "get",

@@ -110,6 +110,9 @@ export const TrainingLimits = z.object({
   lifetime_seconds: z.number().int(),
   upload_validity_seconds: z.number().int(),
   data_retention_seconds: z.number().int(),
+  /** Unfinished trainings an account may have at once, and trainings whose data it may keep at once (LIMITS). */
+  active_trainings: z.number().int(),
+  stored_trainings: z.number().int(),
   acceptance: z.object({
     margin: z.number(),
     max_ece: z.number(),
@@ -131,6 +134,8 @@ export const TRAINING_LIMITS: TrainingLimits = {
   lifetime_seconds: LIMITS.trainingLifetimeMs / 1000,
   upload_validity_seconds: LIMITS.signedUploadValidityMs / 1000,
   data_retention_seconds: LIMITS.trainingDataRetentionMs / 1000,
+  active_trainings: LIMITS.activeTrainings,
+  stored_trainings: LIMITS.storedTrainings,
   acceptance: acceptanceOnTheWire(),
 };
 

@@ -312,4 +312,22 @@ describe("the active-training limit", () => {
     expect((await call(`/v1/trainings/${Training.parse(made[0]!.body).id}/cancel`, { token: account.userToken, body: {} })).status).toBe(200);
     expect((await create("after-cancel")).status).toBe(201);
   });
+
+  it("refuses a create past LIMITS.storedTrainings kept (finished within their data period), naming the limit; a purged one frees its place", async () => {
+    const account = await newAccount();
+    // Rejected jobs keep their data 30 days: as many as the limit allows, finished now.
+    await query(
+      `INSERT INTO trainings (account_id, idempotency_key, base_model, object_key, expires_at, status, finished_at)
+       SELECT $1, 'kept-' || g, 'svc-shared', 'trainings/' || gen_random_uuid() || '/examples.jsonl', now() + interval '1 day', 'rejected', now()
+         FROM generate_series(1, $2::int) g`,
+      [account.accountId, LIMITS.storedTrainings],
+    );
+    const refused = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "one-more" } });
+    expectError(refused, 429, "stored_training_limit");
+    expect(refused.headers.get("retry-after-ms")).toBe("60000");
+    await query("UPDATE trainings SET purged_at = now() WHERE id = (SELECT id FROM trainings WHERE account_id = $1 LIMIT 1)", [account.accountId]);
+    const made = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "one-more" } });
+    expect(made.status).toBe(201);
+    expect(Training.parse(made.body).limits).toMatchObject({ active_trainings: LIMITS.activeTrainings, stored_trainings: LIMITS.storedTrainings });
+  });
 });

@@ -42,8 +42,16 @@ const { find: findTraining, storeOf } = jobRoutes(trainings, {
   store: (db) => new TrainingStore(db),
   account: (c, opts) => userAccount(c, opts),
   create: { request: CreateTrainingRequest, columns: (_c, request) => ({ base_model: request.model }) },
-  refusal: (c) =>
-    tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs),
+  refusal: (c, quota) =>
+    Number(quota.active) >= LIMITS.activeTrainings
+      ? tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs)
+      : tooManyRequests(
+          c,
+          "stored_training_limit",
+          `this account keeps the data of ${quota.kept} trainings, the most it may (${LIMITS.storedTrainings}); a finished training's file and examples are deleted ` +
+            `${LIMITS.trainingDataRetentionMs / 86_400_000} days after it ended, a cancelled, failed or expired one's within a minute`,
+          LIMITS.jobLimitRetryMs,
+        ),
   frozen: async (c, training, accountId) => {
     // The base as the account may use it now; a trained model is not a base.
     const { sql } = services(c.env);

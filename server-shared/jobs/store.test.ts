@@ -32,6 +32,7 @@ const KIND: JobKind<TestJob> = {
   quota: ({ active }) => ({ allows: `${active} < ${MAX_ACTIVE}`, state: `${MAX_ACTIVE} AS max_active` }),
   onEnd: "INSERT INTO store_test_ended (job_id, status) SELECT id, status FROM ended",
   data: [{ table: "store_test_items", job: "job_id" }],
+  purgeAtOnce: ["cancelled"],
 };
 const LEASE_MS = 60_000;
 
@@ -234,6 +235,8 @@ describe.each(drivers)("a job's lifecycle through %s", (_name, dbOf) => {
     expect(await jobsOf.renew(claimed.lease, LEASE_MS)).toBe(false);
     expect(await jobsOf.claim(LEASE_MS, "j.id = $3", [id])).toBeNull();
 
+    // Cancelled is purged at once for this kind (nothing of it is served): due long before its data period.
+    expect((await jobsOf.duePurge(86_400_000, 1000)).map((job) => job.id)).toContain(id);
     await query("UPDATE store_test_jobs SET finished_at = now() - interval '2 minutes' WHERE id = $1", [id]);
     expect((await jobsOf.duePurge(60_000, 1000)).map((job) => job.id)).toContain(id);
     await jobsOf.purge(id);

@@ -23,8 +23,9 @@
  *   is still held and unexpired, the job is not terminal, and its account is active.
  * - **Ending**: cancel, fail and expire clear the lease; the kind's `onEnd` runs in the same statement
  *   as a cancel or an expiry (a training retires the release it registered and never served).
- * - **Retention** is one rule (`duePurge`): a job terminal for the kind's data period has its input
- *   object and its data deleted (`purge`), and `purged_at` set; its metadata stays.
+ * - **Retention** is one rule (`duePurge`): a job terminal for the kind's data period, or ended in a
+ *   status whose data nothing serves (the kind's `purgeAtOnce`), has its input object and its data
+ *   deleted (`purge`), and `purged_at` set; its metadata stays.
  *
  *     const store = new JobStore(KIND, httpDb(sql));
  *     const outcome = await store.create({ id, accountId, idempotencyKey });   // {job, created} | {job: null, quota}
@@ -60,6 +61,8 @@ export interface JobKind<T> {
   onEnd?: string;
   /** The kind's data tables, deleted at purge: each names its job column. */
   data: readonly { table: string; job: string }[];
+  /** Terminal statuses whose data nothing serves afterwards: purged at the next sweep, not after the data period. */
+  purgeAtOnce?: readonly string[];
 }
 
 /** The window over which a running job's rate (records, examples per minute) is measured. */
@@ -90,7 +93,7 @@ export class JobStore<T> {
     protected readonly db: Db,
   ) {
     // Names and statuses are written into SQL text: constants of the code, never input.
-    const names = [kind.table, ...kind.terminal, ...kind.open, ...kind.data.flatMap((d) => [d.table, d.job])];
+    const names = [kind.table, ...kind.terminal, ...kind.open, ...(kind.purgeAtOnce ?? []), ...kind.data.flatMap((d) => [d.table, d.job])];
     if (!names.every((name) => NAME.test(name))) throw new Error(`bad job kind ${JSON.stringify(names)}`);
     this.terminalSql = list(kind.terminal);
     this.openSql = list(kind.open);
@@ -247,11 +250,15 @@ export class JobStore<T> {
     return z.coerce.number().parse(row?.ended ?? 0);
   }
 
-  /** Up to `limit` jobs terminal for `dataMs` whose data is not purged yet, oldest first: their ids and input objects. */
+  /**
+   * Up to `limit` jobs whose data is due for deletion and not purged yet, oldest first: their ids and
+   * input objects. Due: terminal for `dataMs`, or at once in a status of the kind's `purgeAtOnce`.
+   */
   async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
+    const atOnce = this.kind.purgeAtOnce?.length ? `status IN ${list(this.kind.purgeAtOnce)} OR ` : "";
     const rows = await this.db.query(
       `SELECT id, object_key FROM ${this.kind.table}
-        WHERE status IN ${this.terminalSql} AND purged_at IS NULL AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)
+        WHERE status IN ${this.terminalSql} AND purged_at IS NULL AND (${atOnce}finished_at <= now() - make_interval(secs => $1::double precision / 1000))
         ORDER BY finished_at LIMIT $2`,
       [dataMs, limit],
     );

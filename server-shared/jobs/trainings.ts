@@ -120,10 +120,15 @@ export const TRAINING_KIND: JobKind<TrainingStatusRow> = {
   parse: (row) => TrainingStatusRow.parse(row),
   objectKey: (id) => `trainings/${id}/examples.jsonl`,
   lifetimeMs: LIMITS.trainingLifetimeMs,
-  quota: ({ active }) => ({ allows: `${active} < ${LIMITS.activeTrainings}`, state: `${LIMITS.activeTrainings} AS max_active_trainings` }),
+  quota: ({ active, kept }) => ({
+    allows: `${active} < ${LIMITS.activeTrainings} AND ${kept} < ${LIMITS.storedTrainings}`,
+    state: `${LIMITS.activeTrainings} AS max_active_trainings, ${LIMITS.storedTrainings} AS max_stored_trainings`,
+  }),
   // An accepted training's release, never served, is retired with it when it is cancelled or expires.
   onEnd: "UPDATE model_releases r SET retired_at = now() FROM ended WHERE r.id = ended.model_id AND r.retired_at IS NULL",
   data: [{ table: "training_examples", job: "training_id" }],
+  // Nothing of these is served afterwards (no model, no report): their file and examples go at the next cleanup.
+  purgeAtOnce: ["cancelled", "failed", "expired"],
 };
 
 /** What a training's submit freezes: the base release its model resolved to. */

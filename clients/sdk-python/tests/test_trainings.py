@@ -48,6 +48,8 @@ LIMITS = {
     "lifetime_seconds": 86400,
     "upload_validity_seconds": 3600,
     "data_retention_seconds": 2592000,
+    "active_trainings": 3,
+    "stored_trainings": 20,
     "acceptance": {"margin": 0.02, "max_ece": 0.1, "ece_bins": 10, "image_margin": 0.1, "confidence": 0.95, "folds": 5, "resamples": 1000, "ceiling": 0.98},
 }
 

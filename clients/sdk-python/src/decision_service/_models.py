@@ -365,6 +365,10 @@ class TrainingLimits(_Model, frozen=True):
     lifetime_seconds: int
     upload_validity_seconds: int
     data_retention_seconds: int
+    active_trainings: int
+    """Unfinished trainings an account may have at once."""
+    stored_trainings: int
+    """Trainings whose file and examples an account may keep at once (a cancelled, failed or expired one's are deleted within a minute)."""
     acceptance: TrainingAcceptance
 
 

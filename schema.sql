@@ -282,6 +282,8 @@ CREATE TABLE image_assets (
   CHECK ((status = 'rejected') = (error_code IS NOT NULL))
 );
 CREATE INDEX image_assets_by_expiry ON image_assets (expires_at);
+-- The per-account limits count an account's assets (server-shared/images.ts).
+CREATE INDEX image_assets_by_account ON image_assets (account_id, created_at);
 
 -- Prepaid credit for image decisions (contract/credit.ts, server-shared/credit.ts), in micro-USD.
 -- `balance_micro_usd` is what new reservations may take: granted credit less what was charged and

@@ -33,6 +33,8 @@ export const ERROR_STATUS = {
   report_not_ready: 409,
   /** Another completion of this image asset is running; retry after `retry-after`. */
   asset_finalizing: 409,
+  image_asset_limit: 429,
+  image_completion_limit: 429,
   gone: 410,
   results_expired: 410,
   length_required: 411,

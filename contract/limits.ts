@@ -71,6 +71,14 @@ export const LIMITS = {
   imageReadGrantMs: 10 * 60 * 1000,
   /** The lease a completion holds while the sidecar preprocesses the image. */
   imageFinalizeLeaseMs: 60_000,
+  /**
+   * Per account, checked under its lock whatever the credential: image assets kept at once (until
+   * their files are deleted), assets created in any minute, and completions the sidecars preprocess
+   * at once (one account's large photos cannot hold up every other account's completions).
+   */
+  imageAssetsStored: 20_000,
+  imageAssetsPerMinute: 1_200,
+  imageCompletionsAtOnce: 2,
   /** Prediction assets, and training assets no job has taken, live this long from creation. */
   imagePredictionRetentionMs: 24 * 60 * 60 * 1000,
   /** Training assets live this long after their job is terminal. */

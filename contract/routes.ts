@@ -435,7 +435,8 @@ export const ROUTES: readonly Route[] = [
         body: ImageAsset,
       },
     },
-    errors: [...KEY_OR_USER, "invalid_request", ...SERVER],
+    // 429 image_asset_limit: LIMITS.imageAssetsStored kept, or LIMITS.imageAssetsPerMinute created in the last minute.
+    errors: [...KEY_OR_USER, "invalid_request", "image_asset_limit", ...SERVER],
   },
   {
     method: "get",
@@ -460,7 +461,8 @@ export const ROUTES: readonly Route[] = [
     parameters: [imageAssetId],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The finalized asset (`ready`), the same on a repeat.", body: ImageAsset } },
-    errors: [...KEY_OR_USER, "invalid_request", "not_found", "upload_incomplete", "asset_finalizing", "upload_mismatch", ...IMAGE_REFUSAL_CODES, ...SERVER],
+    // 429 image_completion_limit: LIMITS.imageCompletionsAtOnce of the account's completions are being preprocessed.
+    errors: [...KEY_OR_USER, "invalid_request", "not_found", "upload_incomplete", "asset_finalizing", "image_completion_limit", "upload_mismatch", ...IMAGE_REFUSAL_CODES, ...SERVER],
   },
   {
     method: "get",

@@ -3,9 +3,9 @@
  * sidecar's retention cleanup, and the asset row as the wire shows it (contract/images.ts).
  *
  *     const store = new ImageAssetStore(db);
- *     await store.create({...});                        // the new row
+ *     await store.create({...});                        // {row}, or {refused} past the account's limits
  *     const asset = await store.find(id, accountId);    // null: unknown, another account's, or expired
- *     const lease = await store.lease(id, accountId, ms);  // the attempt number, or null when held or no longer uploading
+ *     const lease = await store.lease(id, accountId, ms);  // the attempt, "busy" (the account's completions at once), or null
  *     await store.finalize(id, lease, result);          // the ready (or rejected) row; null when the lease was lost
  *
  * An expired asset reads as absent everywhere, before cleanup has deleted it.
@@ -77,6 +77,12 @@ export interface CanonicalObject {
 export class ImageAssetStore {
   constructor(private readonly db: Db) {}
 
+  /**
+   * Creates an asset of the account, or refuses it (`refused`: what is full, with the count) when the
+   * account keeps LIMITS.imageAssetsStored assets or created LIMITS.imageAssetsPerMinute in the last
+   * minute. The account's row is locked first, so concurrent creates (any key or session) cannot
+   * both take the last place.
+   */
   async create(asset: {
     id: string;
     accountId: string;
@@ -86,13 +92,23 @@ export class ImageAssetStore {
     sha256: string;
     expiresAt: Date;
     uploadExpiresAt: Date;
-  }): Promise<AssetRow> {
-    const rows = await this.db.query(
-      `INSERT INTO image_assets AS a (id, account_id, purpose, filename, source_bytes, sha256, expires_at, upload_expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
-      [asset.id, asset.accountId, asset.purpose, asset.filename, asset.sourceBytes, asset.sha256, asset.expiresAt.toISOString(), asset.uploadExpiresAt.toISOString()],
-    );
-    return AssetRow.parse(rows[0]);
+  }): Promise<{ row: AssetRow } | { refused: "stored" | "per_minute"; count: number }> {
+    const stored = (account: string) => `(SELECT count(*) FROM image_assets WHERE account_id = ${account})`;
+    const recent = (account: string) => `(SELECT count(*) FROM image_assets WHERE account_id = ${account} AND created_at > now() - interval '1 minute')`;
+    const [, inserted = [], counts = []] = await this.db.transaction([
+      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [asset.accountId] },
+      {
+        text: `INSERT INTO image_assets AS a (id, account_id, purpose, filename, source_bytes, sha256, expires_at, upload_expires_at)
+               SELECT $1, $2, $3, $4, $5, $6, $7, $8
+                WHERE ${stored("$2")} < ${LIMITS.imageAssetsStored} AND ${recent("$2")} < ${LIMITS.imageAssetsPerMinute}
+               RETURNING ${COLUMNS}`,
+        params: [asset.id, asset.accountId, asset.purpose, asset.filename, asset.sourceBytes, asset.sha256, asset.expiresAt.toISOString(), asset.uploadExpiresAt.toISOString()],
+      },
+      { text: `SELECT ${stored("$1")} AS stored, ${recent("$1")} AS recent`, params: [asset.accountId] },
+    ]);
+    if (inserted[0]) return { row: AssetRow.parse(inserted[0]) };
+    const { stored: kept, recent: made } = z.object({ stored: Column.int, recent: Column.int }).parse(counts[0]);
+    return kept >= LIMITS.imageAssetsStored ? { refused: "stored", count: kept } : { refused: "per_minute", count: made };
   }
 
   /** The account's asset, or null for an unknown id, another account's asset, or an expired one. */
@@ -101,10 +117,6 @@ export class ImageAssetStore {
     return rows[0] ? AssetRow.parse(rows[0]) : null;
   }
 
-  /**
-   * Takes the finalization lease of an uploading asset for `leaseMs`, numbering a new attempt; null
-   * when another completion holds it, or the asset is no longer uploading (or has expired).
-   */
   /**
    * Of `ids`, those a training of the account may take: ready training assets, unexpired, held by no
    * other training that is still open (an asset of a finished training can be trained on again; it
@@ -137,17 +149,33 @@ export class ImageAssetStore {
     return { object: imageObjects.canonical(id, row.canonical_attempt), bytes: row.canonical_bytes, sha256: row.canonical_sha256, expiresAt: row.expires_at ? Date.parse(row.expires_at) : null };
   }
 
-  async lease(id: string, accountId: string, leaseMs: number): Promise<AssetLease | null> {
+  /**
+   * Takes the finalization lease of an uploading asset for `leaseMs`, numbering a new attempt. "busy":
+   * the account's LIMITS.imageCompletionsAtOnce other completions hold leases now (counted under the
+   * account's lock); null when another completion holds this one, or the asset is no longer uploading
+   * (or has expired).
+   */
+  async lease(id: string, accountId: string, leaseMs: number): Promise<AssetLease | "busy" | null> {
     const token = crypto.randomUUID();
-    const rows = await this.db.query(
-      `UPDATE image_assets a SET lease_token = $3, lease_expires_at = now() + make_interval(secs => $4::double precision / 1000), attempts = attempts + 1
-        WHERE a.id = $1 AND a.account_id = $2 AND a.status = 'uploading' AND ${EXPIRY} > now()
-          AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())
-        RETURNING a.attempts, a.lease_expires_at`,
-      [id, accountId, token, leaseMs],
-    );
+    const [, rows = [], busy = []] = await this.db.transaction([
+      // The account's lock first: its completions at once are counted and taken one at a time.
+      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [accountId] },
+      {
+        text: `UPDATE image_assets a SET lease_token = $3, lease_expires_at = now() + make_interval(secs => $4::double precision / 1000), attempts = attempts + 1
+                WHERE a.id = $1 AND a.account_id = $2 AND a.status = 'uploading' AND ${EXPIRY} > now()
+                  AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())
+                  AND (SELECT count(*) FROM image_assets o WHERE o.account_id = $2 AND o.lease_expires_at > now()) < ${LIMITS.imageCompletionsAtOnce}
+                RETURNING a.attempts, a.lease_expires_at`,
+        params: [id, accountId, token, leaseMs],
+      },
+      {
+        text: `SELECT (SELECT count(*) FROM image_assets o WHERE o.account_id = $2 AND o.lease_expires_at > now() AND o.id <> $1) >= ${LIMITS.imageCompletionsAtOnce} AS busy`,
+        params: [id, accountId],
+      },
+    ]);
     const row = rows[0] && z.object({ attempts: Column.int, lease_expires_at: Column.time }).parse(rows[0]);
-    return row ? { token, attempt: row.attempts, expiresAt: Date.parse(row.lease_expires_at) } : null;
+    if (row) return { token, attempt: row.attempts, expiresAt: Date.parse(row.lease_expires_at) };
+    return busy[0]?.busy === true ? "busy" : null;
   }
 
   /** Gives a lease up without a result (the sidecar failed): the next completion may take it at once. */

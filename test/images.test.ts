@@ -197,6 +197,60 @@ describe("refusals on completion, before any GPU work", () => {
   });
 });
 
+describe("per-account limits", () => {
+  /** Assets of `accountId` written straight into the table, created `ago`: what an account's past use left. */
+  const seed = (accountId: string, count: number, ago: string, lease = false) =>
+    sql(
+      `INSERT INTO image_assets (id, account_id, purpose, filename, source_bytes, sha256, created_at, expires_at, upload_expires_at, lease_token, lease_expires_at)
+       SELECT gen_random_uuid(), $1, 'prediction', 'seed.png', 10, repeat('ab', 32), now() - $3::interval, now() + interval '1 day', now() + interval '1 day',
+              CASE WHEN $4 THEN gen_random_uuid() END, CASE WHEN $4 THEN now() + interval '1 minute' END
+         FROM generate_series(1, $2::int)`,
+      [accountId, count, ago, lease],
+    );
+  const accountOf = async (login: string) => (await sql<{ id: string }>("SELECT id FROM accounts WHERE idp_subject = $1", [login]))[0]!.id;
+  const body = { purpose: "prediction", filename: "limit.png", source_bytes: 10, sha256: "cd".repeat(32) };
+
+  it("refuse a create past the assets created in a minute and past the assets kept, each at its boundary, one place to one of two credentials at once", async () => {
+    const carol = await owner(stack, "carol-images-limits");
+    const id = await accountOf("carol-images-limits");
+    await seed(id, LIMITS.imageAssetsPerMinute - 1, "0 seconds");
+    // One place left this minute, asked for by the API key and the session at once: one gets it.
+    const both = await Promise.all([call("/v1/image-assets", carol.key, body), call("/v1/image-assets", carol.userToken, body)]);
+    expect(both.map((reply) => reply.status).sort()).toEqual([201, 429]);
+    const refused = both.find((reply) => reply.status === 429)!;
+    expect(errorOf(refused)).toMatchObject({ code: "image_asset_limit" });
+    expect(errorOf(refused).message).toContain(`created ${LIMITS.imageAssetsPerMinute} image assets in the last minute`);
+    expect(refused.headers.get("retry-after-ms")).toBe("1000");
+    // A minute later they count as kept only, up to the stored limit.
+    await sql("UPDATE image_assets SET created_at = now() - interval '2 minutes' WHERE account_id = $1", [id]);
+    const kept = Number((await sql<{ n: string }>("SELECT count(*) AS n FROM image_assets WHERE account_id = $1", [id]))[0]!.n);
+    await seed(id, LIMITS.imageAssetsStored - kept - 1, "2 minutes");
+    expect((await call("/v1/image-assets", carol.key, body)).status).toBe(201);
+    const full = await call("/v1/image-assets", carol.userToken, body);
+    expect(errorOf(full)).toMatchObject({ code: "image_asset_limit" });
+    expect(errorOf(full).message).toContain(`keeps ${LIMITS.imageAssetsStored} image assets`);
+    // An asset deleted (its retention ended) frees its place.
+    await sql("DELETE FROM image_assets WHERE id = (SELECT id FROM image_assets WHERE account_id = $1 LIMIT 1)", [id]);
+    expect((await call("/v1/image-assets", carol.key, body)).status).toBe(201);
+  });
+
+  it("let an account's completions run LIMITS.imageCompletionsAtOnce at a time: one more is asked to retry in a second", async () => {
+    const dave = await owner(stack, "dave-images-limits");
+    const id = await accountOf("dave-images-limits");
+    const bytes = await photo(64, 48);
+    const asset = await create(bytes, "waiting.jpg", dave.key);
+    expect((await put(asset, bytes)).status).toBe(200);
+    await seed(id, LIMITS.imageCompletionsAtOnce, "0 seconds", true);
+    const busy = await call(`/v1/image-assets/${asset.id}/complete`, dave.key, {});
+    expect([busy.status, errorOf(busy).code, busy.headers.get("retry-after")]).toEqual([429, "image_completion_limit", "1"]);
+    // Another account's completion is not held up by this one's.
+    expect((await upload(await photo(64, 48, "jpeg", 7), "other.jpg", alice.key)).completed.status).toBe(200);
+    await sql("UPDATE image_assets SET lease_expires_at = now() - interval '1 second' WHERE account_id = $1 AND id <> $2", [id, asset.id]);
+    const done = await call(`/v1/image-assets/${asset.id}/complete`, dave.key, {});
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+  });
+});
+
 describe("the signed PUT", () => {
   it("stores nothing when the bytes' SHA-256 is not the declared one", async () => {
     const bytes = await photo(64, 48);

@@ -24,6 +24,7 @@ import { readJson } from "../../server-shared/body.ts";
 import { httpDb } from "../../server-shared/db.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { signGrant } from "../../server-shared/grants.ts";
+import { tooManyRequests } from "../../server-shared/http.ts";
 import { assetOf, ImageAssetStore, readGrantMs, type AssetLease, type AssetRow } from "../../server-shared/images.ts";
 import { PreprocessImageResponse, SIDECAR_PATHS, type PreprocessImageCall } from "../../server-shared/sidecar-protocol.ts";
 import { imageAuth } from "../auth/image.ts";
@@ -49,7 +50,7 @@ imageAssets.post("/v1/image-assets", async (c) => {
   const request = await readJson(c, CreateImageAssetRequest, { maxBytes: LIMITS.controlBodyBytes });
   const { retentionMs, uploadMs } = periods(c);
   const now = Date.now();
-  const row = await storeOf(c).create({
+  const created = await storeOf(c).create({
     id: crypto.randomUUID(),
     accountId: c.get("accountId"),
     purpose: request.purpose,
@@ -60,6 +61,14 @@ imageAssets.post("/v1/image-assets", async (c) => {
     // A second past the grant's own expiry, which counts whole seconds.
     uploadExpiresAt: new Date(now + uploadMs + 1000),
   });
+  if ("refused" in created) {
+    const message =
+      created.refused === "stored"
+        ? `this account keeps ${created.count} image assets, the most it may (${LIMITS.imageAssetsStored}); an asset's files are deleted when it expires`
+        : `this account created ${created.count} image assets in the last minute, the most it may (${LIMITS.imageAssetsPerMinute})`;
+    return tooManyRequests(c, "image_asset_limit", message, created.refused === "stored" ? LIMITS.jobLimitRetryMs : 1000);
+  }
+  const row = created.row;
   const headers = imageUploadHeaders(request.source_bytes, request.sha256);
   const body: ImageAsset = {
     ...assetOf(row),
@@ -91,6 +100,9 @@ imageAssets.post("/v1/image-assets/:id/complete", async (c) => {
 
   const store = storeOf(c);
   const lease = await store.lease(asset.id, c.get("accountId"), LIMITS.imageFinalizeLeaseMs);
+  if (lease === "busy") {
+    return tooManyRequests(c, "image_completion_limit", `this account's other ${LIMITS.imageCompletionsAtOnce} completions are being processed; retry in a second`, 1000);
+  }
   if (!lease) {
     // Another completion went first: answer with what it left, or ask to come back.
     const now = await findAsset(c);

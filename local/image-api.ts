@@ -11,13 +11,27 @@ import { ImageAsset } from "../contract/images.ts";
 import { Training } from "../contract/trainings.ts";
 import { IMAGE_BASE_ALIAS } from "../contract/limits.ts";
 
-async function call(base: string, token: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+async function call(base: string, token: string, path: string, body?: unknown): Promise<{ status: number; json: unknown; retryAfterMs: number }> {
   const res = await fetch(`${base}${path}`, {
     method: body === undefined ? "GET" : "POST",
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: res.status, json: await res.json().catch(() => null) };
+  return { status: res.status, json: await res.json().catch(() => null), retryAfterMs: Number(res.headers.get("retry-after-ms") ?? 1000) };
+}
+
+/** What a completion may be asked to wait for: another completion of the asset, or of the account's others (LIMITS.imageCompletionsAtOnce). */
+const COMPLETION_WAITS = new Set(["asset_finalizing", "image_completion_limit"]);
+
+/** Completes an uploaded asset, waiting what the service asks while it is busy (at most a minute). */
+async function complete(base: string, token: string, id: string): Promise<{ status: number; json: unknown }> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const done = await call(base, token, `/v1/image-assets/${id}/complete`, {});
+    const code = (done.json as { error?: { code?: string } } | null)?.error?.code;
+    if (!code || !COMPLETION_WAITS.has(code) || Date.now() >= deadline) return done;
+    await new Promise((resolve) => setTimeout(resolve, done.retryAfterMs));
+  }
 }
 
 function refused(step: string, status: number, body: unknown): Error {
@@ -32,7 +46,7 @@ export async function uploadImage(base: string, token: string, png: Uint8Array, 
   const asset = ImageAsset.parse(created.json);
   const put = await fetch(asset.upload!.url, { method: "PUT", headers: asset.upload!.headers, body: png });
   if (!put.ok) throw refused("uploading an image", put.status, await put.text());
-  const done = await call(base, token, `/v1/image-assets/${asset.id}/complete`, {});
+  const done = await complete(base, token, asset.id);
   if (done.status !== 200) throw refused("completing an image asset", done.status, done.json);
   return asset.id;
 }

@@ -24,7 +24,8 @@ export async function uploadPhoto(file: File, token: string): Promise<string> {
     try {
       return ImageAsset.parse((await call(`/v1/image-assets/${created.id}/complete`, token, { method: "POST" })).plain).id;
     } catch (err) {
-      const retry = err instanceof ApiError && (err.status === 503 || err.code === "asset_finalizing");
+      // Busy: another completion of this asset, or the account's others (two at a time), are running.
+      const retry = err instanceof ApiError && (err.status === 503 || err.code === "asset_finalizing" || err.code === "image_completion_limit");
       if (!retry || attempt >= 5) throw err;
       await wait(1000 * attempt);
     }

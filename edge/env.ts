@@ -12,7 +12,7 @@ export interface Env {
   [setting: string]: unknown;
 }
 
-/** The account behind an authenticated API key, read fresh on every request. */
+/** The caller's account with its quota settings, read fresh on every request (behind an API key, or a signed-in image session). */
 export interface Account extends AccountSettings {
   id: string;
   status: AccountStatus;

@@ -4,7 +4,6 @@
  * results (records written directly until the bulk worker exists), and who may see what.
  */
 import { spawnSync } from "node:child_process";
-import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,6 +15,7 @@ import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
 import { signUpload } from "../server-shared/grants.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { call, createKey, newAccount, query, remember, stack, withDb, type Reply } from "./support/api.ts";
+import { jsonOf, rawHttp, statusOf } from "./support/raw-http.ts";
 import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
@@ -230,34 +230,13 @@ describe("the signed upload", () => {
     const url = new URL(batch.upload.url);
     const body = jsonl(1);
     // fetch never sends both framings: a raw request does, as a smuggling attempt would.
-    const raw = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(url.port), url.hostname, () => {
-        socket.end(
-          `PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nif-none-match: *\r\nContent-Length: ${body.length}\r\n` +
-            `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
-        );
-      });
-      let text = "";
-      socket.setEncoding("utf8");
-      socket.on("data", (chunk: string) => (text += chunk));
-      socket.on("end", () => resolve(text));
-      socket.on("error", reject);
-    });
-    expect(raw).toMatch(/^HTTP\/1\.1 422 /);
-    expect(raw).toContain('"code":"invalid_request"');
+    const both = await rawHttp(url, "PUT", [["if-none-match", "*"], ["Content-Length", String(body.length)], ["Transfer-Encoding", "chunked"]], `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    expect(statusOf(both)).toBe(422);
+    expect(jsonOf(both)).toMatchObject({ error: { code: "invalid_request" } });
     // A body that ends before its Content-Length (the client gone mid-upload): 422 too, nothing stored.
-    const cut = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(url.port), url.hostname, () => {
-        socket.end(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nif-none-match: *\r\nContent-Length: ${body.length + 10}\r\nConnection: close\r\n\r\n${body}`);
-      });
-      let text = "";
-      socket.setEncoding("utf8");
-      socket.on("data", (chunk: string) => (text += chunk));
-      socket.on("end", () => resolve(text));
-      socket.on("error", reject);
-    });
-    expect(cut).toMatch(/^HTTP\/1\.1 422 /);
-    expect(cut).toContain("the body ended before its Content-Length");
+    const cut = await rawHttp(url, "PUT", [["if-none-match", "*"], ["Content-Length", String(body.length + 10)]], body);
+    expect(statusOf(cut)).toBe(422);
+    expect(jsonOf(cut)).toMatchObject({ error: { code: "invalid_request", message: "the body ended before its Content-Length; nothing was stored" } });
     expect((await put(batch.upload, jsonl(2))).status).toBe(200);
 
     const training = await call<{ upload: { url: string; headers: Record<string, string> } }>("/v1/trainings", { token: account.userToken, body: { idempotency_key: "twice" } });

@@ -16,7 +16,6 @@
  * answer below 500.
  */
 import fc from "fast-check";
-import { connect } from "node:net";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { parseJson, stringifyJson, type Json, type JsonMap } from "../contract/json.ts";
@@ -24,6 +23,7 @@ import { LIMITS } from "../contract/limits.ts";
 import { RUNTIME_PATHS } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import { call, newAccount, query, stack } from "./support/api.ts";
+import { rawHttp, statusOf } from "./support/raw-http.ts";
 
 interface Route {
   name: string;
@@ -397,22 +397,6 @@ describe("keys that plain objects treat specially", () => {
   });
 });
 
-/** A raw HTTP/1.1 request (fetch cannot send every framing a client may); the status line's code, or 0 when the connection closed without one. */
-function rawRequest(url: URL, method: string, headers: [string, string][], body: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(url.port), url.hostname, () => {
-      const lines = [`${method} ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, "Connection: close", ...headers.map(([name, value]) => `${name}: ${value}`)];
-      socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
-    });
-    let text = "";
-    socket.setEncoding("utf8");
-    socket.setTimeout(20_000, () => socket.destroy(new Error("no answer within 20 s")));
-    socket.on("data", (chunk: string) => (text += chunk));
-    socket.on("end", () => resolve(Number(/^HTTP\/1\.1 (\d{3}) /.exec(text)?.[1] ?? 0)));
-    socket.on("error", reject);
-  });
-}
-
 describe("a storage upload's framing and headers", () => {
   it("are answered without a server error whatever a client sends: lengths, chunking, both, conditions and checksums", async () => {
     const created = await call<{ upload: { url: string } }>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `framing-${Date.now()}` } });
@@ -434,7 +418,7 @@ describe("a storage upload's framing and headers", () => {
         async ({ length, chunked, condition, checksum, framedBody }) => {
           const headers = [length, chunked, condition, checksum].filter((h): h is [string, string] => h !== undefined);
           const body = framedBody && chunked ? `${line.length.toString(16)}\r\n${line}\r\n0\r\n\r\n` : line;
-          const status = await rawRequest(url, "PUT", headers, body);
+          const status = statusOf(await rawHttp(url, "PUT", headers, body));
           // 0: the server closed a request it cannot frame, which is an answer too; never a 5xx.
           expect(status === 0 || (status >= 200 && status < 500), `${status} for ${JSON.stringify(headers)}`).toBe(true);
         },

@@ -6,10 +6,10 @@
  * an unknown id is a 404, a model the account cannot use a 404, as the spec makes them. And signed
  * URLs, which come from the edge's configured base URL whatever Host a request names.
  */
-import { request } from "node:http";
 import { describe, expect, it } from "vitest";
 import { setStatus } from "../ops/accounts.ts";
 import { call, newAccount, stack, withDb } from "./support/api.ts";
+import { jsonOf, rawHttp, statusOf } from "./support/raw-http.ts";
 import { expectError, keyOrUserRouteSecurity, userRouteSecurity } from "./support/security.ts";
 
 const unknownTraining = `trn_${"a".repeat(26)}`;
@@ -58,23 +58,12 @@ describe("image models and image decisions (a signed-in session)", () => {
   });
 });
 
-/** A request to the edge naming `host` in its Host header (fetch cannot send one of its own choosing). */
-function withHost(path: string, host: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const url = new URL(path, stack().baseUrl);
+/** A POST to the edge naming `host` in its Host header (fetch cannot send one of its own choosing). */
+async function withHost(path: string, host: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const text = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { host, authorization: `Bearer ${token}`, "content-type": "application/json", "content-length": Buffer.byteLength(text) } },
-      (res) => {
-        let data = "";
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => (data += chunk));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(data) as Record<string, unknown> }));
-      },
-    );
-    req.on("error", reject);
-    req.end(text);
-  });
+  const headers: [string, string][] = [["Host", host], ["authorization", `Bearer ${token}`], ["content-type", "application/json"], ["content-length", String(Buffer.byteLength(text))]];
+  const answer = await rawHttp(new URL(path, stack().baseUrl), "POST", headers, text);
+  return { status: statusOf(answer), body: jsonOf(answer) };
 }
 
 describe("signed URLs", () => {

@@ -12,6 +12,7 @@ import { Column } from "../../server-shared/db.ts";
 import { digestsEqual, bearerToken, sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { parseApiKey } from "../../contract/keys.ts";
+import { AccountRow, accountColumns } from "../accounts.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
 
@@ -32,7 +33,7 @@ export function presentedKey(c: Context<AppEnv>): { id: string; token: string } 
 }
 
 /** The columns `acceptKey` reads, from `api_keys k JOIN accounts a`. */
-export const KEY_COLUMNS = "k.digest, k.revoked_at, a.id, a.status, a.requests_per_second, a.tokens_per_second, a.max_active_batches, a.max_batch_storage_bytes";
+export const KEY_COLUMNS = `k.digest, k.revoked_at, ${accountColumns("a")}`;
 
 /**
  * Checks a key row read fresh in this request (digest in constant time, revocation, account status)
@@ -63,13 +64,4 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
 });
 
 /** The key's row with its account's, as KEY_COLUMNS reads it. */
-const KeyAccountRow = z.object({
-  digest: z.string(),
-  revoked_at: Column.time.nullable(),
-  id: z.string(),
-  status: z.enum(["active", "disabled"]),
-  requests_per_second: Column.int.nullable(),
-  tokens_per_second: Column.int.nullable(),
-  max_active_batches: Column.int.nullable(),
-  max_batch_storage_bytes: Column.int.nullable(),
-});
+const KeyAccountRow = AccountRow.extend({ digest: z.string(), revoked_at: Column.time.nullable() });

@@ -14,7 +14,7 @@ import { notFound } from "../../server-shared/http.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
 import { presentedKey, verifyKey } from "./api-key.ts";
-import { userAccount } from "../accounts.ts";
+import { userAccountWithSettings } from "../accounts.ts";
 import { verifiedUser } from "./user.ts";
 
 /** The routes that exist only where IMAGE_BROWSER is on (a signed-in session's). */
@@ -55,10 +55,14 @@ export const imageSession = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** Sets `user` and `accountId` from a signed-in user's token; the account is made on first use, as a first key makes it. */
+/**
+ * Sets `user`, `account` (with its quota settings, as an API key sets it) and `accountId` from a
+ * signed-in user's token; the account is made on first use, as a first key makes it.
+ */
 async function signedInAccount(c: Context<AppEnv>, token: string): Promise<void> {
   const user = await verifiedUser(c, token);
-  const accountId = await userAccount(c, { create: true, user });
+  const account = await userAccountWithSettings(c, { create: true, user });
   c.set("user", user);
-  c.set("accountId", accountId);
+  c.set("account", account);
+  c.set("accountId", account.id);
 }

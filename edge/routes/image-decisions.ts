@@ -8,7 +8,6 @@ import { Hono } from "hono";
 import { DecisionRequest } from "../../contract/decision.ts";
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { accountWithSettings } from "../accounts.ts";
 import { imageSession } from "../auth/image.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
@@ -26,8 +25,8 @@ imageDecisions.post(
     if (request.images === undefined) throw new ServiceError("invalid_request", "images: an image decision names its image: images: [{asset_id}]");
     const violation = imageViolation(request);
     if (violation) throw violation;
-    // The account's per-second quotas apply here as on every decision route, the worst case reserved.
-    c.set("account", await accountWithSettings(c, c.get("accountId")));
+    // The account's per-second quotas apply here as on every decision route (the session set the
+    // account with its settings: auth/image.ts), the worst case reserved.
     c.set("decision", request);
     c.set("reservedTokens", imageWorstTokens(request));
     await next();

@@ -140,6 +140,8 @@ CREATE TABLE batches (
   expires_at         timestamptz NOT NULL,
   -- Set by cleanup once the input and results are deleted: the storage reservation ends.
   purged_at          timestamptz,
+  -- Set by cleanup once a cancelled, failed or expired batch's input file is deleted (its results stay).
+  input_deleted_at   timestamptz,
   UNIQUE (account_id, idempotency_key),
   CONSTRAINT batches_finished_when_terminal CHECK (batch_status_terminal(status) = (finished_at IS NOT NULL))
 );
@@ -211,6 +213,8 @@ CREATE TABLE trainings (
   expires_at         timestamptz NOT NULL,
   -- Set by cleanup once the training file and examples are deleted.
   purged_at          timestamptz,
+  -- The job store's column (server-shared/jobs/store.ts): a training's file goes with its purge.
+  input_deleted_at   timestamptz,
   UNIQUE (account_id, idempotency_key),
   CONSTRAINT trainings_finished_when_terminal CHECK (training_status_terminal(status) = (finished_at IS NOT NULL))
 );

@@ -102,7 +102,7 @@ try {
 
   // The batch.
   const file = states.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
-  const created = Batch.parse((await api("/v1/batches", { idempotency_key: `bench-${Date.now()}` })).body);
+  const created = Batch.parse((await api("/v1/batches", { idempotency_key: `bench-${Date.now()}`, input_bytes: Buffer.byteLength(file) })).body);
   await fetch(created.upload!.url, { method: "PUT", headers: created.upload!.headers, body: file });
   const before = await stats();
   await api(`/v1/batches/${created.id}/submit`, {});

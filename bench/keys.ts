@@ -3,7 +3,7 @@
  * then POST /v1/keys), and calls with it (runs in the benchmarks only).
  *
  *     const key = await benchKey(stack, "bench-bulk");
- *     const { status, body } = await callWith(stack.baseUrl, key)("/v1/batches", { idempotency_key });
+ *     const { status, body } = await callWith(stack.baseUrl, key)("/v1/batches", { idempotency_key, input_bytes });
  */
 import { CreatedKey } from "../contract/keys.ts";
 import type { Stack } from "../local/stack.ts";

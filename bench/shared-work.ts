@@ -295,7 +295,7 @@ try {
       await stack.restoreRuntime({ RUNTIME_READOUT: path === "filed" ? "distribution" : "labels" });
       await stack.restartSidecar("SIGTERM", { SIDECAR_SHARED_WORK: path === "shared" ? "on" : "off" });
       const file = batchStates.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
-      const created = Batch.parse(await api("/v1/batches", { idempotency_key: `bench-${path}-${Date.now()}` }));
+      const created = Batch.parse(await api("/v1/batches", { idempotency_key: `bench-${path}-${Date.now()}`, input_bytes: Buffer.byteLength(file) }));
       await fetch(created.upload!.url, { method: "PUT", headers: created.upload!.headers, body: file });
       const before = await stats();
       await api(`/v1/batches/${created.id}/submit`, {});

@@ -4,9 +4,9 @@
  * from LIMITS. Field names follow what users of OpenAI's batch API know (`request_counts`,
  * `created_at`, `expires_at`, a `list` object with `data`).
  *
- *     POST /v1/batches {"idempotency_key": "2026-11-22-tickets"}
+ *     POST /v1/batches {"idempotency_key": "2026-11-22-tickets", "input_bytes": 48213}
  *       -> 201 Batch, with `upload: {url, method: "PUT", headers, expires_at}`
- *     curl -T input.jsonl -H "if-none-match: *" -H "content-type: application/jsonl" "$url"
+ *     curl -T input.jsonl -H "content-length: 48213" -H "if-none-match: *" "$url"
  *     POST /v1/batches/{id}/submit {}                    -> Batch (queued)
  *     GET  /v1/batches/{id}                              -> Batch
  *     POST /v1/batches/{id}/cancel {}                    -> Batch
@@ -21,7 +21,7 @@
 import { z } from "zod";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
 import { fields, JsonValue, looseFields } from "./fields.ts";
-import { JobError } from "./jobs.ts";
+import { IdempotencyKey, inputBytes, JobError, noNul } from "./jobs.ts";
 import { LIMITS } from "./limits.ts";
 
 export const BATCH_STATUSES = ["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"] as const;
@@ -32,21 +32,16 @@ export type BatchStatus = z.infer<typeof BatchStatus>;
 export const TERMINAL_STATUSES: readonly BatchStatus[] = ["completed", "failed", "cancelled", "expired"];
 export const isTerminal = (status: BatchStatus) => TERMINAL_STATUSES.includes(status);
 
-/** Idempotency keys: 1-255 characters, no U+0000 (bulk refuses it everywhere). */
-export const IDEMPOTENCY_KEY_MAX = 255;
+export { IDEMPOTENCY_KEY_MAX } from "./jobs.ts";
 /** `custom_id` of an input record: 1-255 characters, no U+0000. */
 export const CUSTOM_ID_MAX = 255;
 /** Batches per page of GET /v1/batches: the default, and the most `limit` may ask for. */
 export const BATCH_LIST_PAGE = { default: 20, max: 100 } as const;
 
-const noNul = (value: string) => !value.includes("\u0000");
-
 export const CreateBatchRequest = looseFields({
-  idempotency_key: z
-    .string({ error: (issue) => (issue.input === undefined ? "idempotency_key is required" : "idempotency_key must be a string") })
-    .min(1, "idempotency_key must not be empty")
-    .max(IDEMPOTENCY_KEY_MAX, `idempotency_key must be at most ${IDEMPOTENCY_KEY_MAX} characters`)
-    .refine(noNul, "idempotency_key must not contain U+0000"),
+  idempotency_key: IdempotencyKey,
+  /** The input file's size: its upload is bound to exactly this many bytes. */
+  input_bytes: inputBytes(LIMITS.bulkFileBytes, "batch input file"),
 });
 export type CreateBatchRequest = z.infer<typeof CreateBatchRequest>;
 
@@ -70,7 +65,7 @@ export const BATCH_LIMITS: BatchLimits = {
   results_retention_seconds: LIMITS.bulkDataRetentionMs / 1000,
 };
 
-/** Where and how to upload the input file: a signed PUT, used with exactly these headers. */
+/** Where and how to upload the input file: a signed PUT, used with exactly these headers (its `content-length` is the declared `input_bytes`). */
 export const Upload = z.object({
   url: z.string(),
   method: z.literal("PUT"),
@@ -90,7 +85,7 @@ export const Batch = z.object({
   idempotency_key: z.string(),
   request_counts: z.object({ total: z.number().int(), completed: z.number().int(), failed: z.number().int() }),
   created_at: Timestamp,
-  /** The input's size once submitted; null before. */
+  /** The input file's size, as declared at create (null only on a batch created before sizes were declared). */
   input_bytes: z.number().int().nullable(),
   submitted_at: Timestamp.nullable(),
   /** When a worker claimed the batch and began validating its file. */

@@ -25,6 +25,8 @@ export const ERROR_STATUS = {
   model_not_found: 404,
   method_not_allowed: 405,
   upload_incomplete: 409,
+  /** A create repeating an idempotency key with a different input size than the job it made. */
+  idempotency_conflict: 409,
   batch_not_submittable: 409,
   batch_not_finished: 409,
   /** An image decision whose worst case is more than the account's prepaid credit, refused before any GPU work. */

@@ -257,10 +257,10 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     request: { schema: CreateTrainingRequest },
     responses: {
-      201: { description: "A new training, with `upload` (a signed PUT for the JSONL training file).", body: Training },
+      201: { description: "A new training, with `upload` (a signed PUT of exactly `input_bytes` bytes for the JSONL training file).", body: Training },
       200: { description: "The training this idempotency key already made; `upload` only while no file has arrived.", body: Training },
     },
-    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "active_training_limit", "stored_training_limit", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "idempotency_conflict", "active_training_limit", "stored_training_limit", ...SERVER],
   },
   {
     method: "get",
@@ -294,7 +294,7 @@ export const ROUTES: readonly Route[] = [
     parameters: [trainingId],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The training, queued (or unchanged on a repeat).", body: Training } },
-    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "not_found", "model_not_found", "training_not_submittable", "upload_incomplete", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "not_found", "model_not_found", "training_not_submittable", "upload_incomplete", "upload_mismatch", ...SERVER],
   },
   {
     method: "post",
@@ -358,10 +358,10 @@ export const ROUTES: readonly Route[] = [
     credential: "api_key",
     request: { schema: CreateBatchRequest },
     responses: {
-      201: { description: "A new batch, with `upload` (a signed PUT for the JSONL input).", body: Batch },
+      201: { description: "A new batch, with `upload` (a signed PUT of exactly `input_bytes` bytes for the JSONL input).", body: Batch },
       200: { description: "The batch this idempotency key already made; `upload` only while no input has arrived.", body: Batch },
     },
-    errors: [...API_KEY, ...QUOTA, "invalid_request", "active_batch_limit", "batch_storage_limit", ...SERVER],
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "idempotency_conflict", "active_batch_limit", "batch_storage_limit", ...SERVER],
   },
   {
     method: "get",
@@ -395,7 +395,7 @@ export const ROUTES: readonly Route[] = [
     parameters: [batchId],
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The batch, queued (or unchanged on a repeat).", body: Batch } },
-    errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_submittable", "upload_incomplete", ...SERVER],
+    errors: [...API_KEY, ...QUOTA, "invalid_request", "not_found", "batch_not_submittable", "upload_incomplete", "upload_mismatch", ...SERVER],
   },
   {
     method: "post",

@@ -4,9 +4,9 @@
  * tests, SDKs and the CLI import these. The routes take the signed-in user's access token, as key
  * management does; an API key can neither start nor read a training.
  *
- *     POST /v1/trainings {"idempotency_key": "triage-v1", "model": "svc-shared"}
+ *     POST /v1/trainings {"idempotency_key": "triage-v1", "input_bytes": 81920, "model": "svc-shared"}
  *       -> 201 Training, with `upload: {url, method: "PUT", headers, expires_at}`
- *     curl -T examples.jsonl -H "if-none-match: *" -H "content-type: application/jsonl" "$url"
+ *     curl -T examples.jsonl -H "content-length: 81920" -H "if-none-match: *" "$url"
  *     POST /v1/trainings/{id}/submit {}           -> Training (queued)
  *     GET  /v1/trainings/{id}                     -> Training
  *     POST /v1/trainings/{id}/cancel {}           -> Training
@@ -26,8 +26,8 @@
  * client. `rejected` keeps its report and its candidate is never served.
  */
 import { z } from "zod";
-import { CUSTOM_ID_MAX, IDEMPOTENCY_KEY_MAX, Upload } from "./batches.ts";
-import { JobError } from "./jobs.ts";
+import { CUSTOM_ID_MAX, Upload } from "./batches.ts";
+import { IdempotencyKey, inputBytes, JobError, noNul } from "./jobs.ts";
 import { looseFields } from "./fields.ts";
 import { LIMITS, SHARED_ALIAS } from "./limits.ts";
 
@@ -84,14 +84,10 @@ export const FEATURE_BLOCKS = ["answer_state", "pooled_state", "label_logprobs",
 export const FeatureBlock = z.enum(FEATURE_BLOCKS);
 export type FeatureBlock = z.infer<typeof FeatureBlock>;
 
-const noNul = (value: string) => !value.includes("\u0000");
-
 export const CreateTrainingRequest = looseFields({
-  idempotency_key: z
-    .string({ error: (issue) => (issue.input === undefined ? "idempotency_key is required" : "idempotency_key must be a string") })
-    .min(1, "idempotency_key must not be empty")
-    .max(IDEMPOTENCY_KEY_MAX, `idempotency_key must be at most ${IDEMPOTENCY_KEY_MAX} characters`)
-    .refine(noNul, "idempotency_key must not contain U+0000"),
+  idempotency_key: IdempotencyKey,
+  /** The training file's size: its upload is bound to exactly this many bytes. */
+  input_bytes: inputBytes(LIMITS.trainingFileBytes, "training file"),
   /** The base model (alias or release id) every example's `body.model` names; the shared alias when absent. */
   model: z
     .string({ error: "model must be a string" })

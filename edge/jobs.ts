@@ -3,7 +3,9 @@
  * hooks and adds its own routes (a batch's results, a training's report). Every statement is the job
  * store's (server-shared/jobs/store.ts).
  *
- *   POST {path} {idempotency_key, ...}   -> 201 job + upload (200 with the same job on a repeat; 429 when a quota is full)
+ *   POST {path} {idempotency_key, input_bytes, ...}
+ *                                        -> 201 job + upload of exactly input_bytes (200 with the same job on a repeat; 409 when
+ *                                           the repeat names another size; 429 when a quota is full)
  *   POST {path}/{id}/submit {}           -> job (queued); 409 until the input has been uploaded
  *   GET  {path}/{id}                     -> job
  *   POST {path}/{id}/cancel {}           -> job (cancelled, or unchanged when already terminal)
@@ -35,6 +37,7 @@ interface JobRow {
   id: string;
   status: string;
   object_key: string;
+  input_bytes: number | null;
   submitted_at: string | null;
   expires_at: string;
 }
@@ -52,7 +55,7 @@ export interface JobRoutesKind<T extends JobRow, S extends JobStore<T>, C> {
   /** The caller's account; with `create`, made on first use. Null: none yet (nothing to find). */
   account: (c: Context<AppEnv>, opts: { create: boolean }) => Promise<string | null>;
   /** The create request's body, and the kind's own columns it sets. */
-  create: { request: z.ZodType<C & { idempotency_key: string }>; columns: (c: Context<AppEnv>, request: C) => Columns };
+  create: { request: z.ZodType<C & { idempotency_key: string; input_bytes: number }>; columns: (c: Context<AppEnv>, request: C) => Columns };
   /** The 429 of a create refused by the kind's quota (the quota's state as the store read it). */
   refusal: (c: Context<AppEnv>, quota: Row) => Response;
   /** What a submit freezes (checked against the account now); throws a ServiceError to refuse it. */
@@ -83,12 +86,18 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
   app.post(path, async (c) => {
     const request = await readJson(c, kind.create.request, { maxBytes: LIMITS.controlBodyBytes });
     const accountId = (await kind.account(c, { create: true }))!;
-    const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, columns: kind.create.columns(c, request) });
+    const columns = { input_bytes: request.input_bytes, ...kind.create.columns(c, request) };
+    const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, columns });
     if ("quota" in outcome) return kind.refusal(c, outcome.quota);
     const { job, created } = outcome;
-    // A fresh destination while no input has arrived; none once it has (submit may follow directly).
+    // The size is part of what the key names: another size is another job (a job made before sizes were declared takes this one).
+    if (job.input_bytes !== null && job.input_bytes !== request.input_bytes) {
+      throw new ServiceError("idempotency_conflict", `this idempotency_key made a ${noun} for an input of ${job.input_bytes} bytes, not ${request.input_bytes}; use a new key for another file`);
+    }
+    // A fresh destination, bound to the declared size, while no input has arrived; none once it has (submit may follow directly).
     const needsUpload = job.status === "uploading" && (created || (await c.env.BUCKET.head(job.object_key)) === null);
-    return c.json({ ...kind.wire(job), ...(needsUpload ? { upload: await signUpload(storageGrants(c, "clients"), job.object_key) } : {}) }, created ? 201 : 200);
+    const upload = needsUpload ? { upload: await signUpload(storageGrants(c, "clients"), job.object_key, request.input_bytes) } : {};
+    return c.json({ ...kind.wire(job), ...upload }, created ? 201 : 200);
   });
 
   app.get(path, async (c) => {
@@ -114,6 +123,10 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
     }
     const input = await c.env.BUCKET.head(row.object_key);
     if (!input) throw new ServiceError("upload_incomplete", `the ${noun}'s input file has not been uploaded yet: PUT it to the ${noun}'s upload URL first`);
+    // The grant bound the upload to the declared size; a store that did not check it is caught here.
+    if (row.input_bytes !== null && input.size !== row.input_bytes) {
+      throw new ServiceError("upload_mismatch", `the uploaded file is ${input.size} bytes, not the ${row.input_bytes} declared when the ${noun} was created; create a new ${noun}`);
+    }
     const submitted = await storeOf(c).submit(row.id, accountId, input.size, await kind.frozen(c, row, accountId));
     // Nothing updated: a concurrent submit or cancel went first; answer with what it left.
     return c.json(kind.wire(submitted ?? (await find(c)).row));

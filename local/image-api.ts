@@ -72,7 +72,11 @@ export function imageTrainingFile(images: LabelledImage[], questions: Record<str
 
 /** Creates, uploads and submits an image training with a user token, and waits until it ends (or `timeoutMs`); its last status. */
 export async function trainImageModel(base: string, userToken: string, file: string, timeoutMs = 300_000): Promise<Training> {
-  const created = await call(base, userToken, "/v1/trainings", { idempotency_key: `image-${Date.now()}-${Math.random().toString(36).slice(2)}`, model: IMAGE_BASE_ALIAS });
+  const created = await call(base, userToken, "/v1/trainings", {
+    idempotency_key: `image-${Date.now()}-${Math.random().toString(36).slice(2)}`,
+    input_bytes: Buffer.byteLength(file),
+    model: IMAGE_BASE_ALIAS,
+  });
   if (created.status !== 201) throw refused("creating the training", created.status, created.json);
   let training = Training.parse(created.json);
   const put = await fetch(training.upload!.url, { method: "PUT", headers: training.upload!.headers, body: file });

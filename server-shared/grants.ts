@@ -5,11 +5,13 @@
  * may point grants there (STORAGE_ENDPOINT); by default the edge serves them itself at /storage/...
  * over its R2 binding (edge/routes/storage.ts).
  *
- *     const upload = await signUpload(grants, "batches/<id>/input.jsonl");   // {url, method, headers, expires_at}
+ *     const upload = await signUpload(grants, "batches/<id>/input.jsonl", 48213);   // {url, method, headers, expires_at}
  *     const key = await verifyGrant(grants, request);                         // the object key, or 403
  *
- * An upload must carry `if-none-match: *` (signed, so it cannot be left out): the object is written
- * only when none exists, so a second PUT cannot replace the first. A signed URL is a credential:
+ * An upload must carry `if-none-match: *` and its `content-length` (both signed, so neither can be
+ * left out or changed): the object is written only when none exists, so a second PUT cannot replace
+ * the first, and it is exactly the length declared when the job was created, so the storage itself
+ * (R2 checks a signed Content-Length, as /storage does) refuses a larger file. A signed URL is a credential:
  * nothing here or in the routes logs one.
  */
 import { AwsV4Signer } from "aws4fetch";
@@ -26,18 +28,19 @@ export interface StorageGrants {
   endpoint: string;
 }
 
-/** The headers an upload must be sent with (all of them signed). */
-export const UPLOAD_HEADERS: Readonly<Record<string, string>> = { "if-none-match": "*" };
+/** The headers an upload of `bytes` must be sent with (all of them signed). */
+export const uploadHeaders = (bytes: number): Record<string, string> => ({ "content-length": String(bytes), "if-none-match": "*" });
 const REGION = "auto";
 const SERVICE = "s3";
 
 /** `20261122T180405Z`, the SigV4 date format. */
 const amzDate = (ms: number) => new Date(ms).toISOString().replace(/[:-]|\.\d{3}/g, "");
 
-/** A signed PUT of `objectKey`, valid for LIMITS.signedUploadValidityMs from `now`. */
-export async function signUpload(grants: StorageGrants, objectKey: string, now = Date.now()): Promise<Upload> {
-  const url = await signGrant(grants, objectKey, "PUT", LIMITS.signedUploadValidityMs, UPLOAD_HEADERS, now);
-  return { url, method: "PUT", headers: { ...UPLOAD_HEADERS }, expires_at: new Date(now + LIMITS.signedUploadValidityMs).toISOString() };
+/** A signed PUT of exactly `bytes` bytes to `objectKey`, valid for LIMITS.signedUploadValidityMs from `now`. */
+export async function signUpload(grants: StorageGrants, objectKey: string, bytes: number, now = Date.now()): Promise<Upload> {
+  const headers = uploadHeaders(bytes);
+  const url = await signGrant(grants, objectKey, "PUT", LIMITS.signedUploadValidityMs, headers, now);
+  return { url, method: "PUT", headers, expires_at: new Date(now + LIMITS.signedUploadValidityMs).toISOString() };
 }
 
 /** A signed `method` of `objectKey`, valid for `validityMs` (at most LIMITS.signedUploadValidityMs) from `now`, to be sent with `headers`. */
@@ -94,7 +97,7 @@ export async function verifyGrant(grants: StorageGrants, request: Request, now =
   q.delete("X-Amz-Signature");
   const expected = (await signed(grants, request.method, url, headers, date)).searchParams.get("X-Amz-Signature") ?? "";
   if (!digestsEqual(expected, presented)) {
-    throw new ServiceError("signature_invalid", "the storage URL's signature does not match this request (URL, method and headers must be used exactly as returned)");
+    throw new ServiceError("signature_invalid", "the storage URL's signature does not match this request (URL, method and headers must be used exactly as returned; an upload's content-length is the size declared when it was created)");
   }
   const signedAt = Date.UTC(+start[1]!, +start[2]! - 1, +start[3]!, +start[4]!, +start[5]!, +start[6]!);
   if (now > signedAt + expires * 1000) throw new ServiceError("grant_expired", "this signed storage URL has expired; create the batch again with the same idempotency_key for a new one");

@@ -3,8 +3,8 @@
  * step): every SWEEP_EVERY_MS, batches and trainings past their deadline expire, a running batch
  * whose records are all done completes (its worker died between its last commit and the
  * completion), and image credit held past its expiry is given back (an edge died between reserving
- * and settling); at most once per `cleanupEveryMs`, retention cleanup of batches, usage rows and image
- * assets (bulk/cleanup.ts) and of trainings. Several sidecars may sweep at once: every step is
+ * and settling); at most once per `cleanupEveryMs`, retention cleanup of batches and trainings (their
+ * inputs read no more at once, their data after its period), usage rows and image assets (bulk/cleanup.ts). Several sidecars may sweep at once: every step is
  * idempotent, and none decides what a job commits (its claim's fence does).
  *
  *     const sweeper = new Sweeper({ pool, edge, timing: SWEEPER_TIMING });
@@ -17,12 +17,12 @@ import { CreditStore } from "../server-shared/credit.ts";
 import { poolDb } from "../server-shared/db.ts";
 import { BatchStore } from "../server-shared/jobs/batches.ts";
 import { TrainingStore } from "../server-shared/jobs/trainings.ts";
-import { runCleanup, type Retention } from "./bulk/cleanup.ts";
-import { deleteObject, type EdgeLink } from "./bulk/grants.ts";
+import { cleanJobs, runCleanup, type Retention } from "./bulk/cleanup.ts";
+import type { EdgeLink } from "./bulk/grants.ts";
 
 /** How often expiry, completion and the credit sweep run. */
 export const SWEEP_EVERY_MS = 5000;
-/** Expired image-credit reservations released, and trainings purged, per run. */
+/** Expired image-credit reservations released per run. */
 const PER_RUN = 100;
 
 export interface SweeperTiming {
@@ -103,15 +103,8 @@ export class Sweeper {
     await this.credit.releaseExpired(PER_RUN);
     if (Date.now() - this.lastCleanup < this.timing.cleanupEveryMs) return;
     this.lastCleanup = Date.now();
+    await cleanJobs(this.batches, this.timing.retention.dataMs, this.deps.edge, this.log);
+    await cleanJobs(this.trainings, this.timing.trainingDataMs, this.deps.edge, this.log);
     await runCleanup(this.batches, this.deps.pool, this.deps.edge, this.timing.retention, this.log);
-    for (const training of await this.trainings.duePurge(this.timing.trainingDataMs, PER_RUN)) {
-      try {
-        // The file first: a training marked purged never keeps its examples' file behind.
-        await deleteObject(this.deps.edge, training.objectKey);
-        await this.trainings.purge(training.id);
-      } catch (err) {
-        this.log(`sidecar: cleanup of training ${training.id} failed, retried next run: ${err instanceof Error ? err.message : String(err)}`);
-      }
-    }
   }
 }

@@ -20,11 +20,13 @@ import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
 
-const create = (token: string, idempotency_key: unknown) => call<Batch>("/v1/batches", { token, body: { idempotency_key } });
+const jsonl = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, body: { state: `ticket ${i}`, questions: { q: { type: "noul" } } } })).join("\n") + "\n";
 
-/** A new batch of `account`, with its upload. */
-async function newBatch(account: Account, key = `k-${randomBytes(6).toString("hex")}`): Promise<Batch & { upload: NonNullable<Batch["upload"]> }> {
-  const reply = await create(account.key.secret, key);
+const create = (token: string, idempotency_key: unknown, input_bytes: unknown = jsonl(1).length) => call<Batch>("/v1/batches", { token, body: { idempotency_key, input_bytes } });
+
+/** A new batch of `account` for `input`, with its upload. */
+async function newBatch(account: Account, input = jsonl(1), key = `k-${randomBytes(6).toString("hex")}`): Promise<Batch & { upload: NonNullable<Batch["upload"]> }> {
+  const reply = await create(account.key.secret, key, Buffer.byteLength(input));
   expect(reply.status, JSON.stringify(reply.body)).toBe(201);
   const batch = Batch.parse(reply.body);
   expect(batch.upload).toBeDefined();
@@ -41,8 +43,6 @@ async function envelope(res: Response): Promise<{ status: number; code: string; 
   const { error } = ErrorEnvelope.parse(await res.json());
   return { status: res.status, code: error.code, message: error.message };
 }
-
-const jsonl = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, body: { state: `ticket ${i}`, questions: { q: { type: "noul" } } } })).join("\n") + "\n";
 
 /** Writes committed results directly and ends the batch, as the bulk worker will (part 2). */
 async function finishWith(batchId: string, records: number, finishedAgoMs = 0): Promise<void> {
@@ -79,7 +79,10 @@ describe("POST /v1/batches", () => {
       limits: { file_bytes: LIMITS.bulkFileBytes, records: LIMITS.bulkFileRecords, results_page: 20, lifetime_seconds: 86_400, upload_validity_seconds: 7200 },
     });
     expect(Date.parse(batch.expires_at) - Date.parse(batch.created_at)).toBe(LIMITS.batchLifetimeMs);
-    expect(batch.upload).toMatchObject({ method: "PUT", headers: { "if-none-match": "*" } });
+    // The upload is bound to the declared size: content-length is one of its signed headers.
+    expect(batch).toMatchObject({ input_bytes: jsonl(1).length });
+    expect(batch.upload).toMatchObject({ method: "PUT", headers: { "content-length": String(jsonl(1).length), "if-none-match": "*" } });
+    expect(new URL(batch.upload.url).searchParams.get("X-Amz-SignedHeaders")).toBe("content-length;host;if-none-match");
     expect(Date.parse(batch.upload.expires_at) - Date.now()).toBeGreaterThan(LIMITS.signedUploadValidityMs - 60_000);
     const url = new URL(batch.upload.url);
     expect(url.searchParams.get("X-Amz-Algorithm")).toBe("AWS4-HMAC-SHA256");
@@ -90,18 +93,24 @@ describe("POST /v1/batches", () => {
   });
 
   it("returns the same batch for the same key (200), with a fresh upload until the input arrives and none after", async () => {
-    const batch = await newBatch(account);
-    const again = await create(account.key.secret, batch.idempotency_key);
+    const batch = await newBatch(account, jsonl(2));
+    const again = await create(account.key.secret, batch.idempotency_key, jsonl(2).length);
     expect(again.status).toBe(200);
     const repeated = Batch.parse(again.body);
     expect(repeated.id).toBe(batch.id);
     expect((await put(repeated.upload!, jsonl(2))).status).toBe(200);
-    const after = Batch.parse((await create(account.key.secret, batch.idempotency_key)).body);
+    const after = Batch.parse((await create(account.key.secret, batch.idempotency_key, jsonl(2).length)).body);
     expect(after.id).toBe(batch.id);
     expect(after.upload).toBeUndefined();
     // Any key of the account names the same batch.
     const other = await createKey(account.userToken, "second key");
-    expect(Batch.parse((await create(other.secret, batch.idempotency_key)).body).id).toBe(batch.id);
+    expect(Batch.parse((await create(other.secret, batch.idempotency_key, jsonl(2).length)).body).id).toBe(batch.id);
+    // The size is part of what the key names: another size is refused, before and after the upload.
+    const conflict = await create(account.key.secret, batch.idempotency_key, jsonl(3).length);
+    expectError(conflict, 409, "idempotency_conflict");
+    expect(ErrorEnvelope.parse(conflict.body).error.message).toContain(`an input of ${jsonl(2).length} bytes, not ${jsonl(3).length}`);
+    const fresh = await newBatch(account, jsonl(1));
+    expectError(await create(account.key.secret, fresh.idempotency_key, jsonl(1).length + 1), 409, "idempotency_conflict");
   });
 
   it("makes one batch for one key under concurrent creates, and scopes keys per account", async () => {
@@ -114,6 +123,23 @@ describe("POST /v1/batches", () => {
     const theirs = await create(other.key.secret, key);
     expect(theirs.status).toBe(201);
     expect(Batch.parse(theirs.body).id).not.toBe(Batch.parse(replies[0]!.body).id);
+  });
+
+  it("refuses a missing, fractional, empty or oversized input_bytes with 422, creating nothing", async () => {
+    for (const [bad, message] of [
+      [undefined, /input_bytes is required: the batch input file's size in bytes/],
+      ["12", /must be a number/],
+      [1.5, /must be an integer/],
+      [0, /at least 1/],
+      [LIMITS.bulkFileBytes + 1, new RegExp(`at most ${LIMITS.bulkFileBytes}`)],
+    ] as const) {
+      const key = `size-${randomBytes(4).toString("hex")}`;
+      const reply = await call("/v1/batches", { token: account.key.secret, body: { idempotency_key: key, ...(bad === undefined ? {} : { input_bytes: bad }) } });
+      expectError(reply, 422, "invalid_request");
+      expect(ErrorEnvelope.parse(reply.body).error.message).toMatch(message);
+      expect(await query("SELECT id FROM batches WHERE account_id = $1 AND idempotency_key = $2", [account.accountId, key])).toHaveLength(0);
+    }
+    expect((await create(account.key.secret, `size-max-${randomBytes(4).toString("hex")}`, LIMITS.bulkFileBytes)).status).toBe(201);
   });
 
   it("refuses a bad idempotency key with 422", async () => {
@@ -156,7 +182,7 @@ describe("account batch quotas", () => {
     const replies = await Promise.all(Array.from({ length: 5 }, (_, i) => create(limited.key.secret, `s-${i}`)));
     expect(replies.filter((r) => r.status === 201)).toHaveLength(2);
     for (const reply of replies.filter((r) => r.status !== 201)) expectError(reply, 429, "batch_storage_limit");
-    // Ending them frees nothing: their input is kept until cleanup purges it.
+    // Ending them frees nothing: what they committed is kept until cleanup purges it.
     for (const reply of replies.filter((r) => r.status === 201)) {
       await call(`/v1/batches/${Batch.parse(reply.body).id}/cancel`, { token: limited.key.secret, body: {} });
     }
@@ -168,11 +194,11 @@ describe("account batch quotas", () => {
 
 describe("the signed upload", () => {
   it("stores the file once: a second PUT is refused and the first object stays", async () => {
-    const batch = await newBatch(account);
+    const batch = await newBatch(account, jsonl(3));
     const first = await put(batch.upload, jsonl(3));
     expect(first.status).toBe(200);
     expect(await first.json()).toMatchObject({ size: jsonl(3).length });
-    const second = await put(batch.upload, jsonl(5));
+    const second = await put(batch.upload, jsonl(3).replace("ticket 0", "ticket 9"));
     expect(await envelope(second)).toMatchObject({ status: 412, code: "already_uploaded" });
     // The object submit finds is the first one.
     const submitted = await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} });
@@ -180,7 +206,7 @@ describe("the signed upload", () => {
   });
 
   it("works with plain curl -T and the returned headers", async () => {
-    const batch = await newBatch(account);
+    const batch = await newBatch(account, jsonl(3));
     const dir = mkdtempSync(join(tmpdir(), "svc-upload-"));
     try {
       const file = join(dir, "input.jsonl");
@@ -219,53 +245,70 @@ describe("the signed upload", () => {
     const accessKeyId = new URL(batch.upload.url).searchParams.get("X-Amz-Credential")!.split("/")[0]!;
     const grants = { accessKeyId, secretAccessKey: stack().secrets.storage, endpoint: `${stack().baseUrl}/storage` };
     const objectKey = `batches/${batch.id}/input.jsonl`;
-    const expired = await signUpload(grants, objectKey, Date.now() - LIMITS.signedUploadValidityMs - 1000);
+    const expired = await signUpload(grants, objectKey, jsonl(1).length, Date.now() - LIMITS.signedUploadValidityMs - 1000);
     expect(await envelope(await put(expired, jsonl(1)))).toMatchObject({ status: 403, code: "grant_expired" });
     // Signed the same way but now: accepted, so the refusal above was the expiry.
-    expect((await put(await signUpload(grants, objectKey), jsonl(1))).status).toBe(200);
+    expect((await put(await signUpload(grants, objectKey, jsonl(1).length), jsonl(1))).status).toBe(200);
   });
 
   it("refuses a body framed both by Content-Length and chunked Transfer-Encoding (422 invalid_request, nothing stored; it was a 500), and names a training's file when it is uploaded twice", async () => {
-    const batch = await newBatch(account);
-    const url = new URL(batch.upload.url);
     const body = jsonl(1);
+    const batch = await newBatch(account, body);
+    const url = new URL(batch.upload.url);
     // fetch never sends both framings: a raw request does, as a smuggling attempt would.
     const both = await rawHttp(url, "PUT", [["if-none-match", "*"], ["Content-Length", String(body.length)], ["Transfer-Encoding", "chunked"]], `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
     expect(statusOf(both)).toBe(422);
     expect(jsonOf(both)).toMatchObject({ error: { code: "invalid_request" } });
     // A body that ends before its Content-Length (the client gone mid-upload): 422 too, nothing stored.
-    const cut = await rawHttp(url, "PUT", [["if-none-match", "*"], ["Content-Length", String(body.length + 10)]], body);
+    const longer = await newBatch(account, body + " ".repeat(10));
+    const cut = await rawHttp(new URL(longer.upload.url), "PUT", [["if-none-match", "*"], ["Content-Length", String(body.length + 10)]], body);
     expect(statusOf(cut)).toBe(422);
     expect(jsonOf(cut)).toMatchObject({ error: { code: "invalid_request", message: "the body ended before its Content-Length; nothing was stored" } });
-    expect((await put(batch.upload, jsonl(2))).status).toBe(200);
+    expect((await put(batch.upload, body)).status).toBe(200);
+    expect((await put(longer.upload, body + " ".repeat(10))).status).toBe(200);
 
-    const training = await call<{ upload: { url: string; headers: Record<string, string> } }>("/v1/trainings", { token: account.userToken, body: { idempotency_key: "twice" } });
+    const training = await call<{ upload: { url: string; headers: Record<string, string> } }>("/v1/trainings", { token: account.userToken, body: { idempotency_key: "twice", input_bytes: 3 } });
     expect((await put(training.body.upload, "{}\n")).status).toBe(200);
     const again = await envelope(await put(training.body.upload, "{}\n"));
     expect(again).toMatchObject({ status: 412, code: "already_uploaded" });
     expect(again.message).toMatch(/^this training's file has already been uploaded/);
   });
 
-  it("refuses a file over 25 MiB without storing it, and a body without Content-Length", async () => {
-    const batch = await newBatch(account);
+  it("refuses, through the grant itself, any length but the declared one: a file over 25 MiB, one byte more or less, or no length at all, storing nothing", async () => {
+    const body = jsonl(1);
+    const batch = await newBatch(account, body);
+    // The grant signs content-length (as R2 checks a presigned URL's signed headers): a file of
+    // another length, sent with its own, is another request, refused before a byte is written.
     const tooBig = new Uint8Array(LIMITS.bulkFileBytes + 1).fill(0x20);
-    expect(await envelope(await put(batch.upload, tooBig))).toMatchObject({ status: 413, code: "payload_too_large" });
-    const chunked = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode(jsonl(1)));
-        controller.close();
-      },
-    });
-    const res = await fetch(batch.upload.url, { method: "PUT", headers: batch.upload.headers, body: chunked, duplex: "half" } as RequestInit);
-    expect(await envelope(res)).toMatchObject({ status: 411, code: "length_required" });
+    for (const wrong of [tooBig, body + " ", body.slice(0, -1)]) {
+      const refused = await envelope(await put(batch.upload, wrong, { "if-none-match": "*" }));
+      expect(refused).toMatchObject({ status: 403, code: "signature_invalid" });
+      expect(refused.message).toContain("content-length is the size declared when it was created");
+    }
+    // Sent without a length (chunked): the signed header is missing, refused the same way.
+    const chunked = await rawHttp(new URL(batch.upload.url), "PUT", [["if-none-match", "*"], ["Transfer-Encoding", "chunked"]], `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    expect(statusOf(chunked)).toBe(403);
+    expect(jsonOf(chunked)).toMatchObject({ error: { code: "signature_invalid" } });
+    // Nothing was kept: submit finds no input, and the declared file still goes up once.
     expectError(await call(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} }), 409, "upload_incomplete");
-    expect((await put(batch.upload, jsonl(1))).status).toBe(200);
+    expect((await put(batch.upload, body)).status).toBe(200);
+    expect((await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} })).body).toMatchObject({ status: "queued", input_bytes: body.length });
+  });
+
+  it("keeps its own 25 MiB bound behind the grant's: a grant signed for more (none is handed out) stores nothing over the limit", async () => {
+    const batch = await newBatch(account);
+    const accessKeyId = new URL(batch.upload.url).searchParams.get("X-Amz-Credential")!.split("/")[0]!;
+    const grants = { accessKeyId, secretAccessKey: stack().secrets.storage, endpoint: `${stack().baseUrl}/storage` };
+    const tooBig = new Uint8Array(LIMITS.bulkFileBytes + 1).fill(0x20);
+    const oversized = await signUpload(grants, `batches/${batch.id}/input.jsonl`, tooBig.byteLength);
+    expect(await envelope(await put(oversized, tooBig))).toMatchObject({ status: 413, code: "payload_too_large" });
+    expectError(await call(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} }), 409, "upload_incomplete");
   });
 });
 
 describe("submit", () => {
   it("needs the upload, moves the batch to queued once, and freezes the models the account could use", async () => {
-    const batch = await newBatch(account);
+    const batch = await newBatch(account, jsonl(4));
     expectError(await call(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} }), 409, "upload_incomplete");
     expect((await put(batch.upload, jsonl(4))).status).toBe(200);
     const submitted = await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} });
@@ -404,7 +447,7 @@ describe("security of every bulk route", () => {
     batchId = (await newBatch(account)).id;
   });
   // A first create answers 201, its replay (the same idempotency key) 200; another account's batch is a 404.
-  apiKeyRouteSecurity({ method: "POST", path: "/v1/batches", body: { idempotency_key: "security" }, ok: [200, 201] });
+  apiKeyRouteSecurity({ method: "POST", path: "/v1/batches", body: { idempotency_key: "security", input_bytes: 100 }, ok: [200, 201] });
   apiKeyRouteSecurity({ method: "GET", path: "/v1/batches" });
   apiKeyRouteSecurity(() => ({ method: "GET", path: `/v1/batches/${batchId}`, ok: 404 }));
   apiKeyRouteSecurity(() => ({ method: "POST", path: `/v1/batches/${batchId}/submit`, body: {}, ok: 404 }));

@@ -58,7 +58,7 @@ async function api<T>(path: string, body?: unknown): Promise<T> {
 }
 
 async function submit(file: string): Promise<string> {
-  const batch = Batch.parse(await api("/v1/batches", { idempotency_key: `crash-${Date.now()}` }));
+  const batch = Batch.parse(await api("/v1/batches", { idempotency_key: `crash-${Date.now()}`, input_bytes: Buffer.byteLength(file) }));
   expect((await fetch(batch.upload!.url, { method: "PUT", headers: batch.upload!.headers, body: file })).status).toBe(200);
   expect(Batch.parse(await api(`/v1/batches/${batch.id}/submit`, {})).status).toBe("queued");
   return batch.id;
@@ -181,7 +181,7 @@ async function submitTraining(file: string): Promise<string> {
         })
       ).json(),
     );
-  const training = await call("/v1/trainings", { idempotency_key: `crash-${Date.now()}` });
+  const training = await call("/v1/trainings", { idempotency_key: `crash-${Date.now()}`, input_bytes: Buffer.byteLength(file) });
   expect((await fetch(training.upload!.url, { method: "PUT", headers: training.upload!.headers, body: file })).status).toBe(200);
   expect((await call(`/v1/trainings/${training.id}/submit`, {})).status).toBe("queued");
   return training.id;
@@ -221,13 +221,7 @@ describe("retention cleanup", () => {
     await rows("UPDATE trainings SET finished_at = now() - interval '30 days 1 minute' WHERE id = $1", [id]);
     await until(async () => (await rows("SELECT 1 FROM trainings WHERE id = $1 AND purged_at IS NOT NULL", [id])).length === 1, 30_000);
     expect(await rows("SELECT 1 FROM training_examples WHERE training_id = $1", [id])).toEqual([]);
-    const grant = await fetch(`${stack.baseUrl}/internal/grants`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${stack.secrets.sidecar}`, "content-type": "application/json" },
-      body: JSON.stringify({ object: training!.object_key, method: "GET" }),
-    });
-    const { url } = (await grant.json()) as { url: string };
-    expect((await fetch(url)).status).toBe(404);
+    expect(await stored(training!.object_key)).toBe(false);
     // The job, its report and its model are kept: the model answers until its owner retires it.
     const status = await fetch(`${stack.baseUrl}/v1/trainings/${id}/report`, { headers: { authorization: `Bearer ${userToken}` } });
     expect(status.status).toBe(200);
@@ -240,23 +234,35 @@ describe("retention cleanup", () => {
   });
 
 
+  it("deletes a cancelled batch's input at the next cleanup run, and keeps what it committed for the data period", { timeout: 120_000 }, async () => {
+    const id = await submit(noulFile(RECORDS));
+    await until(async () => (await status(id)).request_counts.completed >= 2, 60_000);
+    const cancelled = Batch.parse(await api(`/v1/batches/${id}/cancel`, {}));
+    expect(cancelled.status).toBe("cancelled");
+    const [batch] = await rows<{ object_key: string }>("SELECT object_key FROM batches WHERE id = $1", [id]);
+    await until(async () => (await rows("SELECT 1 FROM batches WHERE id = $1 AND input_deleted_at IS NOT NULL", [id])).length === 1, 30_000);
+    expect(await stored(batch!.object_key)).toBe(false);
+    // Not purged: its results are served, every one it committed.
+    expect(await rows("SELECT 1 FROM batches WHERE id = $1 AND purged_at IS NULL", [id])).toHaveLength(1);
+    const results = await allResults(id);
+    expect(results.length).toBe((await status(id)).request_counts.completed + (await status(id)).request_counts.failed);
+    expect(results.length).toBeGreaterThanOrEqual(2);
+  });
+
   it("deletes a batch's input, records and results 7 days after it finished and frees its storage; its metadata after 30", { timeout: 120_000 }, async () => {
     const id = await submit(noulFile(2));
     await until(async () => (await status(id)).finished_at !== null, 60_000);
     const [batch] = await rows<{ object_key: string }>("SELECT object_key FROM batches WHERE id = $1", [id]);
+    // A completed batch's input is kept with its results, past many cleanup runs (every 0.5 s here).
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await stored(batch!.object_key)).toBe(true);
     // Seven days and a minute ago: the next cleanup run (every 0.5 s here) purges it.
     await rows("UPDATE batches SET finished_at = now() - interval '7 days 1 minute' WHERE id = $1", [id]);
     await until(async () => (await rows("SELECT 1 FROM batches WHERE id = $1 AND purged_at IS NOT NULL", [id])).length === 1, 30_000);
     expect(await rows("SELECT 1 FROM batch_results WHERE batch_id = $1 UNION ALL SELECT 1 FROM batch_records WHERE batch_id = $1", [id])).toEqual([]);
     expect((await fetch(`${stack.baseUrl}/v1/batches/${id}/results`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(410);
     // The object is gone from R2: a grant to read it finds nothing.
-    const grant = await fetch(`${stack.baseUrl}/internal/grants`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${stack.secrets.sidecar}`, "content-type": "application/json" },
-      body: JSON.stringify({ object: batch!.object_key, method: "GET" }),
-    });
-    const { url } = (await grant.json()) as { url: string };
-    expect((await fetch(url)).status).toBe(404);
+    expect(await stored(batch!.object_key)).toBe(false);
     // Thirty days and a minute ago: the metadata and old usage rows go too.
     await rows("UPDATE batches SET finished_at = now() - interval '30 days 1 minute' WHERE id = $1", [id]);
     await rows("UPDATE usage_records SET created_at = now() - interval '30 days 1 minute' WHERE request_id LIKE $1", [`batch_${id}_%`]);
@@ -265,6 +271,20 @@ describe("retention cleanup", () => {
     expect((await fetch(`${stack.baseUrl}/v1/batches/${id}`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(404);
   });
 });
+
+/** Whether storage holds `objectKey`: a read grant the edge signs for the sidecar finds it (200) or not (404). */
+async function stored(objectKey: string): Promise<boolean> {
+  const grant = await fetch(`${stack.baseUrl}/internal/grants`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${stack.secrets.sidecar}`, "content-type": "application/json" },
+    body: JSON.stringify({ object: objectKey, method: "GET" }),
+  });
+  const { url } = (await grant.json()) as { url: string };
+  const res = await fetch(url);
+  await res.body?.cancel();
+  if (res.status !== 200 && res.status !== 404) throw new Error(`reading ${objectKey}: HTTP ${res.status}`);
+  return res.status === 200;
+}
 
 const noulFile = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `rec-${i}`, body: { state: `ticket ${i}`, questions: { q: { type: "noul" } } } })).join("\n") + "\n";
 

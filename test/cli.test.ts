@@ -582,7 +582,7 @@ describe("svc batches", () => {
   it("results of a batch that has not finished exit 1 and write no output file", async () => {
     const env = withKey(newHome());
     const dir = newHome();
-    const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `unfinished-${randomBytes(4).toString("hex")}` } });
+    const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `unfinished-${randomBytes(4).toString("hex")}`, input_bytes: 1 } });
     expect(created.status).toBe(201);
     const outcome = await svc(["batches", "results", created.body.id, "--output", join(dir, "out.jsonl")], { env });
     expectExit(outcome, 1);

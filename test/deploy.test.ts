@@ -63,17 +63,18 @@ describe("wrangler.toml's production environment", () => {
     const upload = await signUpload(
       { endpoint: settings.STORAGE_ENDPOINT!, accessKeyId: settings.STORAGE_ACCESS_KEY_ID, secretAccessKey: settings.STORAGE_SECRET_ACCESS_KEY },
       objectKey,
+      48213,
       Date.parse("2026-11-22T12:00:00Z"),
     );
     const url = new URL(upload.url);
     const endpoint = new URL(settings.STORAGE_ENDPOINT!);
-    // Path-style (bucket first), the region R2 expects ("auto"), service s3, the no-overwrite header signed.
+    // Path-style (bucket first), the region R2 expects ("auto"), service s3, the length and the no-overwrite header signed.
     expect(url.host).toBe(endpoint.host);
     expect(url.pathname).toBe(`${endpoint.pathname}/${objectKey}`);
     expect(url.searchParams.get("X-Amz-Credential")).toBe(`${placeholderSecrets.STORAGE_ACCESS_KEY_ID}/20261122/auto/s3/aws4_request`);
-    expect(url.searchParams.get("X-Amz-SignedHeaders")).toBe("host;if-none-match");
+    expect(url.searchParams.get("X-Amz-SignedHeaders")).toBe("content-length;host;if-none-match");
     expect(url.searchParams.get("X-Amz-Expires")).toBe("7200");
-    expect(upload.headers).toEqual({ "if-none-match": "*" });
+    expect(upload.headers).toEqual({ "content-length": "48213", "if-none-match": "*" });
   });
 
   it("bundles within Cloudflare's limit (wrangler deploy --env production --dry-run)", () => {

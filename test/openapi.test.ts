@@ -259,7 +259,7 @@ describe("real answers conform to the document", () => {
   });
 
   it("a batch from creation to its results", async () => {
-    const create = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `openapi-${Date.now()}` } });
+    const create = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `openapi-${Date.now()}`, input_bytes: 100 } });
     expect(create.status).toBe(201);
     remember(new URL(create.body.upload!.url).searchParams.get("X-Amz-Signature")!);
     expectConforms("POST", "/v1/batches", create);

@@ -40,7 +40,7 @@ afterAll(() => {
 
 /** A batch of `account` made through the real edge, then finished straight in the database. */
 async function finishedBatch(apiKey: string, records: number, finishedAgoMs = 0): Promise<string> {
-  const created = await call<Batch>("/v1/batches", { token: apiKey, body: { idempotency_key: `py-${Date.now()}-${records}-${finishedAgoMs}` } });
+  const created = await call<Batch>("/v1/batches", { token: apiKey, body: { idempotency_key: `py-${Date.now()}-${records}-${finishedAgoMs}`, input_bytes: 1 } });
   expect(created.status).toBe(201);
   await finishDirectly(created.body.id, records, finishedAgoMs);
   return created.body.id;

@@ -16,7 +16,7 @@ const unknownTraining = `trn_${"a".repeat(26)}`;
 const unknownAsset = "00000000-0000-4000-8000-000000000000";
 
 describe("trainings", () => {
-  userRouteSecurity({ method: "POST", path: "/v1/trainings", body: { idempotency_key: "security" }, ok: [200, 201] });
+  userRouteSecurity({ method: "POST", path: "/v1/trainings", body: { idempotency_key: "security", input_bytes: 100 }, ok: [200, 201] });
   userRouteSecurity({ method: "GET", path: "/v1/trainings" });
   userRouteSecurity({ method: "GET", path: `/v1/trainings/${unknownTraining}`, ok: 404 });
   userRouteSecurity({ method: "POST", path: `/v1/trainings/${unknownTraining}/submit`, body: {}, ok: 404 });
@@ -28,7 +28,7 @@ describe("trainings", () => {
   it("refuses a disabled account's user as its keys are refused (401 account_disabled, once 403 forbidden here)", async () => {
     const account = await newAccount();
     await withDb((db) => setStatus(db, account.accountId, "disabled"));
-    expectError(await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "disabled" } }), 401, "account_disabled");
+    expectError(await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "disabled", input_bytes: 100 } }), 401, "account_disabled");
     expectError(await call("/v1/trainings", { method: "GET", token: account.userToken }), 401, "account_disabled");
     expectError(await call("/v1/keys", { token: account.userToken, body: { name: "more" } }), 401, "account_disabled");
   });
@@ -71,8 +71,8 @@ describe("signed URLs", () => {
     const account = await newAccount();
     const edge = new URL(stack().baseUrl);
     const uploads = [
-      await withHost("/v1/batches", "attacker.example", account.key.secret, { idempotency_key: "foreign-host" }),
-      await withHost("/v1/trainings", "attacker.example:8443", account.userToken, { idempotency_key: "foreign-host" }),
+      await withHost("/v1/batches", "attacker.example", account.key.secret, { idempotency_key: "foreign-host", input_bytes: 100 }),
+      await withHost("/v1/trainings", "attacker.example:8443", account.userToken, { idempotency_key: "foreign-host", input_bytes: 100 }),
       await withHost("/v1/image-assets", "attacker.example", account.key.secret, { purpose: "prediction", filename: "cat.png", source_bytes: 1000, sha256: "ab".repeat(32) }),
     ];
     for (const reply of uploads) {

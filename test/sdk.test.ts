@@ -81,6 +81,9 @@ const noulRecord = (id: string, extra: object = {}): InputRecord => ({
   body: { state: `ticket ${id}: I was charged twice`, questions: { money: noul("Is it about money?") }, ...extra },
 });
 
+/** Records as the bytes of a JSONL file, sent as they are: what a batch is created for, by size. */
+const jsonl = (...records: InputRecord[]): Uint8Array => new TextEncoder().encode(records.map((r) => JSON.stringify(r)).join("\n") + "\n");
+
 let account: Account;
 let client: Client;
 const fakes: Fake[] = [];
@@ -284,7 +287,7 @@ describe("errors from the real service", () => {
   });
 
   it("404: an unknown batch, and another account's batch, are the same NotFoundError", async () => {
-    const mine = await client.batches.create();
+    const mine = await client.batches.create({ inputBytes: 1 });
     const other = await newAccount();
     // Each call is made when awaited: a second promise made up front would reject with no handler yet.
     for (const call of [() => client.batches.retrieve(UNKNOWN_BATCH), () => stackClient(other.key.secret).batches.retrieve(mine.id)]) {
@@ -295,14 +298,14 @@ describe("errors from the real service", () => {
   });
 
   it("409: submitting before the upload, and reading results before the end, are ConflictErrors", async () => {
-    const batch = await client.batches.create();
+    const batch = await client.batches.create({ inputBytes: 1 });
     expect(await rejection(client.batches.submit(batch.id))).toMatchObject({ name: "ConflictError", status: 409, code: "upload_incomplete" });
     expect(await rejection(client.batches.results(batch.id).toArray())).toBeInstanceOf(ConflictError);
     expect(await rejection(client.batches.results(batch.id).toArray())).toMatchObject({ code: "batch_not_finished" });
   });
 
   it("410: results after their retention period are a GoneError", async () => {
-    const batch = await client.batches.create();
+    const batch = await client.batches.create({ inputBytes: 1 });
     await finishDirectly(batch.id, 1, LIMITS.bulkDataRetentionMs + 60_000);
     const err = await rejection(client.batches.results(batch.id).toArray());
     expect(err).toBeInstanceOf(GoneError);
@@ -327,16 +330,16 @@ describe("errors from the real service", () => {
     // sent, not a measured time).
     expect((err as RateLimitError).retryAfterMs).toSatisfy((wait: number) => wait > 0 && wait <= 1000);
 
-    await limitedClient.batches.create();
-    const quota = await rejection(limitedClient.batches.create());
+    await limitedClient.batches.create({ inputBytes: 1 });
+    const quota = await rejection(limitedClient.batches.create({ inputBytes: 1 }));
     expect(quota).toBeInstanceOf(RateLimitError);
     expect(quota).toMatchObject({ code: "active_batch_limit", retryAfterMs: 60_000 });
   });
 
   it("other statuses are a plain APIError: a second upload of one batch's input (412)", async () => {
-    const batch = await client.batches.create();
-    await client.batches.upload(batch, [noulRecord("a")]);
-    const err = await rejection(client.batches.upload(batch, [noulRecord("b")]));
+    const batch = await client.batches.create({ inputBytes: jsonl(noulRecord("a")).byteLength });
+    await client.batches.upload(batch, jsonl(noulRecord("a")));
+    const err = await rejection(client.batches.upload(batch, jsonl(noulRecord("b"))));
     expect(err).toBeInstanceOf(APIError);
     expect(Object.getPrototypeOf(err)).toBe(APIError.prototype);
     expect(err).toMatchObject({ status: 412, code: "already_uploaded" });
@@ -466,22 +469,28 @@ describe("client.batches", () => {
     const dir = mkdtempSync(join(tmpdir(), "sdk-batch-"));
     try {
       const file = join(dir, "input.jsonl");
-      writeFileSync(file, [noulRecord("t-1"), noulRecord("t-2")].map((r) => JSON.stringify(r)).join("\n") + "\n");
+      const input = jsonl(noulRecord("t-1"), noulRecord("t-2"));
+      writeFileSync(file, input);
       const recorder = recordingFetch();
       const batches = stackClient(account.key.secret, { fetch: recorder.fetch }).batches;
       const key = `sdk-path-${Date.now()}`;
-      const batch = await batches.create({ idempotencyKey: key });
+      const batch = await batches.create({ idempotencyKey: key, inputBytes: input.byteLength });
       remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
-      expect(batch).toMatchObject({ object: "batch", status: "uploading", idempotency_key: key });
-      expect((await batches.create({ idempotencyKey: key })).id).toBe(batch.id);
+      expect(batch).toMatchObject({ object: "batch", status: "uploading", idempotency_key: key, input_bytes: input.byteLength });
+      expect(JSON.parse(recorder.sent[0]!.body!)).toEqual({ idempotency_key: key, input_bytes: input.byteLength });
+      expect(batch.upload!.headers).toMatchObject({ "content-length": String(input.byteLength), "if-none-match": "*" });
+      expect((await batches.create({ idempotencyKey: key, inputBytes: input.byteLength })).id).toBe(batch.id);
+      // The same key with another size names another input: a conflict, not this batch.
+      expect(await rejection(batches.create({ idempotencyKey: key, inputBytes: input.byteLength + 1 }))).toMatchObject({ name: "ConflictError", status: 409, code: "idempotency_conflict" });
 
       const uploaded = await batches.upload(batch, file);
-      expect(uploaded.size).toBe(Buffer.byteLength(JSON.stringify(noulRecord("t-1")) + JSON.stringify(noulRecord("t-2")) + "\n\n"));
+      expect(uploaded.size).toBe(input.byteLength);
       const put = recorder.sent.find((s) => s.method === "PUT")!;
       expect(put.headers.get("authorization")).toBeNull();
       expect(put.headers.get("if-none-match")).toBe("*");
+      expect(put.headers.get("content-length")).toBe(String(input.byteLength));
       // Once the input is there, the same key gives the same batch and no new destination.
-      expect((await batches.create({ idempotencyKey: key })).upload).toBeUndefined();
+      expect((await batches.create({ idempotencyKey: key, inputBytes: input.byteLength })).upload).toBeUndefined();
 
       expect((await batches.submit(batch.id)).status).toBe("queued");
       expect((await batches.submit(batch.id)).status).not.toBe("uploading");
@@ -536,7 +545,7 @@ describe("client.batches", () => {
   });
 
   it("stop waiting when the caller aborts, leaving the batch as it is; an aborted run sends nothing", async () => {
-    const batch = await client.batches.create();
+    const batch = await client.batches.create({ inputBytes: 1 });
     const controller = new AbortController();
     const polls: string[] = [];
     setTimeout(() => controller.abort(), 300);
@@ -558,8 +567,9 @@ describe("client.batches", () => {
   });
 
   it("cancel a batch that has not finished; a finished one is returned unchanged", async () => {
-    const batch = await client.batches.create();
-    await client.batches.upload(batch, [noulRecord("c-1")]);
+    const input = jsonl(noulRecord("c-1"));
+    const batch = await client.batches.create({ inputBytes: input.byteLength });
+    await client.batches.upload(batch, input);
     const cancelled = await client.batches.cancel(batch.id);
     expect(cancelled).toMatchObject({ id: batch.id, status: "cancelled" });
     expect(cancelled.finished_at).not.toBeNull();
@@ -571,7 +581,7 @@ describe("client.batches", () => {
     const lister = await newAccount();
     const own = stackClient(lister.key.secret);
     const made = [];
-    for (let i = 0; i < 3; i++) made.push((await own.batches.create({ idempotencyKey: `list-${i}` })).id);
+    for (let i = 0; i < 3; i++) made.push((await own.batches.create({ idempotencyKey: `list-${i}`, inputBytes: 1 })).id);
     const first = await own.batches.list({ limit: 2 });
     expect(first).toMatchObject({ object: "list", has_more: true });
     expect(first.data.map((b) => b.id)).toEqual([made[2], made[1]]);
@@ -586,7 +596,7 @@ describe("client.batches", () => {
     const recorder = recordingFetch();
     const own = new Client({ apiKey: lister.key.secret, baseURL: stack().baseUrl, fetch: recorder.fetch });
     const made = [];
-    for (let i = 0; i < 3; i++) made.push((await own.batches.create({ idempotencyKey: `iterate-${i}` })).id);
+    for (let i = 0; i < 3; i++) made.push((await own.batches.create({ idempotencyKey: `iterate-${i}`, inputBytes: 1 })).id);
     recorder.sent.length = 0;
     const seen: string[] = [];
     for await (const batch of own.batches.list({ limit: 2 })) seen.push(batch.id);
@@ -603,7 +613,7 @@ describe("client.batches", () => {
   });
 
   it("read results page by page as they are iterated, from any cursor", async () => {
-    const batch = await client.batches.create();
+    const batch = await client.batches.create({ inputBytes: 1 });
     await finishDirectly(batch.id, 2 * LIMITS.bulkResultsPage + 5);
     const recorder = recordingFetch();
     const reader = stackClient(account.key.secret, { fetch: recorder.fetch });
@@ -634,7 +644,33 @@ describe("client.batches", () => {
     expect(await rejection(batches.upload({}, [noulRecord("x")]))).toBeInstanceOf(InputError);
     const remote = { url: "http://storage.example.test/batches/x/input.jsonl", method: "PUT" as const, headers: {}, expires_at: "" };
     expect(await rejection(batches.upload({ upload: remote }, [noulRecord("x")]))).toMatchObject({ message: expect.stringMatching(/unusable upload address.*plaintext http/) });
+    for (const inputBytes of [0, 1.5, LIMITS.bulkFileBytes + 1, undefined]) {
+      expect(await rejection(batches.create({ inputBytes } as { inputBytes: number }))).toMatchObject({ name: "InputError", message: expect.stringMatching(/^batches\.create takes \{ inputBytes \}/) });
+    }
     expect(recorder.sent).toEqual([]);
+  });
+
+  it("upload refuses input of another length than the batch was created for with InputError, before sending it", async () => {
+    const recorder = recordingFetch();
+    const batches = stackClient(account.key.secret, { fetch: recorder.fetch }).batches;
+    const input = jsonl(noulRecord("s-1"));
+    const batch = await batches.create({ inputBytes: input.byteLength });
+    expect(batch.input_bytes).toBe(input.byteLength);
+    recorder.sent.length = 0;
+    // Records are written with the client's model, so they are longer than the same records as a file.
+    for (const other of [jsonl(noulRecord("s-10")), [noulRecord("s-1")]]) {
+      expect(await rejection(batches.upload(batch, other))).toMatchObject({
+        name: "InputError",
+        message: expect.stringMatching(new RegExp(`^the input is \\d+ bytes, but this batch was created for ${input.byteLength} bytes`)),
+      });
+    }
+    expect(recorder.sent).toEqual([]);
+    // Checked on the client alone: a target naming its size and a destination no test serves is refused the same.
+    const remote = { url: "https://storage.example.test/batches/x/input.jsonl", method: "PUT" as const, headers: {}, expires_at: "" };
+    expect(await rejection(batches.upload({ upload: remote, input_bytes: input.byteLength + 1 }, input))).toBeInstanceOf(InputError);
+    expect(recorder.sent).toEqual([]);
+    expect((await batches.upload(batch, input)).size).toBe(input.byteLength);
+    expect(recorder.sent.map((s) => [s.method, s.headers.get("content-length")])).toEqual([["PUT", String(input.byteLength)]]);
   });
 });
 
@@ -655,11 +691,14 @@ describe("client.trainings", () => {
       const trainer = trainerOf(owner, { fetch: recorder.fetch });
       const key = `sdk-training-${Date.now()}`;
       const submitted = await trainer.trainings.create({ file, idempotencyKey: key });
-      expect(submitted).toMatchObject({ object: "training", status: "queued", idempotency_key: key, base_model: SHARED_ALIAS });
+      const size = readFileSync(file).byteLength;
+      expect(submitted).toMatchObject({ object: "training", status: "queued", idempotency_key: key, base_model: SHARED_ALIAS, input_bytes: size });
       expect(submitted._request_id).toMatch(/^req_/);
+      expect(JSON.parse(recorder.sent[0]!.body!)).toMatchObject({ idempotency_key: key, input_bytes: size });
       const put = recorder.sent.find((s) => s.method === "PUT")!;
       remember(new URL(put.url).searchParams.get("X-Amz-Signature")!);
       expect(put.headers.get("authorization")).toBeNull();
+      expect(put.headers.get("content-length")).toBe(String(size));
       const sentWith = recorder.sent.filter((s) => s.method !== "PUT").map((s) => s.headers.get("authorization"));
       expect(sentWith.every((header) => header === `Bearer ${owner.userToken}`)).toBe(true);
 
@@ -713,7 +752,7 @@ describe("client.trainings", () => {
     const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
     expect(await rejection(tokenOnly.systemOne({ state: "s", questions: { q: noul() } }))).toMatchObject({ name: "ConfigurationError", message: expect.stringMatching(/^no API key: .*SVC_API_KEY/) });
     expect(await rejection(tokenOnly.models.list())).toBeInstanceOf(ConfigurationError);
-    expect(await rejection(tokenOnly.batches.create())).toBeInstanceOf(ConfigurationError);
+    expect(await rejection(tokenOnly.batches.create({ inputBytes: 1 }))).toBeInstanceOf(ConfigurationError);
     expect(recorder.sent).toEqual([]);
     // SVC_ACCESS_TOKEN when no option names a token; neither credential at all is refused at construction.
     await withEnv({ SVC_ACCESS_TOKEN: account.userToken, SVC_BASE_URL: stack().baseUrl }, async () => {
@@ -758,7 +797,7 @@ describe("client.trainings", () => {
     // Created without their file (so no worker sees them), as the first step of `create` makes them.
     const made: string[] = [];
     for (let i = 0; i < 2; i++) {
-      const created = await call<Training>("/v1/trainings", { token: lister.userToken, body: { idempotency_key: `sdk-list-${i}` } });
+      const created = await call<Training>("/v1/trainings", { token: lister.userToken, body: { idempotency_key: `sdk-list-${i}`, input_bytes: 1 } });
       expect(created.status).toBe(201);
       remember(new URL(created.body.upload!.url).searchParams.get("X-Amz-Signature")!);
       made.push(created.body.id);

@@ -165,7 +165,7 @@ describe("a training accepted, activated and served", () => {
   });
 
   it("refuses an API key on every training route, as key management does", async () => {
-    for (const [path, body] of [["/v1/trainings", undefined], ["/v1/trainings", { idempotency_key: "k" }], [`/v1/trainings/${done.id}`, undefined], [`/v1/models/${done.model}/retire`, {}]] as const) {
+    for (const [path, body] of [["/v1/trainings", undefined], ["/v1/trainings", { idempotency_key: "k", input_bytes: 100 }], [`/v1/trainings/${done.id}`, undefined], [`/v1/models/${done.model}/retire`, {}]] as const) {
       const reply = await call(path, { token: owner.key.secret, body });
       expect(reply.status, path).toBe(401);
       expect(reply.body).toMatchObject({ error: { code: "wrong_credential_kind" } });
@@ -300,7 +300,7 @@ describe("hostile training files", () => {
 describe("the active-training limit", () => {
   it("refuses a create past LIMITS.activeTrainings with the 429 every limit gives: Retry-After and retry-after-ms", async () => {
     const account = await newAccount();
-    const create = (key: string) => call("/v1/trainings", { token: account.userToken, body: { idempotency_key: key } });
+    const create = (key: string) => call("/v1/trainings", { token: account.userToken, body: { idempotency_key: key, input_bytes: 100 } });
     const made = [];
     for (let i = 0; i < LIMITS.activeTrainings; i++) made.push(await create(`limit-${i}`));
     expect(made.map((r) => r.status)).toEqual(Array(LIMITS.activeTrainings).fill(201));
@@ -322,11 +322,11 @@ describe("the active-training limit", () => {
          FROM generate_series(1, $2::int) g`,
       [account.accountId, LIMITS.storedTrainings],
     );
-    const refused = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "one-more" } });
+    const refused = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "one-more", input_bytes: 100 } });
     expectError(refused, 429, "stored_training_limit");
     expect(refused.headers.get("retry-after-ms")).toBe("60000");
     await query("UPDATE trainings SET purged_at = now() WHERE id = (SELECT id FROM trainings WHERE account_id = $1 LIMIT 1)", [account.accountId]);
-    const made = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "one-more" } });
+    const made = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "one-more", input_bytes: 100 } });
     expect(made.status).toBe(201);
     expect(Training.parse(made.body).limits).toMatchObject({ active_trainings: LIMITS.activeTrainings, stored_trainings: LIMITS.storedTrainings });
   });

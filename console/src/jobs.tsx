@@ -70,9 +70,13 @@ const title = (kind: { noun: string }) => kind.noun[0]!.toUpperCase() + kind.nou
 /** `, done by about 14:05:00`, or nothing without an estimate. */
 export const doneBy = (at: string | null | undefined): string => (at ? `, done by about ${new Date(at).toLocaleTimeString()}` : "");
 
-/** The create, upload and submit of a job of `kind` with `credential`; its id. */
+/**
+ * The create, upload and submit of a job of `kind` with `credential`; its id. The create declares the
+ * file's size, which its signed upload is bound to: the browser sends that very length with the file.
+ */
 export async function startJob(kind: JobKind<Job>, credential: string, create: Record<string, unknown>, file: File, progress: (bytes: number) => void): Promise<string> {
-  const created = (await call(kind.path, credential, { body: JSON.stringify({ idempotency_key: crypto.randomUUID(), ...create }) })).plain as { id: string; upload?: Upload };
+  const body = JSON.stringify({ idempotency_key: crypto.randomUUID(), input_bytes: file.size, ...create });
+  const created = (await call(kind.path, credential, { body })).plain as { id: string; upload?: Upload };
   if (created.upload) await upload(created.upload.url, created.upload.headers, file, progress);
   await call(`${kind.path}/${created.id}/submit`, credential, { method: "POST" });
   return created.id;

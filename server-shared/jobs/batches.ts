@@ -133,6 +133,8 @@ export const BATCH_KIND: JobKind<BatchRow> = {
     { table: "batch_results", job: "batch_id" },
     { table: "batch_records", job: "batch_id" },
   ],
+  // What such a batch committed stays readable for the data period; its input file is read no more.
+  inputAtOnce: ["cancelled", "failed", "expired"],
 };
 
 /**

@@ -33,6 +33,7 @@ const KIND: JobKind<TestJob> = {
   onEnd: "INSERT INTO store_test_ended (job_id, status) SELECT id, status FROM ended",
   data: [{ table: "store_test_items", job: "job_id" }],
   purgeAtOnce: ["cancelled"],
+  inputAtOnce: ["failed"],
 };
 const LEASE_MS = 60_000;
 
@@ -61,6 +62,7 @@ beforeAll(async () => {
     finished_at timestamptz,
     expires_at timestamptz NOT NULL DEFAULT now() + interval '1 day',
     purged_at timestamptz,
+    input_deleted_at timestamptz,
     lease_token uuid,
     lease_expires_at timestamptz,
     last_claimed_at timestamptz,
@@ -182,6 +184,27 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     expect(await mine()).toEqual([older, old]);
     const [due] = (await jobsOf.duePurge(60_000, 1000)).filter((job) => job.id === older);
     expect(due!.objectKey).toMatch(/^input\//);
+  });
+});
+
+describe("prompt input deletion", () => {
+  it("lists the jobs ended in the kind's inputAtOnce statuses until their input is recorded deleted, never an open, a purged or another status's job", async () => {
+    const jobsOf = new JobStore(KIND, poolDb(pool));
+    const other = (await newAccount()).accountId;
+    const [failed, done, open, purged] = await jobs(4, other);
+    const mine = async () => (await jobsOf.dueInputDeletion(1000)).map((job) => job.id).filter((id) => [failed, done, open, purged].includes(id));
+    await query("UPDATE store_test_jobs SET status = 'failed', finished_at = now() WHERE id = ANY ($1::uuid[])", [[failed, purged]]);
+    await query("UPDATE store_test_jobs SET purged_at = now() WHERE id = $1", [purged]);
+    await query("UPDATE store_test_jobs SET status = 'done', finished_at = now() WHERE id = $1", [done]);
+    expect(await mine()).toEqual([failed]);
+    const [due] = (await jobsOf.dueInputDeletion(1000)).filter((job) => job.id === failed);
+    expect(due!.objectKey).toMatch(/^input\//);
+    await jobsOf.inputDeleted(failed!);
+    expect(await mine()).toEqual([]);
+    // Its data is the data period's: not purged by this.
+    expect(await query("SELECT purged_at FROM store_test_jobs WHERE id = $1", [failed])).toEqual([{ purged_at: null }]);
+    // A kind without inputAtOnce has none due.
+    expect(await new JobStore({ ...KIND, inputAtOnce: undefined }, poolDb(pool)).dueInputDeletion(1000)).toEqual([]);
   });
 });
 

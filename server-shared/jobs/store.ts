@@ -6,7 +6,7 @@
  * differs (its records and results; its examples, acceptance and activation):
  *
  *   id uuid, account_id uuid, status text, idempotency_key text, object_key text, input_bytes bigint,
- *   error jsonb, created_at, submitted_at, started_at, finished_at, expires_at, purged_at,
+ *   error jsonb, created_at, submitted_at, started_at, finished_at, expires_at, purged_at, input_deleted_at,
  *   lease_token uuid, lease_expires_at, last_claimed_at (timestamptz)
  *
  *   uploading --submit--> queued --claim--> validating --(the kind's steps)--> ... --> a terminal status
@@ -25,7 +25,9 @@
  *   as a cancel or an expiry (a training retires the release it registered and never served).
  * - **Retention** is one rule (`duePurge`): a job terminal for the kind's data period, or ended in a
  *   status whose data nothing serves (the kind's `purgeAtOnce`), has its input object and its data
- *   deleted (`purge`), and `purged_at` set; its metadata stays.
+ *   deleted (`purge`), and `purged_at` set; its metadata stays. A job ended in a status whose input
+ *   nothing reads again (the kind's `inputAtOnce`) has its input object deleted at the next sweep
+ *   (`dueInputDeletion`, `inputDeleted`), its data kept for the period.
  *
  *     const store = new JobStore(KIND, httpDb(sql));
  *     const outcome = await store.create({ id, accountId, idempotencyKey });   // {job, created} | {job: null, quota}
@@ -63,6 +65,8 @@ export interface JobKind<T> {
   data: readonly { table: string; job: string }[];
   /** Terminal statuses whose data nothing serves afterwards: purged at the next sweep, not after the data period. */
   purgeAtOnce?: readonly string[];
+  /** Terminal statuses whose input file nothing reads afterwards (their data may still be served): the file goes at the next sweep. */
+  inputAtOnce?: readonly string[];
 }
 
 /** The window over which a running job's rate (records, examples per minute) is measured. */
@@ -93,7 +97,7 @@ export class JobStore<T> {
     protected readonly db: Db,
   ) {
     // Names and statuses are written into SQL text: constants of the code, never input.
-    const names = [kind.table, ...kind.terminal, ...kind.open, ...(kind.purgeAtOnce ?? []), ...kind.data.flatMap((d) => [d.table, d.job])];
+    const names = [kind.table, ...kind.terminal, ...kind.open, ...(kind.purgeAtOnce ?? []), ...(kind.inputAtOnce ?? []), ...kind.data.flatMap((d) => [d.table, d.job])];
     if (!names.every((name) => NAME.test(name))) throw new Error(`bad job kind ${JSON.stringify(names)}`);
     this.terminalSql = list(kind.terminal);
     this.openSql = list(kind.open);
@@ -271,6 +275,23 @@ export class JobStore<T> {
       ...this.kind.data.map((d) => ({ text: `DELETE FROM ${d.table} WHERE ${d.job} = $1`, params: [id] })),
       { text: `UPDATE ${this.kind.table} SET purged_at = now() WHERE id = $1 AND purged_at IS NULL`, params: [id] },
     ]);
+  }
+
+  /** Up to `limit` jobs ended in a status of the kind's `inputAtOnce` whose input object is still kept (not purged, not deleted yet), oldest first. */
+  async dueInputDeletion(limit: number): Promise<{ id: string; objectKey: string }[]> {
+    if (!this.kind.inputAtOnce?.length) return [];
+    const rows = await this.db.query(
+      `SELECT id, object_key FROM ${this.kind.table}
+        WHERE status IN ${list(this.kind.inputAtOnce)} AND purged_at IS NULL AND input_deleted_at IS NULL
+        ORDER BY finished_at LIMIT $1`,
+      [limit],
+    );
+    return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
+  }
+
+  /** Records that a job's input object has been deleted (by the caller, first). */
+  async inputDeleted(id: string): Promise<void> {
+    await this.db.query(`UPDATE ${this.kind.table} SET input_deleted_at = now() WHERE id = $1 AND input_deleted_at IS NULL`, [id]);
   }
 
   /** Deletes the metadata of purged jobs terminal for `metadataMs`. */

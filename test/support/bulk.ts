@@ -26,7 +26,7 @@ export function heldSubmitted(account: Account, file: string): Promise<{ id: str
 }
 
 async function submit(account: Account, file: string, hold: boolean): Promise<{ id: string; release: () => Promise<void> }> {
-  const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `w-${randomBytes(6).toString("hex")}` } });
+  const created = await call<Batch>("/v1/batches", { token: account.key.secret, body: { idempotency_key: `w-${randomBytes(6).toString("hex")}`, input_bytes: Buffer.byteLength(file) } });
   const batch = Batch.parse(created.body);
   remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
   const token = crypto.randomUUID();

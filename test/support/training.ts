@@ -51,7 +51,7 @@ export const withModel = (file: string, model: string) =>
 
 /** Creates, uploads and submits a training; returns its status after submit. */
 export async function submitTraining(account: Account, file: string, model?: string): Promise<Training> {
-  const created = await call<Training>("/v1/trainings", { token: account.userToken, body: { idempotency_key: `t-${randomBytes(6).toString("hex")}`, ...(model ? { model } : {}) } });
+  const created = await call<Training>("/v1/trainings", { token: account.userToken, body: { idempotency_key: `t-${randomBytes(6).toString("hex")}`, input_bytes: Buffer.byteLength(file), ...(model ? { model } : {}) } });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   const training = Training.parse(created.body);
   remember(new URL(training.upload!.url).searchParams.get("X-Amz-Signature")!);

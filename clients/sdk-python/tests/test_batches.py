@@ -1,4 +1,7 @@
-"""client.batches against the real service and its bulk worker, sync and async."""
+"""
+client.batches against the real service and its bulk worker, sync and async; and what an upload
+checks and sends on the wire, offline, against the recording fake.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from decision_service import (
     AsyncClient,
     Batch,
     Client,
+    ConflictError,
     DecisionRequest,
     InputError,
     InputRecord,
@@ -24,6 +28,9 @@ from decision_service import (
 )
 
 from .conftest import Stack, remember_upload, require
+from .fakes import FakeServiceRecording
+
+BATCH_ID = "5d0f3a52-3c1e-4b7a-9f0e-2a6b7c8d9e01"
 
 
 def record(custom_id: str, model: str | None = None) -> InputRecord:
@@ -33,7 +40,13 @@ def record(custom_id: str, model: str | None = None) -> InputRecord:
     return {"custom_id": custom_id, "body": body}
 
 
-def test_create_upload_a_file_submit_retrieve_wait_and_read_results(client: Client, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def jsonl(*records: InputRecord) -> bytes:
+    """Records as the bytes of a JSONL file, sent as they are: what a batch is created for, by size."""
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def recorded_sends(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
+    """Every request the sync client sends from now on, as httpx sends it."""
     sent: list[httpx.Request] = []
     send = httpx.Client.send
 
@@ -42,23 +55,36 @@ def test_create_upload_a_file_submit_retrieve_wait_and_read_results(client: Clie
         return send(self, request, **kwargs)
 
     monkeypatch.setattr(httpx.Client, "send", recording)
+    return sent
+
+
+def test_create_upload_a_file_submit_retrieve_wait_and_read_results(client: Client, stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = recorded_sends(monkeypatch)
     file = tmp_path / "input.jsonl"
-    file.write_text("".join(json.dumps(r) + "\n" for r in (record("t-1"), record("t-2"))))
+    data = jsonl(record("t-1"), record("t-2"))
+    file.write_bytes(data)
     key = f"py-path-{uuid.uuid4()}"
-    batch = client.batches.create(idempotency_key=key)
+    batch = client.batches.create(input_bytes=len(data), idempotency_key=key)
     assert batch.upload is not None
     remember_upload(batch.upload.url)
-    assert (batch.object, batch.status, batch.idempotency_key) == ("batch", "uploading", key)
+    assert (batch.object, batch.status, batch.idempotency_key, batch.input_bytes) == ("batch", "uploading", key, len(data))
+    assert batch.upload.headers["content-length"] == str(len(data))
     assert batch.request_id is not None
-    assert client.batches.create(idempotency_key=key).id == batch.id
+    assert json.loads(sent[0].content) == {"idempotency_key": key, "input_bytes": len(data)}
+    assert client.batches.create(input_bytes=len(data), idempotency_key=key).id == batch.id
+    # The same key with another size names another input: a conflict, not this batch.
+    with pytest.raises(ConflictError) as conflict:
+        client.batches.create(input_bytes=len(data) + 1, idempotency_key=key)
+    assert (conflict.value.status, conflict.value.code) == (409, "idempotency_conflict")
 
     uploaded = client.batches.upload(batch, file)
     assert uploaded.size == file.stat().st_size
     put = next(r for r in sent if r.method == "PUT")
     assert "authorization" not in put.headers
     assert put.headers["if-none-match"] == "*"
+    assert put.headers.get_list("content-length") == [str(len(data))]
     # Once the input is there, the same key gives the same batch and no new destination.
-    assert client.batches.create(idempotency_key=key).upload is None
+    assert client.batches.create(input_bytes=len(data), idempotency_key=key).upload is None
 
     assert client.batches.submit(batch.id).status == "queued"
     assert client.batches.submit(batch.id).status != "uploading"
@@ -108,7 +134,7 @@ def test_run_resumes_the_batch_of_its_idempotency_key(client: Client) -> None:
 
 
 def test_cancel_a_batch_that_has_not_finished_and_a_finished_one_is_unchanged(client: Client) -> None:
-    batch = client.batches.create()
+    batch = client.batches.create(input_bytes=1)
     cancelled = client.batches.cancel(batch.id)
     assert cancelled.status == "cancelled" and cancelled.finished_at is not None
     assert client.batches.cancel(batch.id).status == "cancelled"
@@ -116,7 +142,7 @@ def test_cancel_a_batch_that_has_not_finished_and_a_finished_one_is_unchanged(cl
 
 def test_list_the_accounts_batches_newest_first_page_by_page(stack: Stack) -> None:
     other = Client(api_key=require(stack.other_api_key, "SVC_TEST_OTHER_API_KEY"), base_url=stack.base_url)
-    made = [other.batches.create().id for _ in range(3)]
+    made = [other.batches.create(input_bytes=1).id for _ in range(3)]
     first = other.batches.list(limit=2)
     assert first.object == "list" and first.has_more and first.next_cursor is not None
     rest = other.batches.list(limit=2, after=first.next_cursor)
@@ -152,6 +178,59 @@ def test_refuses_input_that_cannot_be_accepted_before_sending_anything(tmp_path:
         client.batches.run([record(str(i)) for i in range(10_001)])
     with pytest.raises(InputError, match="at most 26214400 bytes"):
         client.batches.run(b"x" * (25 * 1024 * 1024 + 1))
+    for size in (0, -1, 25 * 1024 * 1024 + 1, True):
+        with pytest.raises(InputError, match="input_bytes must be an integer from 1 to 26214400"):
+            client.batches.create(input_bytes=size)
+
+
+def batch(status: str = "uploading", **changes: Any) -> dict[str, Any]:
+    """A batch as the service answers it."""
+    body: dict[str, Any] = {
+        "id": BATCH_ID,
+        "object": "batch",
+        "status": status,
+        "idempotency_key": "tickets-2026-11-22",
+        "request_counts": {"total": 0, "completed": 0, "failed": 0},
+        "created_at": "2026-11-22T10:00:00.000Z",
+        "input_bytes": None,
+        "submitted_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "expires_at": "2026-11-23T10:00:00.000Z",
+        "results_expire_at": None,
+        "error": None,
+        "progress": None,
+        "limits": {
+            "file_bytes": 26214400,
+            "records": 10000,
+            "results_page": 20,
+            "lifetime_seconds": 86400,
+            "upload_validity_seconds": 3600,
+            "results_retention_seconds": 2592000,
+        },
+    }
+    return {**body, **changes}
+
+
+def test_upload_sends_exactly_the_declared_length_once_and_refuses_another_before_sending(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = jsonl(record("s-1"))
+    fake = FakeServiceRecording()
+    upload = {"url": f"{fake.url}/upload?X-Amz-Signature=abc", "method": "PUT", "headers": {"content-length": str(len(data)), "if-none-match": "*"}, "expires_at": "2026-11-22T11:00:00.000Z"}
+    fake.answers = [(201, batch(upload=upload, input_bytes=len(data))), (200, {"key": "k", "size": len(data), "etag": "e"})]
+    sent = recorded_sends(monkeypatch)
+    with fake, Client(api_key="svc_key", base_url=fake.url) as client:
+        created = client.batches.create(input_bytes=len(data))
+        # Records are written with the client's model, so they are longer than the same records as a file.
+        for other in (jsonl(record("s-10")), [record("s-1")]):
+            with pytest.raises(InputError, match=f"^the input is \\d+ bytes, but this batch was created for {len(data)} bytes"):
+                client.batches.upload(created, other)
+        assert fake.requests == 1
+        assert client.batches.upload(created, data).size == len(data)
+    create, put = fake.seen
+    assert create.json()["input_bytes"] == len(data) and create.json()["idempotency_key"].startswith("sdk-")
+    assert (put.method, put.body, put.headers["content-length"]) == ("PUT", data, str(len(data)))
+    # httpx keeps the header as the upload gives it rather than adding its own beside it.
+    assert sent[-1].headers.get_list("content-length") == [str(len(data))]
 
 
 def test_the_async_client_runs_a_batch_and_iterates_its_results(stack: Stack) -> None:
@@ -166,7 +245,7 @@ def test_the_async_client_runs_a_batch_and_iterates_its_results(stack: Stack) ->
             assert [r.custom_id async for r in run.results] == ["a-1", "a-2"]
             assert [r.custom_id for r in await client.batches.results(run.batch.id, after=1).to_list()] == ["a-2"]
             assert (await client.batches.retrieve(run.batch.id)).status == "completed"
-            created = await client.batches.create()
+            created = await client.batches.create(input_bytes=1)
             assert (await client.batches.cancel(created.id)).status == "cancelled"
             assert created.id in [b.id for b in (await client.batches.list(limit=5)).data]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -39,7 +40,7 @@ def test_401_a_wrong_key_is_an_authentication_error_with_code_message_and_reques
 
 
 def test_404_an_unknown_batch_and_another_accounts_batch_are_the_same_not_found(client: Client, stack: Stack) -> None:
-    mine = client.batches.create()
+    mine = client.batches.create(input_bytes=1)
     other = Client(api_key=require(stack.other_api_key, "SVC_TEST_OTHER_API_KEY"), base_url=stack.base_url)
     attempts: list[Callable[[], Batch]] = [lambda: client.batches.retrieve(UNKNOWN_BATCH), lambda: other.batches.retrieve(mine.id)]
     for attempt in attempts:
@@ -49,7 +50,7 @@ def test_404_an_unknown_batch_and_another_accounts_batch_are_the_same_not_found(
 
 
 def test_409_submit_before_upload_and_results_before_the_end_are_conflicts(client: Client) -> None:
-    batch = client.batches.create()
+    batch = client.batches.create(input_bytes=1)
     with pytest.raises(ConflictError) as caught:
         client.batches.submit(batch.id)
     assert (caught.value.status, caught.value.code) == (409, "upload_incomplete")
@@ -78,18 +79,19 @@ def test_429_an_account_limit_is_a_rate_limit_error_with_its_wait_and_batch_quot
         limited.system_one(state="s", questions={"q": noul("?")})
     assert (caught.value.status, caught.value.code) == (429, "rate_limited")
     assert caught.value.retry_after is not None and 0 < caught.value.retry_after <= 1
-    limited.batches.create()
+    limited.batches.create(input_bytes=1)
     with pytest.raises(RateLimitError) as quota:
-        limited.batches.create()
+        limited.batches.create(input_bytes=1)
     assert (quota.value.code, quota.value.retry_after) == ("active_batch_limit", 60)
 
 
 def test_other_statuses_are_a_plain_api_error_a_second_upload_412(client: Client) -> None:
-    batch = client.batches.create()
+    data = (json.dumps(RECORD) + "\n").encode()
+    batch = client.batches.create(input_bytes=len(data))
     assert batch.upload is not None
     remember_upload(batch.upload.url)
-    client.batches.upload(batch, [RECORD])
+    client.batches.upload(batch, data)
     with pytest.raises(APIError) as caught:
-        client.batches.upload(batch, [RECORD])
+        client.batches.upload(batch, data)
     assert type(caught.value) is APIError
     assert (caught.value.status, caught.value.code) == (412, "already_uploaded")

@@ -131,7 +131,8 @@ def test_create_sends_the_training_then_the_file_to_its_signed_address_without_c
     with fake, Client(api_key="svc_key", access_token=TOKEN, base_url=fake.url) as client:
         queued = client.trainings.create(file=[example("a", True), example("b", False, model="other-base")], model="svc-shared", idempotency_key="triage-v1")
     create, put, submit = fake.seen
-    assert (create.method, create.path, create.json()) == ("POST", "/v1/trainings", {"idempotency_key": "triage-v1", "model": "svc-shared"})
+    # The create declares the file's size: the one the PUT then sends.
+    assert (create.method, create.path, create.json()) == ("POST", "/v1/trainings", {"idempotency_key": "triage-v1", "input_bytes": len(put.body), "model": "svc-shared"})
     assert create.headers["authorization"] == f"Bearer {TOKEN}"
     assert (put.method, put.path) == ("PUT", f"/upload/trainings/{TRAINING_ID}/examples.jsonl?X-Amz-Signature=abc")
     assert "authorization" not in put.headers
@@ -156,6 +157,7 @@ def test_create_resumes_a_training_whose_file_has_arrived_and_sends_a_file_as_it
     sent = create.json()
     # The base is the one the file names: the shared alias, as its first line names none.
     assert sent["model"] == "svc-shared" and sent["idempotency_key"].startswith("sdk-")
+    assert sent["input_bytes"] == file.stat().st_size
     assert submit.path == f"/v1/trainings/{TRAINING_ID}/submit"
 
 
@@ -172,6 +174,7 @@ def test_the_base_is_the_one_the_examples_name_and_a_different_model_is_refused_
         with pytest.raises(InputError, match="the examples name the base model 'base-2' \\(line 1\\), not 'svc-shared'"):
             client.trainings.create(file=file, model="svc-shared")
     assert [s.json()["model"] for s in fake.seen if s.path == "/v1/trainings"] == ["base-2", "client-default"]
+    assert [s.json()["input_bytes"] for s in fake.seen if s.path == "/v1/trainings"] == [len(s.body) for s in fake.seen if s.method == "PUT"]
     # Examples that name no model get the client's default model, as batch records do.
     assert [json.loads(line)["body"]["model"] for line in fake.seen[4].body.decode().splitlines()] == ["client-default"] * 2
     assert fake.requests == 6
@@ -292,7 +295,7 @@ def test_a_client_with_only_an_access_token_refuses_the_api_key_routes_before_an
             lambda: client.models.list(),
             lambda: client.models.evaluation(MODEL_ID),
             lambda: client.system_one(state="s", questions={"q": noul("?")}),
-            lambda: client.batches.create(),
+            lambda: client.batches.create(input_bytes=1),
         ):
             with pytest.raises(ConfigurationError, match="no API key, which models, decisions and batches take: pass api_key= .* SVC_API_KEY"):
                 call()
@@ -383,10 +386,12 @@ def test_an_image_models_report_reads_its_head_its_other_outcome_and_its_unknown
 
 def test_the_async_client_creates_waits_and_retires() -> None:
     fake = FakeServiceRecording()
-    upload = {"url": f"{fake.url}/upload?X-Amz-Signature=abc", "method": "PUT", "headers": {"if-none-match": "*"}, "expires_at": "2026-11-22T11:00:00.000Z"}
+    data = b'{"custom_id": "a"}\n'
+    headers = {"content-length": str(len(data)), "if-none-match": "*"}
+    upload = {"url": f"{fake.url}/upload?X-Amz-Signature=abc", "method": "PUT", "headers": headers, "expires_at": "2026-11-22T11:00:00.000Z"}
     ready = training("ready", model=MODEL_ID)
     fake.answers = [
-        (201, training("uploading", upload=upload)),
+        (201, training("uploading", upload=upload, input_bytes=len(data))),
         (200, {"key": "k", "size": 1, "etag": "e"}),
         (200, training("queued")),
         (200, training("running")),
@@ -397,7 +402,7 @@ def test_the_async_client_creates_waits_and_retires() -> None:
 
     async def scenario() -> None:
         async with AsyncClient(access_token=TOKEN, base_url=fake.url) as client:
-            created = await client.trainings.create(file=b'{"custom_id": "a"}\n')
+            created = await client.trainings.create(file=data)
             seen: list[str] = []
             done = await client.trainings.wait(created.id, poll_interval=0.01, on_progress=lambda t: seen.append(t.status))
             assert (done.status, done.model, seen) == ("ready", MODEL_ID, ["running", "ready"])
@@ -406,7 +411,9 @@ def test_the_async_client_creates_waits_and_retires() -> None:
 
     with fake:
         asyncio.run(scenario())
-    assert fake.seen[1].body == b'{"custom_id": "a"}\n' and "authorization" not in fake.seen[1].headers
+    assert fake.seen[0].json()["input_bytes"] == len(data)
+    assert fake.seen[1].body == data and "authorization" not in fake.seen[1].headers
+    assert fake.seen[1].headers["content-length"] == str(len(data))
     assert fake.seen[5].path == f"/v1/trainings?limit=5&after={TRAINING_ID}"
     assert all(s.headers["authorization"] == f"Bearer {TOKEN}" for i, s in enumerate(fake.seen) if i != 1)
 
@@ -438,6 +445,8 @@ def test_a_training_through_the_sdk_becomes_ready_answers_decisions_with_its_mod
         remember_upload(str(put.url))
         assert "authorization" not in put.headers and parse_qs(urlsplit(str(put.url)).query).get("X-Amz-Signature")
         assert (queued.status, queued.base_model, queued.input_bytes) == ("queued", "svc-shared", Path(file).stat().st_size)
+        # The signed length, sent once as the upload's headers give it.
+        assert put.headers.get_list("content-length") == [str(Path(file).stat().st_size)]
         assert queued.request_id is not None
 
         deadline = time.monotonic() + 150

@@ -111,7 +111,7 @@ export class PaymentRequiredError extends APIError {
 export class NotFoundError extends APIError {
   override name = "NotFoundError";
 }
-/** 409: the batch is not in a state that allows this (submit before upload, results before it finished). */
+/** 409: the job is not in a state that allows this (submit before upload, results before it finished), or a create repeats an idempotency key with another input size (`idempotency_conflict`). */
 export class ConflictError extends APIError {
   override name = "ConflictError";
 }

@@ -48,7 +48,7 @@ const BATCH: JobKind<Batch> = {
 async function createAndSubmit(ctx: Context, file: string, key: string): Promise<{ client: Client; batch: Batch; progress: Progress }> {
   const { bytes, records } = await readBatchFile(file);
   const { client, job, progress } = await submitJob(ctx, BATCH, async (client) => {
-    const created = await client.batches.create({ idempotencyKey: key }, { signal: ctx.signal });
+    const created = await client.batches.create({ inputBytes: bytes.byteLength, idempotencyKey: key }, { signal: ctx.signal });
     ctx.status(`Batch ${created.id} (idempotency key ${key}): ${records} record${records === 1 ? "" : "s"} from ${file}.`);
     if (created.upload) await client.batches.upload(created, bytes, { signal: ctx.signal });
     return client.batches.submit(created.id, { signal: ctx.signal });

@@ -119,7 +119,11 @@ class NotFoundError(APIError):
 
 
 class ConflictError(APIError):
-    """409: the batch or training is not in a state that allows this (submit before upload, results or a report before the end)."""
+    """
+    409: the batch or training is not in a state that allows this (submit before upload, results or a
+    report before the end), or a create repeats an idempotency key with another input size
+    (`idempotency_conflict`).
+    """
 
 
 class GoneError(APIError):

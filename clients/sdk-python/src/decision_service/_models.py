@@ -254,7 +254,7 @@ class BatchLimits(_Model, frozen=True):
 
 
 class Upload(_Model, frozen=True):
-    """Where and how to upload the input file: a signed PUT, used with exactly these headers."""
+    """Where and how to upload the input file: a signed PUT, used with exactly these headers (their content-length is the size the create declared)."""
 
     url: str
     method: Literal["PUT"]
@@ -270,6 +270,7 @@ class Batch(_Response, frozen=True):
     request_counts: RequestCounts
     created_at: str
     input_bytes: int | None
+    """The input file's size, as declared at create (None only on a job created before sizes were declared)."""
     submitted_at: str | None
     started_at: str | None
     finished_at: str | None
@@ -446,6 +447,7 @@ class Training(_Response, frozen=True):
     """The trained model's id once accepted (it answers decisions once `ready`); None otherwise."""
     created_at: str
     input_bytes: int | None
+    """The input file's size, as declared at create (None only on a job created before sizes were declared)."""
     submitted_at: str | None
     started_at: str | None
     finished_at: str | None

@@ -10,14 +10,18 @@
  * caller's side resumes where it was when `run` is called again with the same `idempotencyKey`.
  * The lifecycle is the one every job has (jobs.ts); what is a batch's own is its input and results.
  */
-import { BATCH_LIST_PAGE, isTerminal, type Batch, type BatchList, type Upload } from "../../../../contract/batches.ts";
+import { BATCH_LIST_PAGE, isTerminal, type Batch, type BatchList } from "../../../../contract/batches.ts";
+import { LIMITS } from "../../../../contract/limits.ts";
 import type { RequestOptions, Transport, WithRequestId } from "../core.ts";
+import { InputError } from "../errors.ts";
 import { encodeInput, type BatchInput } from "../input.ts";
-import { Jobs, type JobWaitOptions, type ListJobsParams, type UploadResult } from "./jobs.ts";
+import { Jobs, type JobWaitOptions, type ListJobsParams, type UploadResult, type UploadTarget } from "./jobs.ts";
 import type { PagePromise } from "./pages.ts";
 import { ResultStream, type ResultsPage } from "./results.ts";
 
 export interface CreateBatchParams {
+  /** The size in bytes of the JSONL input that will be uploaded (1 to LIMITS.bulkFileBytes): the signed upload takes exactly that many. */
+  inputBytes: number;
   /** The same key returns the same batch (1-255 characters); a random one when absent. */
   idempotencyKey?: string;
 }
@@ -51,25 +55,34 @@ export class Batches {
   }
 
   /**
-   * Creates a batch (or returns the one this idempotency key already made), with the signed
-   * `upload` destination while no input has arrived.
+   * Creates a batch for an input of `inputBytes` bytes (or returns the one this idempotency key
+   * already made), with the signed `upload` destination while no input has arrived: it takes
+   * exactly that many bytes. A size no batch can have throws InputError before anything is sent;
+   * the same key with another size is a ConflictError (`idempotency_conflict`).
    *
-   *     const batch = await client.batches.create({ idempotencyKey: "tickets-2026-11-22" });
-   *     batch.upload?.url; // PUT the JSONL here, with batch.upload.headers (or use batches.upload)
+   *     const input = await readFile("tickets.jsonl");
+   *     const batch = await client.batches.create({ inputBytes: input.byteLength, idempotencyKey: "tickets-2026-11-22" });
+   *     batch.upload?.url; // PUT the JSONL here, with exactly batch.upload.headers (or use batches.upload)
    */
-  async create(params: CreateBatchParams = {}, options?: RequestOptions): Promise<WithRequestId<Batch>> {
-    return this.jobs.create(params.idempotencyKey, {}, options);
+  async create(params: CreateBatchParams, options?: RequestOptions): Promise<WithRequestId<Batch>> {
+    const inputBytes = params?.inputBytes;
+    if (!Number.isInteger(inputBytes) || inputBytes < 1 || inputBytes > LIMITS.bulkFileBytes) {
+      throw new InputError(`batches.create takes { inputBytes }: the size of the input that will be uploaded, an integer from 1 to ${LIMITS.bulkFileBytes} bytes`);
+    }
+    return this.jobs.create(params.idempotencyKey, inputBytes, {}, options);
   }
 
   /**
    * Uploads the input of a created batch: records (written as JSONL), the path of a JSONL file, or
-   * its bytes, PUT to the batch's signed `upload.url` with exactly its `upload.headers`.
+   * its bytes, PUT to the batch's signed `upload.url` with exactly its `upload.headers`. Input of
+   * another length than the batch was created for throws InputError before anything is sent.
    *
-   *     const batch = await client.batches.create();
-   *     await client.batches.upload(batch, [{ custom_id: "t-1", body: { state: "charged twice", questions: { refund: noul("Refund?") } } }]);
+   *     const input = await readFile("tickets.jsonl");
+   *     const batch = await client.batches.create({ inputBytes: input.byteLength });
+   *     await client.batches.upload(batch, input);
    *     await client.batches.submit(batch.id);
    */
-  async upload(batch: { upload?: Upload | undefined }, input: BatchInput, options?: RequestOptions): Promise<UploadResult> {
+  async upload(batch: UploadTarget, input: BatchInput, options?: RequestOptions): Promise<UploadResult> {
     return this.jobs.upload(batch, () => encodeInput(input, this.defaultModel()), options);
   }
 

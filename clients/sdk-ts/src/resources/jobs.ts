@@ -2,9 +2,10 @@
  * The lifecycle every kind of job shares, written once: a job is created under an idempotency key
  * (the same key finds the same job), its input is PUT to the signed storage address the create
  * answer names (never with a credential of the client), it is submitted, retrieved, cancelled,
- * listed page by page, and polled until its status is terminal. `client.batches` and
- * `client.trainings` each hold a `Jobs` of their kind and keep only what differs: what create sends,
- * how the input is encoded, and their extras (a batch's results, a training's report).
+ * listed page by page, and polled until its status is terminal. A create declares the input's size,
+ * and its signed upload takes exactly that many bytes. `client.batches` and `client.trainings` each
+ * hold a `Jobs` of their kind and keep only what differs: what create sends, how the input is
+ * encoded, and their extras (a batch's results, a training's report).
  *
  *     const jobs = new Jobs<Batch, BatchList>(transport, { noun: "batch", path: "/v1/batches", auth: "api_key", isTerminal: (b) => isTerminal(b.status), listLimit: 20 });
  *     const submitted = await jobs.start(async () => ({ fields: {}, bytes }), "tickets-2026-11-22");
@@ -38,6 +39,12 @@ export interface JobShape {
   upload?: Upload | undefined;
 }
 
+/** What an upload reads of a job: its signed destination, and the input size it was created for when known. */
+export interface UploadTarget {
+  upload?: Upload | undefined;
+  input_bytes?: number | null | undefined;
+}
+
 export interface ListJobsParams {
   /** Jobs per page, 1 to the kind's `max` (BATCH_LIST_PAGE, TRAINING_LIST_PAGE); its `default` when absent. */
   limit?: number;
@@ -61,7 +68,7 @@ export interface UploadResult {
   etag: string;
 }
 
-/** A job's input, encoded, and the fields its create sends beside the idempotency key. */
+/** A job's input, encoded, and the fields its create sends beside the idempotency key and the input's size. */
 export interface JobInput {
   fields: Record<string, string>;
   bytes: Uint8Array;
@@ -85,21 +92,30 @@ export class Jobs<Job extends JobShape, List extends CursorPage<Job>> {
     return withRequestId(await this.transport.request<T>({ method: "GET", path, auth: this.kind.auth, query }, options));
   }
 
-  /** Creates a job sending `fields` beside the idempotency key (a random one when absent), or returns the one the key made. */
-  async create(idempotencyKey: string | undefined, fields: Record<string, string>, options?: RequestOptions): Promise<WithRequestId<Job>> {
-    const body = JSON.stringify({ idempotency_key: idempotencyKey ?? `sdk-${crypto.randomUUID()}`, ...fields });
+  /**
+   * Creates a job whose input will be `inputBytes` long, sending `fields` beside the idempotency key
+   * (a random one when absent) and the size, or returns the one the key made.
+   */
+  async create(idempotencyKey: string | undefined, inputBytes: number, fields: Record<string, string>, options?: RequestOptions): Promise<WithRequestId<Job>> {
+    const body = JSON.stringify({ idempotency_key: idempotencyKey ?? `sdk-${crypto.randomUUID()}`, input_bytes: inputBytes, ...fields });
     return this.post(this.kind.path, body, options);
   }
 
   /**
    * PUTs a created job's input to its signed `upload.url` with exactly its `upload.headers`; `encode`
-   * runs only once the job is known to take input, so a job that has it already is said first.
+   * runs only once the job is known to take input, so a job that has it already is said first. Input
+   * of another length than the job was created for is refused before it is sent: storage would.
    */
-  async upload(job: { upload?: Upload | undefined }, encode: () => Promise<Uint8Array>, options?: RequestOptions): Promise<UploadResult> {
+  async upload(job: UploadTarget, encode: () => Promise<Uint8Array>, options?: RequestOptions): Promise<UploadResult> {
     if (!job.upload) {
       throw new InputError(`this ${this.kind.noun} has no upload destination: its input has already arrived (submit it), or create it again with the same idempotency key`);
     }
     const body = await encode();
+    if (typeof job.input_bytes === "number" && body.byteLength !== job.input_bytes) {
+      throw new InputError(
+        `the input is ${body.byteLength} bytes, but this ${this.kind.noun} was created for ${job.input_bytes} bytes (its signed upload takes exactly that many): upload the input it was created for, or create a new ${this.kind.noun} for this one`,
+      );
+    }
     const reply = await this.transport.request<UploadResult>({ method: "PUT", url: job.upload.url, headers: job.upload.headers, body }, options);
     return reply.data;
   }
@@ -148,7 +164,7 @@ export class Jobs<Job extends JobShape, List extends CursorPage<Job>> {
   async start(encode: () => Promise<JobInput>, idempotencyKey: string | undefined, options?: RequestOptions): Promise<WithRequestId<Job>> {
     this.transport.require(this.kind.auth);
     const { fields, bytes } = await encode();
-    const created = await this.create(idempotencyKey, fields, options);
+    const created = await this.create(idempotencyKey, bytes.byteLength, fields, options);
     // No upload destination: this key's job already has its input (a resumed create or run).
     if (created.upload) await this.upload(created, async () => bytes, options);
     return this.submit(created.id, options);

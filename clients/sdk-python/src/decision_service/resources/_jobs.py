@@ -2,7 +2,8 @@
 The lifecycle every kind of job shares, written once for the sync and the async client: a job is
 created under an idempotency key (the same key finds the same job), its input is PUT to the signed
 storage address the create answer names (with no credential of the client), it is submitted,
-retrieved, cancelled, listed page by page, and polled until it is terminal. `client.batches` and
+retrieved, cancelled, listed page by page, and polled until it is terminal. A create declares the
+input's size, and its signed upload takes exactly that many bytes. `client.batches` and
 `client.trainings` each hold a `Jobs` (or `AsyncJobs`) of their kind and keep only what differs:
 what create sends, how the input is encoded, and their extras (a batch's results, a training's
 report).
@@ -38,7 +39,7 @@ Page = TypeVar("Page", BatchList, TrainingList)
 _M = TypeVar("_M", bound=pydantic.BaseModel)
 
 JobInput = tuple[dict[str, str], bytes]
-"""A job's input, encoded: the fields its create sends beside the idempotency key, and the bytes to upload."""
+"""A job's input, encoded: the fields its create sends beside the idempotency key and the size, and the bytes to upload."""
 
 
 @dataclass(frozen=True)
@@ -66,21 +67,33 @@ class JobKind(Generic[Job, Page]):
     def get(self, path: str, query: Mapping[str, str | int | None] | None = None) -> Call:
         return Call("GET", path=path, query=query or {}, credential=self.credential)
 
-    def post(self, path: str, fields: Mapping[str, str] | None = None) -> Call:
+    def post(self, path: str, fields: Mapping[str, str | int] | None = None) -> Call:
         return Call("POST", path=path, body=b"{}" if fields is None else encode_json(fields), credential=self.credential)
 
-    def create(self, idempotency_key: str | None, fields: Mapping[str, str]) -> Call:
+    def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, str]) -> Call:
+        """The create of a job whose input will be `input_bytes` long, under `idempotency_key` (a random one when None)."""
         key = idempotency_key if idempotency_key is not None else f"sdk-{uuid.uuid4()}"
-        return self.post(self.path, {"idempotency_key": key, **fields})
+        return self.post(self.path, {"idempotency_key": key, "input_bytes": input_bytes, **fields})
 
     def upload(self, job: Job, encode: Callable[[], bytes]) -> Call:
-        """The PUT of the job's input to its signed destination; `encode` runs once the job is known to take input."""
+        """
+        The PUT of the job's input to its signed destination, with exactly its headers (their
+        content-length included, which httpx keeps as given); `encode` runs once the job is known to
+        take input. Input of another length than the job was created for is refused before it is
+        sent: storage would refuse it.
+        """
         if job.upload is None:
             raise InputError(
                 f"this {self.noun} has no upload destination: its input has already arrived (submit it), "
                 "or create it again with the same idempotency key"
             )
-        return Call("PUT", url=job.upload.url, headers=job.upload.headers, body=encode(), json_body=False)
+        data = encode()
+        if job.input_bytes is not None and len(data) != job.input_bytes:
+            raise InputError(
+                f"the input is {len(data)} bytes, but this {self.noun} was created for {job.input_bytes} bytes "
+                f"(its signed upload takes exactly that many): upload the input it was created for, or create a new {self.noun} for this one"
+            )
+        return Call("PUT", url=job.upload.url, headers=job.upload.headers, body=data, json_body=False)
 
     def list(self, limit: int | None, after: str | None) -> Call:
         return self.get(self.path, {"limit": self.list_limit if limit is None else limit, "after": after})
@@ -97,8 +110,8 @@ class Jobs(Generic[Job, Page]):
         """A GET under the kind's path with its credential, read as `cls`: a kind's extra (report, results page)."""
         return read(cls, self._transport.request(self.kind.get(path, query), timeout=timeout))
 
-    def create(self, idempotency_key: str | None, fields: Mapping[str, str], *, timeout: float | None = None) -> Job:
-        return read(self.kind.job, self._transport.request(self.kind.create(idempotency_key, fields), timeout=timeout))
+    def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, str], *, timeout: float | None = None) -> Job:
+        return read(self.kind.job, self._transport.request(self.kind.create(idempotency_key, input_bytes, fields), timeout=timeout))
 
     def upload(self, job: Job, encode: Callable[[], bytes], *, timeout: float | None = None) -> UploadResult:
         return read(UploadResult, self._transport.request(self.kind.upload(job, encode), timeout=timeout))
@@ -137,7 +150,7 @@ class Jobs(Generic[Job, Page]):
         """
         self._transport.require(self.kind.credential)
         fields, data = encode()
-        created = self.create(idempotency_key, fields, timeout=timeout)
+        created = self.create(idempotency_key, len(data), fields, timeout=timeout)
         # No upload destination: this key's job already has its input (a resumed create or run).
         if created.upload is not None:
             self.upload(created, lambda: data, timeout=timeout)
@@ -154,8 +167,8 @@ class AsyncJobs(Generic[Job, Page]):
     async def get(self, cls: type[_M], path: str, *, query: Mapping[str, str | int | None] | None = None, timeout: float | None = None) -> _M:
         return read(cls, await self._transport.request(self.kind.get(path, query), timeout=timeout))
 
-    async def create(self, idempotency_key: str | None, fields: Mapping[str, str], *, timeout: float | None = None) -> Job:
-        return read(self.kind.job, await self._transport.request(self.kind.create(idempotency_key, fields), timeout=timeout))
+    async def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, str], *, timeout: float | None = None) -> Job:
+        return read(self.kind.job, await self._transport.request(self.kind.create(idempotency_key, input_bytes, fields), timeout=timeout))
 
     async def upload(self, job: Job, encode: Callable[[], bytes], *, timeout: float | None = None) -> UploadResult:
         return read(UploadResult, await self._transport.request(self.kind.upload(job, encode), timeout=timeout))
@@ -191,7 +204,7 @@ class AsyncJobs(Generic[Job, Page]):
     async def start(self, encode: Callable[[], JobInput], *, idempotency_key: str | None, timeout: float | None = None) -> Job:
         self._transport.require(self.kind.credential)
         fields, data = encode()
-        created = await self.create(idempotency_key, fields, timeout=timeout)
+        created = await self.create(idempotency_key, len(data), fields, timeout=timeout)
         if created.upload is not None:
             await self.upload(created, lambda: data, timeout=timeout)
         return await self.submit(created.id, timeout=timeout)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-from .._constants import BATCH_LIST_PAGE_DEFAULT
+from .._constants import BATCH_LIST_PAGE_DEFAULT, BULK_FILE_BYTES
+from .._errors import InputError
 from .._input import BatchInput, encode_input
 from .._models import AsyncPages, Batch, BatchList, ResultRecord, ResultsPage, UploadResult
 from .._transport import AsyncTransport, SyncTransport
@@ -29,6 +30,13 @@ from ._jobs import DEFAULT_POLL_INTERVAL, AsyncJobs, JobKind, Jobs
 ProgressCallback = Callable[[Batch], object]
 
 _KIND = JobKind("batch", "/v1/batches", "api_key", Batch, BatchList, BATCH_LIST_PAGE_DEFAULT)
+
+
+def _checked_size(input_bytes: int) -> int:
+    """`input_bytes` when a batch can have it; InputError, before anything is sent, otherwise."""
+    if isinstance(input_bytes, bool) or not isinstance(input_bytes, int) or not 1 <= input_bytes <= BULK_FILE_BYTES:
+        raise InputError(f"input_bytes must be an integer from 1 to {BULK_FILE_BYTES} (25 MiB): the size of the input that will be uploaded")
+    return input_bytes
 
 
 class ResultStream:
@@ -92,21 +100,25 @@ class Batches:
         self._jobs = Jobs(transport, _KIND)
         self._default_model = default_model
 
-    def create(self, *, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
+    def create(self, *, input_bytes: int, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
         """
-        Creates a batch (or returns the one this idempotency key already made), with the signed
-        `upload` destination while no input has arrived.
+        Creates a batch for an input of `input_bytes` bytes (or returns the one this idempotency key
+        already made), with the signed `upload` destination while no input has arrived: it takes
+        exactly that many bytes. InputError, before anything is sent, for a size no batch can have;
+        ConflictError (`idempotency_conflict`) for the same key with another size.
 
-            batch = client.batches.create(idempotency_key="tickets-2026-11-22")
+            data = Path("tickets.jsonl").read_bytes()
+            batch = client.batches.create(input_bytes=len(data), idempotency_key="tickets-2026-11-22")
         """
-        return self._jobs.create(idempotency_key, {}, timeout=timeout)
+        return self._jobs.create(idempotency_key, _checked_size(input_bytes), {}, timeout=timeout)
 
     def upload(self, batch: Batch, source: BatchInput, *, timeout: float | None = None) -> UploadResult:
         """
         Uploads the input of a created batch (records, the path of a JSONL file, or its bytes) to its
-        signed `upload.url`, with exactly its `upload.headers` and without the API key.
+        signed `upload.url`, with exactly its `upload.headers` and without the API key. InputError,
+        before anything is sent, for input of another length than the batch was created for.
 
-            client.batches.upload(batch, [{"custom_id": "t-1", "body": {"state": "...", "questions": {"q": noul("?")}}}])
+            client.batches.upload(batch, data)
         """
         return self._jobs.upload(batch, lambda: encode_input(source, self._default_model()), timeout=timeout)
 
@@ -173,9 +185,9 @@ class AsyncBatches:
         self._jobs = AsyncJobs(transport, _KIND)
         self._default_model = default_model
 
-    async def create(self, *, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
-        """Creates a batch (or returns this idempotency key's); see `Batches.create`."""
-        return await self._jobs.create(idempotency_key, {}, timeout=timeout)
+    async def create(self, *, input_bytes: int, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
+        """Creates a batch for an input of `input_bytes` bytes (or returns this idempotency key's); see `Batches.create`."""
+        return await self._jobs.create(idempotency_key, _checked_size(input_bytes), {}, timeout=timeout)
 
     async def upload(self, batch: Batch, source: BatchInput, *, timeout: float | None = None) -> UploadResult:
         """Uploads the input of a created batch; see `Batches.upload`."""

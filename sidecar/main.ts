@@ -18,6 +18,7 @@ import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
 import { SidecarSettings } from "./settings.ts";
 import { SERVED_STEPS, type Steps } from "./decide/steps.ts";
+import { loggable } from "../server-shared/errors.ts";
 
 let settings: SidecarSettings;
 const secrets = new SecretSource(process.env);
@@ -33,7 +34,7 @@ const sidecarSecret = () => secrets.list("SIDECAR_SECRET")!;
 
 const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 // An idle connection dropped by the server must not crash the process.
-pool.on("error", (err: Error) => console.error("sidecar: postgres pool error:", err.message));
+pool.on("error", (err: Error) => console.error(`sidecar: postgres pool error: ${loggable(err)}`));
 
 const usage = new UsageWriter(pool);
 const lanes = new Lanes();

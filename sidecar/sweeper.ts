@@ -19,6 +19,7 @@ import { BatchStore } from "../server-shared/jobs/batches.ts";
 import { TrainingStore } from "../server-shared/jobs/trainings.ts";
 import { cleanJobs, runCleanup, type Retention } from "./bulk/cleanup.ts";
 import type { EdgeLink } from "./bulk/grants.ts";
+import { loggable } from "../server-shared/errors.ts";
 
 /** How often expiry, completion and the credit sweep run. */
 export const SWEEP_EVERY_MS = 5000;
@@ -83,7 +84,7 @@ export class Sweeper {
         await this.sweep();
       } catch (err) {
         // Postgres away, a bug: say so without content; the next sweep tries again.
-        this.log(`sidecar: sweeper: ${err instanceof Error ? err.message : String(err)}`);
+        this.log(`sidecar: sweeper: ${loggable(err)}`);
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, SWEEP_EVERY_MS);

@@ -4,6 +4,7 @@
  */
 import type { Pool, PoolClient } from "@neondatabase/serverless";
 import type { Usage } from "../contract/decision.ts";
+import { loggable } from "../server-shared/errors.ts";
 
 export interface UsageRecord {
   accountId: string;
@@ -76,7 +77,7 @@ export class UsageWriter {
         return;
       } catch (err) {
         if (attempt === 3) {
-          this.log(`sidecar: usage of request ${record.requestId ?? "(none)"} not recorded after 3 attempts: ${err instanceof Error ? err.message : String(err)}`);
+          this.log(`sidecar: usage of request ${record.requestId ?? "(none)"} not recorded after 3 attempts: ${loggable(err)}`);
           return;
         }
         await new Promise((resolve) => setTimeout(resolve, 100 * attempt));

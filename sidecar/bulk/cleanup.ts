@@ -15,6 +15,7 @@ import type { BatchStore } from "../../server-shared/jobs/batches.ts";
 import type { JobStore } from "../../server-shared/jobs/store.ts";
 import { deleteUsageBefore } from "../usage.ts";
 import { deleteObject, type EdgeLink } from "./grants.ts";
+import { loggable } from "../../server-shared/errors.ts";
 
 export interface Retention {
   dataMs: number;
@@ -27,7 +28,7 @@ const PURGE_BATCH = 100;
 /** A kind's inputs read no more, then its jobs terminal for `dataMs` (or ended where nothing is served). */
 export async function cleanJobs<T>(store: JobStore<T>, dataMs: number, edge: EdgeLink, log: (line: string) => void): Promise<void> {
   const failed = (id: string, err: unknown) =>
-    log(`sidecar: cleanup of ${store.kind.table} row ${id} failed, retried next run: ${err instanceof Error ? err.message : String(err)}`);
+    log(`sidecar: cleanup of ${store.kind.table} row ${id} failed, retried next run: ${loggable(err)}`);
   for (const job of await store.dueInputDeletion(PURGE_BATCH)) {
     try {
       await deleteObject(edge, job.objectKey);
@@ -57,7 +58,7 @@ export async function runCleanup(store: BatchStore, pool: Pool, edge: EdgeLink, 
       for (const object of asset.objects) await deleteObject(edge, object);
       await images.purge(asset.id);
     } catch (err) {
-      log(`sidecar: cleanup of image asset ${asset.id} failed, retried next run: ${err instanceof Error ? err.message : String(err)}`);
+      log(`sidecar: cleanup of image asset ${asset.id} failed, retried next run: ${loggable(err)}`);
     }
   }
 }

@@ -154,7 +154,7 @@ describe("the job worker", () => {
     } finally {
       await worker.stop();
     }
-    expect(log).toEqual(["sidecar: worker_test_a worker: a bug in the step"]);
+    expect(log).toEqual(["sidecar: worker_test_a worker: Error: a bug in the step"]);
   });
 
   it("stops: a draining stop lets the step in flight commit, an abandoning one commits nothing and releases the job", async () => {

@@ -22,6 +22,7 @@
  */
 import { LIMITS } from "../../contract/limits.ts";
 import type { Lease } from "../../server-shared/jobs/store.ts";
+import { loggable } from "../../server-shared/errors.ts";
 
 export interface JobTiming {
   leaseMs: number;
@@ -115,7 +116,7 @@ export class JobWorker {
         next = await this.step(turn);
       } catch (err) {
         // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
-        if (!this.stopping) this.log(`sidecar: ${turn?.steps.name ?? "job"} worker: ${err instanceof Error ? err.message : String(err)}`);
+        if (!this.stopping) this.log(`sidecar: ${turn?.steps.name ?? "job"} worker: ${loggable(err)}`);
         await this.idle();
       }
     }

@@ -40,7 +40,7 @@ import { validateTrainingFile, type TrainingExample } from "../../contract/train
 import { acceptanceOnTheWire, type Baseline, type EvaluationReport } from "../../contract/trainings.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { ImageAssetStore } from "../../server-shared/images.ts";
-import { ServiceError } from "../../server-shared/errors.ts";
+import { loggable } from "../../server-shared/errors.ts";
 import { TrainingStore, type StoredExample, type TrainingClaim } from "../../server-shared/jobs/trainings.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
@@ -314,8 +314,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
       if (!answered) return;
     } catch (err) {
       if (signal.aborted) throw err;
-      const note = err instanceof ServiceError ? (err.operatorNote ?? err.message) : err instanceof Error ? err.message : String(err);
-      this.log(`sidecar: training ${claim.id}: its model was not activated: ${note}`);
+      this.log(`sidecar: training ${claim.id}: its model was not activated: ${loggable(err)}`);
       return;
     }
     signal.throwIfAborted();

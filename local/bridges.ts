@@ -5,9 +5,8 @@
  *     const bridges = await startBridges({ databaseUrl, redisUrl, upstashToken, logDir });
  *     bridges.neonBridge; // "127.0.0.1:<port>" (NEON_LOCAL_BRIDGE)
  */
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { start, type Child } from "./process.ts";
+import { announced, start, type Child } from "./process.ts";
 import { BUN, ROOT } from "./tiers.ts";
 
 export interface Bridges {
@@ -29,11 +28,7 @@ export async function startBridges(opts: { databaseUrl: string | null; redisUrl:
     args: [join(ROOT, "local/bridges-main.ts")],
     env: { BRIDGES_DATABASE_URL: opts.databaseUrl ?? "", BRIDGES_REDIS_URL: opts.redisUrl, BRIDGES_UPSTASH_TOKEN: opts.upstashToken },
     logPath,
-    ready: async () => {
-      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("BRIDGES READY "));
-      if (line) ready = JSON.parse(line.slice("BRIDGES READY ".length)) as typeof ready;
-      return ready !== undefined;
-    },
+    ready: async (output) => (ready = announced<NonNullable<typeof ready>>(await output(), "BRIDGES READY ")) !== undefined,
   });
   return { neonBridge: ready!.neonPort === null ? null : `127.0.0.1:${ready!.neonPort}`, upstashUrl: ready!.upstashUrl, child, stop: child.stop };
 }

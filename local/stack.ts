@@ -14,7 +14,7 @@
  * every piece started before it.
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pg from "pg";
 import { IMAGE_BASE_ALIAS, SHARED_ALIAS } from "../contract/limits.ts";
@@ -126,6 +126,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
     const sidecarAt = await sidecarAddress();
     await registerLocalReleases(postgres.url, sidecarAt.url, runtime, imageRuntime);
+    await moveServedReleases(postgres.url, dataDir, sidecarAt.url);
 
     // The edge's address is known before it starts: the sidecar's bulk worker asks it for grants.
     const edgePort = opts.edgePort ?? (await freePort());
@@ -280,6 +281,26 @@ async function registerLocalReleases(databaseUrl: string, sidecarUrl: string, ru
   } finally {
     await db.end();
   }
+}
+
+/**
+ * A stack started again over the same data has a new sidecar address: the releases the earlier
+ * run's sidecar served (its trained models) move to the new one, so that they answer and /health
+ * finds every sidecar it names. The address is kept in `<dataDir>/sidecar-url` for the next run.
+ */
+async function moveServedReleases(databaseUrl: string, dataDir: string, sidecarUrl: string): Promise<void> {
+  const path = join(dataDir, "sidecar-url");
+  const previous = existsSync(path) ? readFileSync(path, "utf8").trim() : null;
+  if (previous && previous !== sidecarUrl) {
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      await db.query("UPDATE model_releases SET sidecar_url = $2 WHERE sidecar_url = $1 AND retired_at IS NULL", [previous, sidecarUrl]);
+    } finally {
+      await db.end();
+    }
+  }
+  writeFileSync(path, `${sidecarUrl}\n`);
 }
 
 /** Writes the edge Worker's settings to `<dataDir>/edge.env` (mode 0600) and returns its path. */

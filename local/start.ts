@@ -12,6 +12,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EDGE_KINDS, type EdgeKind } from "./edge.ts";
 import { portInUse } from "./ports.ts";
+import { stopLeftovers } from "./process.ts";
 import { runningStack, stackDir, type RunningStack } from "./running.ts";
 import { RUNTIME_TOKEN_ENV, startStack } from "./stack.ts";
 
@@ -32,6 +33,9 @@ if (other) {
   console.error(`The service is already running at ${other.baseUrl} (npm start, pid ${other.pid}). Stop it with Ctrl-C in its terminal.`);
   process.exit(1);
 }
+// A launcher killed with SIGKILL leaves its children running (each has a process group of its own):
+// they would hold the ports and the data. Stopped first, saying so.
+for (const log of await stopLeftovers(dataDir)) console.error(`Stopped a process an earlier run left running (its log: ${log}).`);
 for (const port of [edgePort, idpPort]) {
   if (await portInUse(port)) {
     console.error(`Port ${port} is already in use by another program; set PORT to use other ports (PORT and PORT+1).`);

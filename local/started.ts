@@ -77,7 +77,6 @@ export interface RestartableRuntime {
 
 export async function startRestartableRuntime(started: Started, options: Parameters<typeof startRuntime>[0]): Promise<RestartableRuntime> {
   let current = await startRuntime(options);
-  let restarts = 0;
   started.add(current.child, () => current.child.stop());
   const res = await fetch(`${current.url}/v1/identity`, { headers: { authorization: `Bearer ${options.secret}` } });
   const release = Identity.parse(await res.json());
@@ -88,13 +87,8 @@ export async function startRestartableRuntime(started: Started, options: Paramet
     },
     release,
     restore: async (env) => {
-      // A log of its own: the first one already holds a READY line.
-      const restarted = await startRuntime({
-        ...options,
-        env: { ...options.env, ...env },
-        name: `${options.name}-restart-${++restarts}`,
-        port: Number(new URL(current.url).port),
-      });
+      // The same log: readiness reads only what the new process writes.
+      const restarted = await startRuntime({ ...options, env: { ...options.env, ...env }, port: Number(new URL(current.url).port) });
       started.replace(current.child, restarted.child);
       current = restarted;
     },

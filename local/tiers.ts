@@ -8,11 +8,10 @@
  *
  * Every setting of a child is given explicitly, so that a developer's own settings cannot leak in.
  */
-import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import { freePort } from "./ports.ts";
-import { start, type Child } from "./process.ts";
+import { announced, start, type Child } from "./process.ts";
 
 export const ROOT = resolve(import.meta.dirname, "..");
 export const BUN = join(ROOT, "node_modules/.bin/bun");
@@ -63,11 +62,7 @@ export async function startRuntime(opts: {
     cwd: ROOT,
     env: { ...runtimeEnv(opts.modelPath, opts.secret), RUNTIME_PORT: String(port), ...(opts.encoderPath ? { RUNTIME_ENCODER_PATH: opts.encoderPath } : {}), ...opts.env },
     logPath,
-    ready: async () => {
-      const line = (await readFile(logPath, "utf8")).split("\n").find((l) => l.startsWith("RUNTIME READY "));
-      if (line) ready = JSON.parse(line.slice("RUNTIME READY ".length)) as StartedRuntime["ready"];
-      return ready !== undefined;
-    },
+    ready: async (output) => (ready = announced<StartedRuntime["ready"]>(await output(), "RUNTIME READY ")) !== undefined,
     timeoutMs: 120_000,
   });
   return { url: `http://127.0.0.1:${port}`, child, ready: ready! };

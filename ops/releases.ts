@@ -20,10 +20,25 @@ export interface ReleaseInput {
   modality?: "text" | "image";
 }
 
-/** Adds a release, or updates the addresses, secret variable and description of the same release. */
+/**
+ * Adds a release, or updates the addresses, secret variable and description of the same release.
+ * The models customers trained on it run on its runtime: they follow it to a new address and secret
+ * variable in the same transaction (a runtime that moved, as on every local restart, leaves none behind).
+ */
 export async function registerRelease(db: pg.ClientBase, release: ReleaseInput): Promise<void> {
   checkServiceUrl(release.url, "runtime");
   if (release.sidecar_url !== null) checkServiceUrl(release.sidecar_url, "sidecar");
+  await db.query("BEGIN");
+  try {
+    await upsert(db, release);
+    await db.query("COMMIT");
+  } catch (err) {
+    await db.query("ROLLBACK");
+    throw err;
+  }
+}
+
+async function upsert(db: pg.ClientBase, release: ReleaseInput): Promise<void> {
   await db.query(
     `INSERT INTO model_releases (id, fingerprint, owners, url, token_env, release_date, description, sidecar_url, modality)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -31,6 +46,11 @@ export async function registerRelease(db: pg.ClientBase, release: ReleaseInput):
        SET fingerprint = EXCLUDED.fingerprint, url = EXCLUDED.url, token_env = EXCLUDED.token_env,
            description = EXCLUDED.description, owners = EXCLUDED.owners, sidecar_url = EXCLUDED.sidecar_url`,
     [release.id, release.fingerprint, release.owners, release.url, release.token_env, release.release_date, release.description, release.sidecar_url, release.modality ?? "text"],
+  );
+  await db.query(
+    `UPDATE model_releases SET url = $2, token_env = $3
+      WHERE base_release = $1 AND training_id IS NOT NULL AND (url <> $2 OR token_env <> $3)`,
+    [release.id, release.url, release.token_env],
   );
 }
 

@@ -38,6 +38,27 @@ describe("npm run registry", () => {
     expect((await query("SELECT retired_at FROM model_releases WHERE id = $1", [id]))[0]?.retired_at).not.toBeNull();
   });
 
+  it("moves the models trained on a release with it when it is added again at another address", async () => {
+    const id = `ops-${crypto.randomUUID().slice(0, 8)}`;
+    const add = (url: string, tokenEnv: string) => run("ops/registry.ts", "add", id, "--fingerprint", "f".repeat(64), "--url", url, "--token-env", tokenEnv).status;
+    expect(add("https://gpu-a.example.test", "GPU_SECRET")).toBe(0);
+    // A model trained on it (its own row, as activation writes it), and a release merely based on it, untrained.
+    await query(
+      `INSERT INTO model_releases (id, fingerprint, url, token_env, release_date, base_release, training_id)
+       VALUES ($1 || '-trained', repeat('a', 64), 'https://gpu-a.example.test', 'GPU_SECRET', current_date, $1, gen_random_uuid()),
+              ($1 || '-variant', repeat('b', 64), 'https://gpu-a.example.test', 'GPU_SECRET', current_date, $1, NULL)`,
+      [id],
+    );
+    expect(add("https://gpu-b.example.test", "GPU_B_SECRET")).toBe(0);
+    const rows = await query<{ id: string; url: string; token_env: string }>("SELECT id, url, token_env FROM model_releases WHERE id LIKE $1 ORDER BY id", [`${id}%`]);
+    expect(rows).toEqual([
+      { id, url: "https://gpu-b.example.test", token_env: "GPU_B_SECRET" },
+      { id: `${id}-trained`, url: "https://gpu-b.example.test", token_env: "GPU_B_SECRET" },
+      { id: `${id}-variant`, url: "https://gpu-a.example.test", token_env: "GPU_SECRET" },
+    ]);
+    await query("UPDATE model_releases SET retired_at = now() WHERE id LIKE $1", [`${id}%`]);
+  });
+
   it("refuses a remote plaintext runtime URL, a changed fingerprint, and an alias to a retired release", () => {
     const id = `ops-${crypto.randomUUID().slice(0, 8)}`;
     const plain = run("ops/registry.ts", "add", id, "--fingerprint", "f".repeat(64), "--url", "http://gpu.example.test", "--token-env", "GPU_SECRET");

@@ -32,10 +32,14 @@ export async function call<T = Record<string, unknown>>(
   if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
   const hasBody = opts.body !== undefined || opts.rawBody !== undefined;
   if (hasBody) headers["content-type"] = "application/json";
-  const res = await fetch(`${stack().baseUrl}${path}`, {
-    method: opts.method ?? (hasBody ? "POST" : "GET"),
-    headers,
-    body: opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
+  const method = opts.method ?? (hasBody ? "POST" : "GET");
+  const send = () => fetch(`${stack().baseUrl}${path}`, { method, headers, body: opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)) });
+  // A GET sent on a kept-alive connection the server closed at that moment (its idle timeout, met
+  // when a loaded machine stalls this process) fails before any answer: sent again once, as HTTP
+  // clients retry an idempotent request (RFC 9110 9.2.2). Anything else fails the test.
+  const res = await send().catch((err: unknown) => {
+    if (method === "GET" && (err as { cause?: { code?: string } }).cause?.code === "UND_ERR_SOCKET") return send();
+    throw err;
   });
   const text = await res.text();
   let body: unknown = text;

@@ -316,6 +316,7 @@ CREATE TABLE credit_reservations (
   CHECK ((status = 'reserved') = (finished_at IS NULL))
 );
 CREATE INDEX credit_reservations_due ON credit_reservations (expires_at) WHERE status = 'reserved';
+CREATE INDEX credit_reservations_settled ON credit_reservations (account_id, finished_at) WHERE status = 'settled';
 
 -- The operator's ledger of credit granted (`npm run account -- credit`); each grant adds to the
 -- balance in the same statement.

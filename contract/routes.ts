@@ -10,6 +10,7 @@
  * upload URL points at, and the health probe are not part of the public API and are not listed.
  */
 import { z } from "zod";
+import { Usage, USAGE_DAYS, UsageDay, UsageGrouping } from "./usage.ts";
 import { Batch, BATCH_LIST_PAGE, BatchList, CreateBatchRequest, ResultsPage } from "./batches.ts";
 import { CalibrationReport } from "./calibration.ts";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
@@ -99,6 +100,9 @@ export const PARAMETERS = {
     schema: z.number().int().min(1).max(BATCH_LIST_PAGE.max).default(BATCH_LIST_PAGE.default),
   },
   batchListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id.optional() },
+  usageStart: { name: "start", in: "query", description: `The first UTC day counted, YYYY-MM-DD: no later than \`end\`, at most ${USAGE_DAYS - 1} days before it (the default); otherwise 422.`, schema: UsageDay.optional() },
+  usageEnd: { name: "end", in: "query", description: "The last UTC day counted, YYYY-MM-DD (default: today).", schema: UsageDay.optional() },
+  usageGroupBy: { name: "group_by", in: "query", description: "`day`, `key`, or `day,key`.", schema: UsageGrouping.default(["day"]) },
   trainingId: { name: "id", in: "path", description: "The training id (a UUID).", schema: Training.shape.id },
   imageAssetId: { name: "id", in: "path", description: "The image asset id (a UUID).", schema: ImageAsset.shape.id },
   trainingListLimit: {
@@ -181,6 +185,17 @@ export const ROUTES: readonly Route[] = [
     request: { schema: EmptyRequest, optional: true },
     responses: { 200: { description: "The revoked key's metadata.", body: KeyMetadata } },
     errors: [...USER_TOKEN, "not_found", "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/usage",
+    operationId: "getUsage",
+    summary: "What the account used, per UTC day and per API key: requests, batch records, tokens, image credit",
+    tag: "Keys",
+    credential: "user_token",
+    parameters: [PARAMETERS.usageStart, PARAMETERS.usageEnd, PARAMETERS.usageGroupBy],
+    responses: { 200: { description: `The account's usage over at most ${USAGE_DAYS} days.`, body: Usage } },
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", ...SERVER],
   },
   {
     method: "get",

@@ -21,6 +21,7 @@ import { imageDecisions } from "./routes/image-decisions.ts";
 import { imageModels } from "./routes/image-models.ts";
 import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
+import { usage } from "./routes/usage.ts";
 import { models } from "./routes/models.ts";
 import { reference } from "./routes/reference.ts";
 import { signIn } from "./routes/sign-in.ts";
@@ -66,6 +67,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", consolePage);
   app.route("/", signIn);
   app.route("/", keys);
+  app.route("/", usage);
   app.route("/", models);
   app.route("/", decisions);
   app.route("/", batches);

@@ -23,6 +23,7 @@ import { startStack, type Stack } from "../local/stack.ts";
 import { grantCredit } from "../ops/accounts.ts";
 import { callJson, errorOf, owner as stackOwner, type Owner as StackOwner } from "./support/own-stack.ts";
 import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
+import { Usage } from "../contract/usage.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-image-models-"));
 chmodSync(dataDir, 0o711);
@@ -335,6 +336,32 @@ describe("prepaid credit", () => {
     const text = await call("/v1/systemone", alice.key, { model: "svc-shared", state: "a circle", questions: { q: { type: "noul", instructions: "Is it round?" } } });
     expect(text.status, JSON.stringify(text.body)).toBe(200);
     expect(await balance(alice)).toEqual(before);
+  });
+
+  it("is counted by GET /v1/usage as charged: each decision for its key (a session's under none), the credit spent beside the tokens", async () => {
+    type Buckets = Map<string | null, { requests: number; image_credit_micro_usd: number }>;
+    const perKey = async (): Promise<Buckets> => new Map(Usage.parse((await call("/v1/usage?group_by=key", alice.userToken)).body).data.map((b) => [b.key_id, b]));
+    const counted = (buckets: Buckets, key: string | null) => buckets.get(key) ?? { requests: 0, image_credit_micro_usd: 0 };
+    const keyId = alice.key.split("_")[1]!; // a key's secret is svc_<id>_<material>
+    const before = await perKey();
+    const credit = await balance(alice);
+    const asset = await upload(await demoImage("circle", 30_001), alice.key);
+    for (const token of [alice.key, alice.key, alice.userToken]) {
+      const reply = await call(token === alice.key ? "/v1/systemone" : "/v1/image-decisions", token, decisionBody(model, asset));
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    }
+    const spent = credit.balance - (await balance(alice)).balance;
+    expect(spent).toBe(3 * CHARGE);
+    // Usage rows land just after the answers.
+    let after = await perKey();
+    for (let tries = 0; tries < 50 && counted(after, keyId).requests + counted(after, null).requests < counted(before, keyId).requests + counted(before, null).requests + 3; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      after = await perKey();
+    }
+    expect(counted(after, keyId).requests - counted(before, keyId).requests).toBe(2);
+    expect(counted(after, keyId).image_credit_micro_usd - counted(before, keyId).image_credit_micro_usd).toBe(2 * CHARGE);
+    expect(counted(after, null).requests - counted(before, null).requests).toBe(1);
+    expect(counted(after, null).image_credit_micro_usd - counted(before, null).image_credit_micro_usd).toBe(CHARGE);
   });
 
   it("is shown by GET /v1/image-credit with the published price, to either credential", async () => {

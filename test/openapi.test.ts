@@ -256,6 +256,8 @@ describe("real answers conform to the document", () => {
     expectConforms("POST", "/v1/keys", created);
     expectConforms("GET", "/v1/keys", await call("/v1/keys", { token }));
     expectConforms("POST", "/v1/keys/{id}/revoke", await call("/v1/keys/nosuchkey/revoke", { token, body: {} }));
+    expectConforms("GET", "/v1/usage", await call("/v1/usage?group_by=day,key", { token: account.userToken }));
+    expectConforms("GET", "/v1/usage", await call("/v1/usage?group_by=week", { token: account.userToken }));
   });
 
   it("a batch from creation to its results", async () => {

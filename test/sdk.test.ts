@@ -46,6 +46,12 @@ import {
   type ImageModel,
   type ImageRefusal,
   type InputRecord,
+  type UsageBucket,
+  type UsageCounts,
+  type UsageGroup,
+  type UsageReport,
+  type WithRequestId,
+  USAGE_DAYS,
 } from "../clients/sdk-ts/src/index.ts";
 import { requireCredentials, resolveSettings, SettingsError, writeSaved } from "../clients/sdk-ts/src/settings.ts";
 import { stringifyJson } from "../contract/json.ts";
@@ -747,7 +753,7 @@ describe("client.trainings", () => {
     for (const call of calls) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
     }
     const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
     expect(await rejection(tokenOnly.systemOne({ state: "s", questions: { q: noul() } }))).toMatchObject({ name: "ConfigurationError", message: expect.stringMatching(/^no API key: .*SVC_API_KEY/) });
@@ -1055,7 +1061,7 @@ describe("image decisions, image models and the image credit", () => {
     for (const call of [() => keyOnly.imageModels.list(), () => keyOnly.imageDecisions.create({ state: "", questions: SHAPE, images })]) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, image models and image decisions take the signed-in user's access token, not an API key/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, image models and image decisions take the signed-in user's access token, not an API key/);
     }
     expect(recorder.sent).toEqual([]);
     const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
@@ -1079,6 +1085,71 @@ describe("image decisions, image models and the image credit", () => {
     }
     expect(Object.getPrototypeOf(errorOf(412, "already_uploaded"))).toBe(APIError.prototype);
     expectTypeOf<ChoiceAnswer["unknown_probability"]>().toEqualTypeOf<number | undefined>();
+  });
+});
+
+describe("client.usage", () => {
+  const today = () => new Date().toISOString().slice(0, 10);
+
+  it("retrieve: a fresh account's decision counts for its key, read with the access token; the query as given", { timeout: 60_000 }, async () => {
+    const user = await newAccount();
+    const reply = await stackClient(user.key.secret).systemOne({ state: "I was charged twice", questions: { refund: noul("Refund?") } });
+    const recorder = recordingFetch();
+    const session = stackClient(user.key.secret, { accessToken: user.userToken, fetch: recorder.fetch });
+    // Usage is recorded just after the answer: poll briefly.
+    const deadline = Date.now() + 10_000;
+    let usage: WithRequestId<UsageReport>;
+    let mine: UsageBucket | undefined;
+    for (;;) {
+      usage = await session.usage.retrieve({ groupBy: ["key"] });
+      mine = usage.data.find((b) => b.key_id === user.key.id);
+      if ((mine?.requests ?? 0) >= 1 || Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(mine, JSON.stringify(usage)).toMatchObject({ day: null, key_name: user.key.name, requests: 1, batch_records: 0, output_tokens: reply.usage.output_tokens, input_tokens: reply.usage.input_tokens });
+    expect(usage).toMatchObject({ object: "usage", group_by: ["key"], end: today(), totals: { requests: 1 } });
+    expect(usage._request_id).toMatch(/^req_/);
+    expectTypeOf(usage.data).toEqualTypeOf<UsageBucket[]>();
+    expectTypeOf(usage.totals).toEqualTypeOf<UsageCounts>();
+    expectTypeOf(usage.group_by).toEqualTypeOf<UsageGroup[]>();
+    // The access token even from a client that has an API key; only what was given is sent, group_by comma-separated.
+    const last = recorder.sent.at(-1)!;
+    expect(last.headers.get("authorization")).toBe(`Bearer ${user.userToken}`);
+    expect(new URL(last.url).pathname).toBe("/v1/usage");
+    expect([...new URL(last.url).searchParams]).toEqual([["group_by", "key"]]);
+
+    const both = await session.usage.retrieve({ start: today(), end: today(), groupBy: ["day", "key"] });
+    expect(both.group_by).toEqual(["day", "key"]);
+    expect(both.data.map((b) => [b.day, b.key_id, b.requests])).toEqual([[today(), user.key.id, 1]]);
+    expect([...new URL(recorder.sent.at(-1)!.url).searchParams]).toEqual([["start", today()], ["end", today()], ["group_by", "day,key"]]);
+    const byDay = await session.usage.retrieve({ groupBy: "day" });
+    expect(byDay.data).toHaveLength(USAGE_DAYS);
+    expect(byDay.totals).toEqual(both.totals);
+  });
+
+  it("retrieve: a range or grouping the service refuses is an UnprocessableEntityError naming it", async () => {
+    const session = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl });
+    for (const [params, message] of [
+      [{ start: today(), end: "2000-01-01" }, /start \(.*\) is after end/],
+      [{ start: "2000-01-01", end: today() }, new RegExp(`at most ${USAGE_DAYS} days at a time`)],
+      [{ start: "2026-02-30" }, /a calendar day/],
+      [{ groupBy: ["day", "day"] as UsageGroup[] }, /group_by is day, key, or both/],
+    ] as const) {
+      const err = await rejection(session.usage.retrieve(params));
+      expect(err).toBeInstanceOf(UnprocessableEntityError);
+      expect(err).toMatchObject({ status: 422, code: "invalid_request", requestId: expect.stringMatching(/^req_/) });
+      expect((err as Error).message).toMatch(message);
+    }
+  });
+
+  it("retrieve takes the access token: a client without one sends nothing; an API key in its place is refused by the service", async () => {
+    const recorder = recordingFetch();
+    const err = await rejection(stackClient(account.key.secret, { fetch: recorder.fetch }).usage.retrieve());
+    expect(err).toBeInstanceOf(ConfigurationError);
+    expect((err as Error).message).toMatch(/^no access token: training, usage, image models and image decisions take the signed-in user's access token/);
+    expect(recorder.sent).toEqual([]);
+    const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
+    expect(await rejection(confused.usage.retrieve())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
   });
 });
 

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { BATCH_LIST_PAGE, BATCH_STATUSES, Batch, BatchList, ResultRecord, ResultsPage, TERMINAL_STATUSES } from "../../contract/batches.ts";
 import { CreditBalance } from "../../contract/credit.ts";
 import { ChoiceAnswer, DecisionResponse, NoulAnswer, ScoreAnswer, Usage } from "../../contract/decision.ts";
+import { Usage as UsageReport } from "../../contract/usage.ts";
 import { ErrorEnvelope } from "../../contract/errors.ts";
 import { IMAGE_MODEL_STATES, ImageModel, ImageModelList } from "../../contract/image-models.ts";
 import { CreateImageAssetRequest, IMAGE_ASSET_STATUSES, IMAGE_PURPOSES, IMAGE_REFUSALS, ImageAsset } from "../../contract/images.ts";
@@ -47,6 +48,8 @@ export function contractDump(): object {
     ChoiceAnswer,
     ScoreAnswer,
     Usage,
+    // GET /v1/usage's answer: the SDKs name it UsageReport (Usage is a decision's token counts).
+    UsageReport,
     ModelList,
     ModelItem,
     Batch,

@@ -43,6 +43,8 @@ ROOTS: dict[type[Any], str] = {
     sdk.ImageAsset: "ImageAsset",
     sdk.ImageModelList: "ImageModelList",
     sdk.CreditBalance: "CreditBalance",
+    # The contract's `Usage` of GET /v1/usage (contract/usage.ts), which the SDK names apart from a decision's `Usage`.
+    sdk.UsageReport: "UsageReport",
 }
 # Where the OpenAPI document gives a root it has no component for: its route's success response.
 ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
@@ -50,6 +52,7 @@ ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
     "TrainingList": ("/v1/trainings", "get", "200"),
     "EvaluationReport": ("/v1/trainings/{id}/report", "get", "200"),
     "RetiredModel": ("/v1/models/{model}/retire", "post", "200"),
+    "UsageReport": ("/v1/usage", "get", "200"),
 }
 # Classes of the service's answers that are not in the contract: storage's answer to an upload.
 NOT_IN_CONTRACT = {sdk.UploadResult}

@@ -261,7 +261,7 @@ def test_iterating_a_list_gives_every_training_of_every_page_each_fetched_when_r
 
 
 def test_every_training_method_without_an_access_token_raises_before_any_request(tmp_path: Path) -> None:
-    missing = r"no access token: trainings, retiring a model, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
+    missing = r"no access token: trainings, retiring a model, usage, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
     with FakeServiceRecording() as fake, Client(api_key="svc_key", base_url=fake.url) as client:
         for call in (
             # The file is not even read: the missing token is said first.

@@ -12,9 +12,9 @@
  * host; redirects are never followed.
  *
  * Two credentials, as the service has two: the account's API key for decisions, models and batches,
- * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`) and
- * a session's image models and decisions (`client.imageModels`, `client.imageDecisions`), which the
- * service refuses an API key for. Image assets and the image credit (`client.imageAssets`,
+ * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`), the
+ * account's usage (`client.usage`) and a session's image models and decisions (`client.imageModels`,
+ * `client.imageDecisions`), which the service refuses an API key for. Image assets and the image credit (`client.imageAssets`,
  * `client.imageCredit`) take either: the API key when the client has one. A client needs at least
  * one; a call whose credential the client lacks throws ConfigurationError before anything is sent.
  */
@@ -31,15 +31,16 @@ import { ImageDecisions } from "./resources/image-decisions.ts";
 import { ImageModels } from "./resources/image-models.ts";
 import { Models } from "./resources/models.ts";
 import { Trainings } from "./resources/trainings.ts";
+import { UsageReports } from "./resources/usage.ts";
 import { Semaphore } from "./semaphore.ts";
 
 export interface ClientOptions {
   /** The account's API key (decisions, models, batches); `SVC_API_KEY` when absent. */
   apiKey?: string | undefined;
   /**
-   * The signed-in user's access token of the identity provider, which training and a session's image
-   * routes take instead of an API key (`trainings`, `models.retire`, `imageModels`, `imageDecisions`);
-   * `SVC_ACCESS_TOKEN` when absent.
+   * The signed-in user's access token of the identity provider, which training, usage and a session's
+   * image routes take instead of an API key (`trainings`, `models.retire`, `usage`, `imageModels`,
+   * `imageDecisions`); `SVC_ACCESS_TOKEN` when absent.
    */
   accessToken?: string | undefined;
   /** The service's address, without `/v1/...`; `SVC_BASE_URL` when absent. */
@@ -70,6 +71,7 @@ export class Client {
   readonly imageDecisions: ImageDecisions;
   readonly imageModels: ImageModels;
   readonly imageCredit: ImageCredit;
+  readonly usage: UsageReports;
   private readonly transport: Transport;
 
   /**
@@ -116,6 +118,7 @@ export class Client {
     this.imageDecisions = new ImageDecisions(this.transport, () => this.defaultModel);
     this.imageModels = new ImageModels(this.transport);
     this.imageCredit = new ImageCredit(this.transport);
+    this.usage = new UsageReports(this.transport);
   }
 
   /**

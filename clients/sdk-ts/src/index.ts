@@ -8,9 +8,9 @@
  *       questions: { refund: noul("Refund?"), topic: choice(["billing", "bug"]) },
  *     });
  *
- * Training (`client.trainings`, `client.models.retire`) and a session's image models and decisions
- * (`client.imageModels`, `client.imageDecisions`) take the signed-in user's access token instead of
- * the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
+ * Training (`client.trainings`, `client.models.retire`), the account's usage (`client.usage`) and a
+ * session's image models and decisions (`client.imageModels`, `client.imageDecisions`) take the
+ * signed-in user's access token instead of the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
  * (`client.imageAssets.upload("cat.jpg")`) and the image credit (`client.imageCredit`) take either.
  *
  * The key and deployment the `svc` tools use (their saved credentials) are a second entry point,
@@ -72,6 +72,7 @@ export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/r
 export { PagePromise, type CursorPage } from "./resources/pages.ts";
 export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
 export { type TrainingExample, type TrainingInput } from "./training-input.ts";
+export { UsageReports, type RetrieveUsageParams } from "./resources/usage.ts";
 export { VERSION } from "./version.ts";
 export { BATCH_STATUSES, TERMINAL_STATUSES, isTerminal, type Batch, type BatchList, type BatchStatus, type Upload } from "../../../contract/batches.ts";
 export type { ModelItem, ModelList, RetiredModel } from "../../../contract/models.ts";
@@ -103,4 +104,6 @@ export {
 } from "../../../contract/images.ts";
 export { IMAGE_MODEL_STATES, type ImageModel, type ImageModelList, type ImageModelState } from "../../../contract/image-models.ts";
 export type { CreditBalance } from "../../../contract/credit.ts";
+// The contract's `Usage` (GET /v1/usage) is `UsageReport` here: `Usage` is a decision's token usage.
+export { USAGE_DAYS, USAGE_GROUPS, type Usage as UsageReport, type UsageBucket, type UsageCounts, type UsageGroup } from "../../../contract/usage.ts";
 export { IMAGE_BASE_ALIAS, LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";

@@ -10,6 +10,7 @@ decision_service: the Python client of the decision service.
     reply.noul_answer("refund").noul
     asset = client.image_assets.upload("cat.jpg")   # an image asset, ready (ImageRefusedError when refused)
     client.image_credit.retrieve().balance_micro_usd  # prepaid credit for image decisions
+Client(access_token=token).usage.retrieve(group_by="key")  # the account's usage per key (the user's token)
 """
 
 from ._client import AsyncClient, Client
@@ -118,6 +119,10 @@ from ._models import (
     UnknownDetection,
     UploadResult,
     Usage,
+    UsageBucket,
+    UsageCounts,
+    UsageGroup,
+    UsageReport,
 )
 from ._questions import (
     ChoiceQuestion,
@@ -259,6 +264,10 @@ __all__ = [
     "Upload",
     "UploadResult",
     "Usage",
+    "UsageBucket",
+    "UsageCounts",
+    "UsageGroup",
+    "UsageReport",
     "VERSION",
     "choice",
     "noul",

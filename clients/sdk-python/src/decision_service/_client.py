@@ -22,6 +22,7 @@ from .resources.image_decisions import AsyncImageDecisions, ImageDecisions
 from .resources.image_models import AsyncImageModels, ImageModels
 from .resources.models import AsyncModels, Models
 from .resources.trainings import AsyncTrainings, Trainings
+from .resources.usage import AsyncUsageReports, UsageReports
 
 
 def _decision_call(
@@ -80,7 +81,7 @@ class Client(_Settings):
 
     `api_key` (SVC_API_KEY) is what models, decisions and batches take; `access_token`
     (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings, retiring a trained model,
-    and a session's image models and image decisions take; image assets and the image credit take
+    the account's usage, and a session's image models and image decisions take; image assets and the image credit take
     either (the API key when the client has one). A client needs at least one; a method whose
     credential it lacks raises ConfigurationError before sending anything.
     """
@@ -92,6 +93,7 @@ class Client(_Settings):
     image_decisions: ImageDecisions
     image_models: ImageModels
     image_credit: ImageCredit
+    usage: UsageReports
 
     def __init__(
         self,
@@ -112,6 +114,7 @@ class Client(_Settings):
         self.image_decisions = ImageDecisions(self._transport, lambda: self._settings.default_model)
         self.image_models = ImageModels(self._transport)
         self.image_credit = ImageCredit(self._transport)
+        self.usage = UsageReports(self._transport)
 
     def system_one(
         self,
@@ -170,6 +173,7 @@ class AsyncClient(_Settings):
     image_decisions: AsyncImageDecisions
     image_models: AsyncImageModels
     image_credit: AsyncImageCredit
+    usage: AsyncUsageReports
 
     def __init__(
         self,
@@ -190,6 +194,7 @@ class AsyncClient(_Settings):
         self.image_decisions = AsyncImageDecisions(self._transport, lambda: self._settings.default_model)
         self.image_models = AsyncImageModels(self._transport)
         self.image_credit = AsyncImageCredit(self._transport)
+        self.usage = AsyncUsageReports(self._transport)
 
     async def system_one(
         self,

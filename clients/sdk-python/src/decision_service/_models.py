@@ -1,7 +1,7 @@
 """
 What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
 the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts, images.ts, image-models.ts,
-credit.ts); tests/test_contract.py compares every
+credit.ts, usage.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
@@ -38,6 +38,8 @@ ImageRefusal: TypeAlias = Literal[
 ]
 """Why the service refused an image (IMAGE_REFUSALS says what each means)."""
 ImageModelState: TypeAlias = Literal["training_passed", "api_ready", "rejected"]
+UsageGroup: TypeAlias = Literal["day", "key"]
+"""What a usage bucket may be per: a UTC day, an API key."""
 
 
 # Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
@@ -723,6 +725,53 @@ class CreditBalance(_Response, frozen=True):
     reserved_micro_usd: int
     """Held by image decisions in flight; given back, in whole or in part, when each ends."""
     pricing: CreditPricing
+
+
+
+class UsageCounts(_Model, frozen=True):
+    """What one usage bucket (or the totals) counts, as the service recorded it."""
+
+    requests: int
+    """Real-time decisions answered (system_one and image decisions)."""
+    batch_records: int
+    """Batch records answered."""
+    input_tokens: int
+    """The full processed context, as used for resource limits."""
+    billable_input_tokens: int
+    """The logical input billed, where the runtime reported it."""
+    billable_unreported: int
+    """Answers whose runtime reported no billable count (absent is not zero: not in `billable_input_tokens`)."""
+    output_tokens: int
+    image_credit_micro_usd: int
+    """Image credit charged for image decisions, in millionths of a US dollar."""
+
+
+class UsageBucket(UsageCounts, frozen=True):
+    """One bucket's counts, and what it is per."""
+
+    day: str | None
+    """The UTC day (YYYY-MM-DD), when grouped by day; None otherwise."""
+    key_id: str | None
+    """The API key, when grouped by key; None otherwise, and for a signed-in session's image decisions."""
+    key_name: str | None
+    """That key's name (a revoked key's too)."""
+
+
+class UsageReport(_Response, frozen=True):
+    """
+    The account's usage (GET /v1/usage; the contract's `Usage`, named apart from a decision's token
+    `Usage`): per UTC day and per API key over at most 30 days.
+    """
+
+    object: Literal["usage"]
+    start: str
+    """The first UTC day counted (inclusive)."""
+    end: str
+    """The last UTC day counted (inclusive)."""
+    group_by: list[UsageGroup]
+    data: list[UsageBucket]
+    """Oldest day first, then by key name; grouped by day alone, every day of the range (zeros included)."""
+    totals: UsageCounts
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)

@@ -6,6 +6,7 @@
  * a violation the browser reports fails the test.
  */
 import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createRequire } from "node:module";
@@ -16,9 +17,11 @@ import { call, query, remember, stack, withDb } from "./support/api.ts";
 import { chromiumPath } from "./support/chromium.ts";
 import { animalSentences, noulFile } from "./support/training.ts";
 import { creditFor, textTokensOf } from "../contract/credit.ts";
-import { LIMITS } from "../contract/limits.ts";
 import { DEMO_QUESTION, DEMO_QUESTION_ID, demoImage, demoImages } from "../local/demo-images.ts";
-import { imageTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
+import { imageTrainingFile as scriptTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
+import { imageTrainingFile, missingForTraining, type PickedImage } from "../console/src/image-training.ts";
+import { validateTrainingFile } from "../contract/training-file.ts";
+import { IMAGE_BASE_ALIAS, LIMITS } from "../contract/limits.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
 import { grantCredit } from "../ops/accounts.ts";
 
@@ -82,6 +85,28 @@ async function signInAt(login: string, on: Page = page): Promise<void> {
 }
 
 const base = () => stack().baseUrl;
+
+/** A key as the console shows it in use: its public id's start (never its secret part). */
+const masked = (secret: string) => `svc_${secret.slice(4, 12)}…`;
+
+/** A failed wait told with what the page showed then (its text, and a screenshot named `name`). */
+const showing = (on: Page, name: string) => async (err: unknown) => {
+  await on.screenshot({ path: join(SHOTS, `${name}-failed.png`), fullPage: true });
+  throw new Error(`${String(err)}\n${await on.locator("main").innerText()}`);
+};
+
+/** A new signed-in tab of its own (a fresh browser context: nothing in memory), its policy violations recorded. */
+async function signedInTab(login: string, viewport = { width: 1280, height: 900 }): Promise<{ tab: Page; close(): Promise<void> }> {
+  const own = await browser.newContext({ viewport });
+  const tab = await own.newPage();
+  tab.on("console", (message) => {
+    if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
+  });
+  tab.on("pageerror", (error) => violations.push(`page error: ${error.message}`));
+  await tab.goto(`${base()}/console/`);
+  await signInAt(login, tab);
+  return { tab, close: () => own.close() };
+}
 
 /** The demonstration question, as an image model saves it; what a decision with it reserves at worst, and is charged for 64 visual tokens. */
 const QUESTIONS = { [DEMO_QUESTION_ID]: DEMO_QUESTION };
@@ -164,7 +189,7 @@ describe("the web console", () => {
     // Try a decision with it.
     await page.getByRole("button", { name: "Use it in Try a decision" }).click();
     await page.waitForURL(`${base()}/console/try`);
-    expect(await page.getByLabel("API key").inputValue()).toBe(secret);
+    expect(await page.getByTestId("key-in-use").innerText()).toBe(masked(secret));
     await page.getByRole("button", { name: "Decide" }).click();
     await expect.poll(() => page.getByRole("heading", { name: /Answer from/ }).isVisible(), { timeout: 30_000 }).toBe(true);
     const answer = await page.locator("main").innerText();
@@ -250,6 +275,84 @@ describe("the web console", () => {
     expect(await page.locator('input[name="login"]').count()).toBe(1);
   }, 240_000);
 
+  it("keeps the API key in use for the tab across its pages (memory only, shown masked), created or pasted, until it is forgotten", async () => {
+    const { tab, close } = await signedInTab(`walker-${process.pid}-${Date.now()}`);
+    const bar = tab.locator(".key-in-use");
+    const pasteField = tab.getByLabel("API key", { exact: true });
+    const go = async (title: string, path: string) => {
+      await tab.getByRole("navigation", { name: "Console" }).getByRole("link", { name: title, exact: true }).click();
+      await tab.waitForURL(`${base()}${path}`);
+    };
+    await tab.getByLabel("New key's name").fill("walker");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    const secret = remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    expect(await bar.innerText()).toBe("");
+    // Moving between pages loads none: what the first load put on the window is there at the end.
+    await tab.evaluate("window.loadedOnce = true");
+
+    await tab.getByRole("button", { name: "Use it in Try a decision" }).click();
+    await tab.waitForURL(`${base()}/console/try`);
+    await tab.getByRole("button", { name: "Decide" }).click();
+    await expect.poll(() => tab.getByRole("heading", { name: /Answer from/ }).isVisible(), { timeout: 30_000 }).toBe(true);
+
+    // Keys → Models → Try → Batches from the navigation: the key in use on each, shown masked, no field to paste into.
+    await go("API keys", "/console/keys");
+    await expect.poll(() => tab.getByRole("row", { name: /walker/ }).innerText()).toMatch(/in use here/);
+    await go("Models", "/console/models");
+    expect(await bar.innerText()).toMatch(/^API key in use: walker svc_/);
+    expect(await bar.innerText()).toContain(masked(secret));
+    expect(await bar.innerText()).not.toContain(secret.slice(13));
+    expect(await pasteField.count()).toBe(0);
+    await tab.getByRole("button", { name: "List models" }).click();
+    await expect.poll(() => tab.getByRole("row", { name: /svc-shared/ }).isVisible()).toBe(true);
+    await checkPage("key-in-use", tab);
+    await go("Try a decision", "/console/try");
+    expect(await pasteField.count()).toBe(0);
+    await tab.getByRole("button", { name: "Decide" }).click();
+    await expect.poll(() => tab.getByRole("heading", { name: /Answer from/ }).isVisible(), { timeout: 30_000 }).toBe(true);
+    await go("Batches", "/console/batches");
+    expect(await pasteField.count()).toBe(0);
+    expect(await tab.getByTestId("key-in-use").innerText()).toBe(masked(secret));
+    await tab.getByRole("button", { name: "List batches" }).click();
+    await expect.poll(() => tab.getByRole("table", { name: "Batches" }).innerText()).toMatch(/No batches yet/);
+    expect(await tab.evaluate<boolean>("window.loadedOnce === true")).toBe(true);
+    const stored = await tab.evaluate<string>("JSON.stringify({ local: { ...localStorage }, session: { ...sessionStorage }, cookies: document.cookie })");
+    expect(stored).not.toContain("svc_");
+    expect(tab.url()).not.toContain("svc_");
+
+    // Forgotten: gone from the bar, and every page asks for a key again.
+    await tab.getByRole("button", { name: "Forget key" }).click();
+    expect(await bar.innerText()).toBe("");
+    expect(await pasteField.isVisible()).toBe(true);
+    // The button went with the key: focus is on the field that asks for one.
+    await expect.poll(() => tab.evaluate<string>("document.activeElement?.id ?? ''")).toBe("api-key");
+    await checkPage("key-forgotten", tab);
+    expect(await tab.getByRole("button", { name: "List batches" }).isDisabled()).toBe(true);
+    for (const [title, path] of [["Models", "/console/models"], ["Try a decision", "/console/try"]] as const) {
+      await go(title, path);
+      expect(await pasteField.isVisible(), title).toBe(true);
+    }
+    expect(await tab.getByRole("button", { name: "Decide" }).isDisabled()).toBe(true);
+    // What is not a key is said so, and not put in use.
+    await pasteField.fill("not-a-key");
+    await pasteField.press("Enter");
+    await expect.poll(() => tab.locator("#api-key-help").innerText()).toMatch(/not an API key/);
+    expect(await bar.innerText()).toBe("");
+    // A key pasted once is in use on every page too.
+    await pasteField.fill(secret);
+    expect(await tab.getByTestId("key-in-use").innerText()).toBe(masked(secret));
+    await go("Models", "/console/models");
+    expect(await pasteField.count()).toBe(0);
+    await tab.getByRole("button", { name: "List models" }).click();
+    await expect.poll(() => tab.getByRole("row", { name: /svc-shared/ }).isVisible()).toBe(true);
+    // Memory only: a reload forgets it.
+    await tab.reload();
+    await expect.poll(() => tab.getByRole("heading", { name: "Models" }).isVisible()).toBe(true);
+    expect(await bar.innerText()).toBe("");
+    expect(await pasteField.isVisible()).toBe(true);
+    await close();
+  });
+
   it("trains a model from a labelled file: its progress, its evaluation beside zero-shot with the diagram, training passed then API ready", async () => {
     const trainer = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await trainer.newPage();
@@ -314,7 +417,7 @@ describe("the web console", () => {
     for (const image of await demoImages(40)) {
       labelled.push({ customId: `${image.kind}-${image.seed}`, assetId: await uploadImage(base(), token, image.png, "training"), label: image.label });
     }
-    const trained = await trainImageModel(base(), token, imageTrainingFile(labelled, QUESTIONS));
+    const trained = await trainImageModel(base(), token, scriptTrainingFile(labelled, QUESTIONS));
     expect(trained.status).toBe("ready");
     const balance = async () => ((await call("/v1/image-credit", { token })).body as { balance_micro_usd: number }).balance_micro_usd;
     const grant = (microUsd: number) => withDb((db) => grantCredit(db, login, { amountMicroUsd: microUsd, note: "console test" }));
@@ -365,6 +468,81 @@ describe("the web console", () => {
     await imager.close();
   }, 300_000);
 
+  it("trains an image model from photos picked per answer and for none of these (uploads followed, failures named and retried), follows it to API ready, and uses it in the photo tools", async () => {
+    const login = `image-trainer-${process.pid}-${Date.now()}`;
+    const { tab, close } = await signedInTab(login);
+    // From where a user without an image model looks first.
+    await tab.getByRole("link", { name: "Image decisions" }).click();
+    await tab.getByRole("link", { name: "train one from your photos" }).click();
+    await tab.waitForURL(`${base()}/console/trainings#image-model`);
+    await tab.getByLabel("Question", { exact: true }).fill(DEMO_QUESTION_ID);
+    await tab.getByLabel("What it asks (optional)").fill(DEMO_QUESTION.instructions);
+    await tab.getByLabel("Answer 1", { exact: true }).fill("circle");
+    await tab.getByLabel("Answer 2", { exact: true }).fill("square");
+    expect(await tab.getByRole("button", { name: "Start training" }).isDisabled()).toBe(true);
+
+    // The first upload's connection drops once (a fault the storage cannot be made to show); one file is no image at all.
+    let dropped = false;
+    await tab.route("**/*", (route) => {
+      if (route.request().method() !== "PUT" || dropped) return route.continue();
+      dropped = true;
+      return route.abort("connectionreset");
+    });
+    const drawings = await demoImages(40);
+    const files = (label: string | null) => drawings.filter((d) => d.label === label).map((d) => ({ name: `${d.kind}-${d.seed}.png`, mimeType: "image/png", buffer: Buffer.from(d.png) }));
+    const broken = { name: "broken.png", mimeType: "image/png", buffer: Buffer.from("this is no image") };
+    await tab.getByLabel("Photos of circle", { exact: true }).setInputFiles([...files("circle"), broken]);
+    await tab.getByLabel("Photos of square", { exact: true }).setInputFiles(files("square"));
+    await tab.getByLabel("Photos of none of these", { exact: true }).setInputFiles(files(null));
+    const progress = tab.locator("#image-upload-progress");
+    await expect.poll(() => progress.innerText(), { timeout: 120_000 }).toBe("119 of 121 photos uploaded and ready, 2 failed").catch(showing(tab, "image-training-upload"));
+    await tab.unrouteAll();
+    const failures = await tab.getByRole("alert").innerText();
+    expect(failures).toMatch(/2 photos could not be uploaded/);
+    expect(failures).toMatch(/circle-\d+\.png: the upload could not reach the storage/);
+    expect(failures).toMatch(/broken\.png: .*\(image_unsupported, 422\)/);
+    expect(await tab.getByRole("button", { name: "Start training" }).isDisabled()).toBe(true);
+    await checkPage("image-training-failures", tab);
+    await tab.getByRole("button", { name: "Retry failed photos" }).click();
+    await expect.poll(() => progress.innerText(), { timeout: 30_000 }).toBe("120 of 121 photos uploaded and ready, 1 failed");
+    await tab.getByRole("button", { name: "Leave them out" }).click();
+    expect(await progress.innerText()).toBe("120 of 120 photos uploaded and ready");
+    expect(await tab.locator("main").innerText()).toMatch(/40 of 40 ready[\s\S]*40 of 40 ready[\s\S]*40 of 40 ready/);
+
+    // Started, then followed as any training: to API ready, with its report.
+    await tab.getByRole("button", { name: "Start training" }).click();
+    await expect.poll(() => tab.getByRole("heading", { name: /^Training / }).isVisible(), { timeout: 30_000 }).toBe(true);
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(/API ready|rejected|failed/).catch(showing(tab, "image-training"));
+    const detail = await tab.locator("main").innerText();
+    expect(detail, detail).toMatch(/API ready/);
+    expect(detail).toMatch(/Evaluation on 120 examples/);
+    const model = /Model: (\S+)/.exec(detail)![1]!;
+    await expect.poll(() => tab.getByRole("table", { name: `Confusion matrix of ${DEMO_QUESTION_ID}` }).innerText()).toMatch(/Answered circle\s+Answered square\s+Answered other/);
+    // The form is ready for another model.
+    expect(await progress.count()).toBe(0);
+    await checkPage("image-training", tab);
+
+    // In the photo tools of the Image decisions page.
+    await withDb((db) => grantCredit(db, login, { amountMicroUsd: 10 * WORST, note: "console test" }));
+    await tab.getByRole("link", { name: "Use it under Image decisions" }).click();
+    await tab.waitForURL(`${base()}/console/images`);
+    await expect.poll(() => tab.getByRole("row", { name: /API ready/ }).isVisible()).toBe(true);
+    expect(await tab.getByLabel("Image model (API ready)").inputValue()).toBe(model);
+    await tab.locator("#photo").setInputFiles({ name: "new-circle.png", mimeType: "image/png", buffer: Buffer.from(await demoImage("circle", 7001)) });
+    await tab.getByRole("button", { name: "Classify" }).click();
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 30_000 }).toMatch(/circle\s+confidence \d\.\d{3}/);
+    await tab.locator("#photos").setInputFiles([
+      { name: "new-square.png", mimeType: "image/png", buffer: Buffer.from(await demoImage("square", 7002)) },
+      { name: "new-circle-2.png", mimeType: "image/png", buffer: Buffer.from(await demoImage("circle", 7003)) },
+    ]);
+    await tab.getByRole("button", { name: "Start" }).click();
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 60_000 }).toMatch(/2 of 2 done/);
+    const results = await tab.getByRole("table", { name: "Photo results" }).innerText();
+    expect(results).toMatch(/new-square\.png\s+square/);
+    expect(results).toMatch(/new-circle-2\.png\s+circle/);
+    await close();
+  }, 360_000);
+
   it("works from the keyboard: a skip link first, a key created with Enter, the confirmation focused on Cancel and closed by Escape", async () => {
     const keyboard = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await keyboard.newPage();
@@ -411,6 +589,45 @@ describe("the web console", () => {
     await small.getByRole("button", { name: "Decide" }).click();
     await expect.poll(() => small.getByRole("heading", { name: /Answer from/ }).isVisible(), { timeout: 30_000 }).toBe(true);
     await fits("try-a-decision");
+    await small.getByRole("link", { name: "Training" }).click();
+    await expect.poll(() => small.getByRole("heading", { name: "New image model from your photos" }).isVisible()).toBe(true);
+    await fits("training");
     await phone.close();
+  });
+});
+
+describe("the image training file the console writes", () => {
+  const images = (counts: [number | null, number][]): PickedImage[] =>
+    counts.flatMap(([answer, n]) => Array.from({ length: n }, (_, i) => ({ answer, filename: `${answer ?? "none"}-${i}.png`, stage: "ready" as const, assetId: randomUUID() })));
+  const task = { question: "digit", instructions: "", answers: ["10", "2", "seven"] };
+  const least = LIMITS.trainingExamplesPerOutcome;
+
+  it("is one the service's validator accepts: one line per ready image, an answer's name or null as its label, the answers in their order", () => {
+    const picked = images([[0, least], [1, least], [2, least], [null, least]]);
+    const file = imageTrainingFile(task, [...picked, { answer: 0, filename: "late.png", stage: "uploading", assetId: null }]);
+    const checked = validateTrainingFile(new TextEncoder().encode(file));
+    if (!checked.ok) throw new Error(checked.error.message);
+    expect(checked.task).toMatchObject({ model: IMAGE_BASE_ALIAS, modality: "image" });
+    // Integer-like names keep their place (a plain object would move them first).
+    expect([...(checked.task.questions.get("digit") as { criteria: Map<string, null> }).criteria.keys()]).toEqual(["10", "2", "seven"]);
+    expect(checked.examples).toHaveLength(4 * least);
+    expect(checked.examples.map((e) => e.assetId)).toEqual(picked.map((p) => p.assetId));
+    // Outcome indexes: the answers in order, then "other" (none of these) after them.
+    expect(checked.examples.at(-1)!.outcomes).toEqual([3]);
+    expect(file.split("\n")[0]).toContain('"labels":{"digit":"10"}');
+    expect(file.trimEnd().split("\n").at(-1)).toContain('"labels":{"digit":null}');
+  });
+
+  it("says what is missing before a training can start, with the contract's limits", () => {
+    const enough = images([[0, least], [1, least], [2, least], [null, least]]);
+    expect(missingForTraining(task, enough)).toBeNull();
+    expect(missingForTraining({ ...task, question: " " }, enough)).toMatch(/Name the question/);
+    expect(missingForTraining({ ...task, answers: ["only"] }, enough)).toBe(`A question has ${LIMITS.imageOutcomes.min} to ${LIMITS.imageOutcomes.max} answers.`);
+    expect(missingForTraining({ ...task, answers: ["a", "b", ""] }, enough)).toBe("Name answer 3.");
+    expect(missingForTraining({ ...task, answers: ["a", "b", "a "] }, enough)).toMatch(/Two answers are named a/);
+    expect(missingForTraining(task, enough.slice(1))).toBe(`10 needs at least ${least} photos (${least - 1} ready).`);
+    expect(missingForTraining(task, enough.slice(0, -1))).toBe(`None of these needs at least ${least} photos (${least - 1} ready).`);
+    expect(missingForTraining(task, [...enough, { answer: 1, filename: "x.png", stage: "finalizing", assetId: null }])).toBe("1 photo is still uploading.");
+    expect(missingForTraining(task, [...enough, { answer: 1, filename: "x.png", stage: "failed", assetId: null }])).toMatch(/could not be uploaded/);
   });
 });

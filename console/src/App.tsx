@@ -1,13 +1,15 @@
 /**
  * The console's frame (runs in the browser): signed out, a sign-in card; signed in, the navigation and
- * the page of the current path, with the state every page shares (state.ts). The API key a page uses
- * lives in memory only (this component's state):
- * it is handed over from the key just created, or pasted, and is gone on reload.
+ * the page of the current path, with the state every page shares (state.ts). The API key in use lives
+ * in this component's state, memory only: it is handed over from a key just created or pasted on a
+ * page, stays in use on every page (moving between them loads nothing), is shown masked under the
+ * header with a way to forget it, and is gone on reload.
  */
-import { Box, Button, Callout, Card, Container, Flex, Heading, Link, Text, Theme } from "@radix-ui/themes";
+import { Box, Button, Callout, Card, Container, Flex, Heading, Text, Theme } from "@radix-ui/themes";
 import { useEffect, useMemo, useState, type ReactNode } from "react";
 import type { ConsoleConfig } from "../../contract/console.ts";
 import { currentSession, signIn, signOut } from "./auth.ts";
+import { KeyInUse, PageLink } from "./components.tsx";
 import { BatchesPage } from "./pages/Batches.tsx";
 import { ImagesPage } from "./pages/Images.tsx";
 import { KeysPage } from "./pages/Keys.tsx";
@@ -15,12 +17,12 @@ import { ModelsPage } from "./pages/Models.tsx";
 import { TrainingsPage } from "./pages/Trainings.tsx";
 import { TryPage } from "./pages/Try.tsx";
 import { navigate, PAGES, usePath } from "./router.ts";
-import { ConsoleContext } from "./state.ts";
+import { ConsoleContext, type ConsoleState, type KeyInUse as Key } from "./state.ts";
 
 
 export function App({ config, signInError }: { config: ConsoleConfig; signInError: string | null }) {
   const [session] = useState(currentSession);
-  const [apiKey, setApiKey] = useState("");
+  const [key, setKey] = useState<Key | null>(null);
   const path = usePath();
   const pages = useMemo(() => PAGES.filter((p) => !("images" in p) || config.images.browser), [config]);
   const page = pages.find((p) => p.path === path);
@@ -31,8 +33,20 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
     document.title = page ? `${page.title} · Decision service console` : "Decision service console";
   }, [page]);
 
-  return (
-    <Theme accentColor="indigo" grayColor="slate" radius="medium">
+  const shared: ConsoleState | null = useMemo(
+    () =>
+      session && {
+        config,
+        session,
+        apiKey: key?.secret ?? "",
+        apiKeyName: key?.name ?? null,
+        setApiKey: (secret: string, name: string | null = null) => setKey(secret ? { secret, name } : null),
+      },
+    [config, session, key],
+  );
+
+  const frame = (
+    <>
       <a className="skip-link" href="#main">
         Skip to content
       </a>
@@ -55,7 +69,7 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
                 </nav>
               )}
               {session && (
-                <Flex align="center" gap="3">
+                <Flex align="center" gap="3" wrap="wrap">
                   <Text size="2">{session.subject}</Text>
                   <Button variant="soft" onClick={() => void signOut(config)}>
                     Sign out
@@ -63,6 +77,7 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
                 </Flex>
               )}
             </Flex>
+            {session && <KeyInUse />}
           </Container>
         </header>
       </Box>
@@ -73,13 +88,14 @@ export function App({ config, signInError }: { config: ConsoleConfig; signInErro
               <Callout.Text>{signInError}</Callout.Text>
             </Callout.Root>
           )}
-          {session ? (
-            <ConsoleContext.Provider value={{ config, session, apiKey, setApiKey }}>{page ? <CurrentPage path={page.path} /> : null}</ConsoleContext.Provider>
-          ) : (
-            <SignedOut config={config} />
-          )}
+          {session ? page && <CurrentPage path={page.path} /> : <SignedOut config={config} />}
         </Container>
       </main>
+    </>
+  );
+  return (
+    <Theme accentColor="indigo" grayColor="slate" radius="medium">
+      {shared ? <ConsoleContext.Provider value={shared}>{frame}</ConsoleContext.Provider> : frame}
     </Theme>
   );
 }
@@ -95,17 +111,9 @@ function CurrentPage({ path }: { path: string }) {
 
 function NavLink({ to, current, children }: { to: string; current: boolean; children: ReactNode }) {
   return (
-    <Link
-      href={to}
-      className="nav-link"
-      aria-current={current ? "page" : undefined}
-      onClick={(event) => {
-        event.preventDefault();
-        navigate(to);
-      }}
-    >
+    <PageLink to={to} className="nav-link" aria-current={current ? "page" : undefined}>
       {children}
-    </Link>
+    </PageLink>
   );
 }
 

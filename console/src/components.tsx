@@ -1,21 +1,117 @@
 /** Small parts several console pages share (runs in the browser). */
-import { Box, Button, Callout, Card, Flex, Heading, Text, TextField } from "@radix-ui/themes";
-import { useEffect, useId, useRef, useState, type ReactNode } from "react";
-import { useConsole } from "./state.ts";
+import { Box, Button, Callout, Card, Code, Flex, Heading, Link, Text, TextField } from "@radix-ui/themes";
+import { useEffect, useId, useRef, useState, type ComponentProps, type ReactNode } from "react";
+import { API_KEY_PATTERN } from "../../contract/keys.ts";
+import { navigate } from "./router.ts";
+import { maskedKey, useConsole } from "./state.ts";
 
-/** The API key a page calls with: memory only, handed over from the Keys page or pasted. */
+/**
+ * A link to another page of the console, moved to without loading the page again (which would
+ * forget the API key in use); a click that asks for a new tab or window is left to the browser.
+ */
+export function PageLink({ to, ...props }: { to: string } & Omit<ComponentProps<typeof Link>, "href" | "onClick">) {
+  return (
+    <Link
+      {...props}
+      href={to}
+      onClick={(event) => {
+        if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();
+        navigate(to);
+      }}
+    />
+  );
+}
+
+/**
+ * Where a page that calls with an API key asks for one: a paste field while none is in use (a key
+ * pasted here is in use on every page until forgotten), nothing once one is (the bar under the
+ * header shows it).
+ */
 export function ApiKeyField() {
   const { apiKey, setApiKey } = useConsole();
+  const [text, setText] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  if (apiKey) return null;
+  /** Puts the text in use if it is a key; whether it was. */
+  const use = (value: string) => {
+    if (!API_KEY_PATTERN.test(value.trim())) return false;
+    setApiKey(value.trim());
+    setText("");
+    setError(null);
+    return true;
+  };
+  const refuse = () => setError(text.trim() && !use(text) ? "This is not an API key: a key starts with svc_ and is shown once, when it is created." : null);
   return (
     <Box>
       <Text as="label" htmlFor="api-key" size="2" weight="medium">
         API key
       </Text>
-      <TextField.Root id="api-key" type="password" autoComplete="off" value={apiKey} placeholder="svc_…" onChange={(event) => setApiKey(event.target.value.trim())} />
-      <Text as="p" size="1">
-        Kept in this page&apos;s memory only, never stored: create one under API keys.
+      <TextField.Root
+        id="api-key"
+        type="password"
+        autoComplete="off"
+        value={text}
+        placeholder="svc_…"
+        aria-describedby="api-key-help"
+        aria-invalid={error ? true : undefined}
+        onChange={(event) => {
+          setText(event.target.value);
+          if (!use(event.target.value)) setError(null);
+        }}
+        onBlur={refuse}
+        onKeyDown={(event) => {
+          // Enter takes the key, and does not submit the page's form with none.
+          if (event.key !== "Enter") return;
+          event.preventDefault();
+          refuse();
+        }}
+      />
+      <Text as="p" size="1" id="api-key-help" color={error ? "red" : undefined} highContrast={Boolean(error)}>
+        {error ?? (
+          <>
+            Paste a key to use it on every page of this console, in this tab&apos;s memory only (never stored). Create one under <PageLink to="/console/keys" underline="always">
+              API keys
+            </PageLink>.
+          </>
+        )}
       </Text>
     </Box>
+  );
+}
+
+/** The API key in use, masked (its public id's start, never its secret), and the way to forget it; a live region, so that a change is announced. */
+export function KeyInUse() {
+  const { apiKey, apiKeyName, setApiKey } = useConsole();
+  return (
+    <div role="status" className="key-in-use">
+      {apiKey && (
+        <Flex align="center" gap="2" wrap="wrap">
+          <Text size="2">
+            API key in use: {apiKeyName && <strong>{apiKeyName} </strong>}
+            <Code variant="ghost" data-testid="key-in-use">
+              {maskedKey(apiKey)}
+            </Code>
+          </Text>
+          <Text size="1" color="gray">
+            (this tab&apos;s memory only)
+          </Text>
+          <Button
+            size="1"
+            variant="soft"
+            color="gray"
+            highContrast
+            onClick={() => {
+              setApiKey("");
+              // The button goes with the key: focus moves to the page's paste field, where it has one.
+              setTimeout(() => document.getElementById("api-key")?.focus());
+            }}
+          >
+            Forget key
+          </Button>
+        </Flex>
+      )}
+    </div>
   );
 }
 

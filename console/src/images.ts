@@ -1,11 +1,11 @@
 /**
- * Image decisions from the browser (runs in the browser): a photo made into a finalized asset
- * (created with its SHA-256, PUT through its grant, completed, a completion retried while the
- * service asks to wait), then one decision with an image model's saved question, from the
+ * Images from the browser (runs in the browser): a photo made into a finalized asset, for a decision
+ * or a training (created with its SHA-256, PUT through its grant, completed, a completion retried
+ * while the service asks to wait), then one decision with an image model's saved question, from the
  * signed-in session (POST /v1/image-decisions).
  */
 import { ChoiceAnswer, DecisionResponse } from "../../contract/decision.ts";
-import { ImageAsset } from "../../contract/images.ts";
+import { ImageAsset, type ImagePurpose } from "../../contract/images.ts";
 import type { ImageModel } from "../../contract/image-models.ts";
 import { stringifyJson } from "../../contract/json.ts";
 import { ApiError, call, upload } from "./api.ts";
@@ -13,13 +13,18 @@ import { ApiError, call, upload } from "./api.ts";
 const hex = (bytes: ArrayBuffer) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
 const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A photo as a finalized prediction asset; its id. A refused photo throws the 422 that says why. */
-export async function uploadPhoto(file: File, token: string): Promise<string> {
+/** Where an upload is: sending its bytes, or being checked and made canonical by the service. */
+export type AssetStage = "uploading" | "finalizing";
+
+/** A photo as a finalized asset for `purpose`; its id. A refused photo throws the 422 that says why. */
+export async function uploadAsset(file: File, token: string, purpose: ImagePurpose, stage: (stage: AssetStage) => void = () => {}): Promise<string> {
   const bytes = await file.arrayBuffer();
+  stage("uploading");
   const created = ImageAsset.parse(
-    (await call("/v1/image-assets", token, { body: JSON.stringify({ purpose: "prediction", filename: file.name, source_bytes: bytes.byteLength, sha256: hex(await crypto.subtle.digest("SHA-256", bytes)) }) })).plain,
+    (await call("/v1/image-assets", token, { body: JSON.stringify({ purpose, filename: file.name, source_bytes: bytes.byteLength, sha256: hex(await crypto.subtle.digest("SHA-256", bytes)) }) })).plain,
   );
   await upload(created.upload!.url, created.upload!.headers, new Blob([bytes]), () => {});
+  stage("finalizing");
   for (let attempt = 1; ; attempt++) {
     try {
       return ImageAsset.parse((await call(`/v1/image-assets/${created.id}/complete`, token, { method: "POST" })).plain).id;
@@ -31,6 +36,9 @@ export async function uploadPhoto(file: File, token: string): Promise<string> {
     }
   }
 }
+
+/** A photo as a finalized prediction asset; its id. */
+export const uploadPhoto = (file: File, token: string): Promise<string> => uploadAsset(file, token, "prediction");
 
 export interface ImageAnswer {
   question: string;

@@ -4,7 +4,7 @@
  * live progress (records per minute and the estimated completion, polled), its cancellation after a
  * confirmation, and its results page by page once it has finished. Calls with the API key in memory.
  */
-import { Button, Flex, Heading, Table, Text } from "@radix-ui/themes";
+import { Box, Button, Flex, Heading, Table, Text } from "@radix-ui/themes";
 import { useEffect, useState } from "react";
 import { Batch, BatchList, isTerminal, RecordError } from "../../../contract/batches.ts";
 import { DecisionResponse } from "../../../contract/decision.ts";
@@ -40,12 +40,12 @@ export function BatchesPage() {
       <Heading as="h1" size="6">
         Batches
       </Heading>
-      <Flex gap="2" align="end" wrap="wrap">
-        <ApiKeyField />
+      <ApiKeyField />
+      <Box>
         <Button onClick={() => void jobs.load()} disabled={!apiKey}>
           List batches
         </Button>
-      </Flex>
+      </Box>
       <NewBatch onCreated={jobs.created} />
       <ErrorCallout error={jobs.error} />
       {jobs.open && (

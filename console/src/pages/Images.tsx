@@ -11,8 +11,9 @@ import { CreditBalance } from "../../../contract/credit.ts";
 import { ImageModelList, type ImageModel } from "../../../contract/image-models.ts";
 import { ApiError, call, describe } from "../api.ts";
 import { useConsole } from "../state.ts";
-import { Bar, ErrorCallout } from "../components.tsx";
+import { Bar, ErrorCallout, PageLink } from "../components.tsx";
 import { decideImage, uploadPhoto, type ImageAnswer } from "../images.ts";
+import { IMAGE_MODEL_ANCHOR } from "./ImageTraining.tsx";
 
 const usd = (micro: number) => `$${(micro / 1e6).toFixed(6)}`;
 
@@ -67,7 +68,9 @@ export function ImagesPage() {
           <Table.Body>
             {models.length === 0 && (
               <Table.Row>
-                <Table.Cell colSpan={4}>No image models yet: train one under Training.</Table.Cell>
+                <Table.Cell colSpan={4}>
+                  No image models yet: <PageLink to={`/console/trainings#${IMAGE_MODEL_ANCHOR}`} underline="always">train one from your photos</PageLink> under Training.
+                </Table.Cell>
               </Table.Row>
             )}
             {models.map((m) => (

@@ -1,18 +1,20 @@
 /**
- * API keys (runs in the browser): the account's keys, a new key's secret shown once (with a copy
- * button, and a way to use it in "Try a decision" without storing it), and revocation after a
- * confirmation. Calls the key routes with the signed-in session.
+ * API keys (runs in the browser): the account's keys (the one in use in this console marked), a new
+ * key's secret shown once (with a copy button, and a way to put it in use on every page of the console
+ * without storing it), and revocation after a confirmation. Calls the key routes with the signed-in
+ * session.
  */
 import { Badge, Box, Button, Callout, Code, Flex, Heading, Table, Text, TextField } from "@radix-ui/themes";
 import { useCallback, useEffect, useState } from "react";
-import { CreatedKey, KEY_NAME_MAX, KeyList, type KeyMetadata } from "../../../contract/keys.ts";
+import { CreatedKey, KEY_NAME_MAX, KeyList, parseApiKey, type KeyMetadata } from "../../../contract/keys.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../state.ts";
 import { ConfirmDialog } from "../components.tsx";
 import { navigate } from "../router.ts";
 
 export function KeysPage() {
-  const { session, setApiKey } = useConsole();
+  const { session, apiKey, setApiKey } = useConsole();
+  const inUse = parseApiKey(apiKey)?.id;
   const [keys, setKeys] = useState<KeyMetadata[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [name, setName] = useState("");
@@ -98,7 +100,7 @@ export function KeysPage() {
               <Button
                 color="indigo"
                 onClick={() => {
-                  setApiKey(created.secret);
+                  setApiKey(created.secret, created.name);
                   setCreated(null);
                   navigate("/console/try");
                 }}
@@ -138,7 +140,16 @@ export function KeysPage() {
                 <Code variant="ghost">{key.id}</Code>
               </Table.Cell>
               <Table.Cell>
-                <Badge color={key.status === "active" ? "green" : "gray"} highContrast>{key.status}</Badge>
+                <Flex gap="1" wrap="wrap">
+                  <Badge color={key.status === "active" ? "green" : "gray"} highContrast>
+                    {key.status}
+                  </Badge>
+                  {key.id === inUse && (
+                    <Badge color="indigo" highContrast>
+                      in use here
+                    </Badge>
+                  )}
+                </Flex>
               </Table.Cell>
               <Table.Cell className="wide-only">{new Date(key.created_at).toLocaleString()}</Table.Cell>
               <Table.Cell>{key.status === "active" && <RevokeButton keyName={key.name} onConfirm={() => void revoke(key)} />}</Table.Cell>

@@ -3,7 +3,7 @@
  * model's evaluation report and a release's calibration report when it has one (GET /v1/models and
  * the report paths it names, with the API key in memory).
  */
-import { Button, Card, Code, Flex, Heading, Table, Text } from "@radix-ui/themes";
+import { Box, Button, Card, Code, Flex, Heading, Table, Text } from "@radix-ui/themes";
 import { useState } from "react";
 import { ModelList, type ModelItem } from "../../../contract/models.ts";
 import { call, describe } from "../api.ts";
@@ -39,12 +39,12 @@ export function ModelsPage() {
       <Heading as="h1" size="6">
         Models
       </Heading>
-      <Flex gap="2" align="end" wrap="wrap">
-        <ApiKeyField />
+      <ApiKeyField />
+      <Box>
         <Button onClick={() => void load()} disabled={!apiKey}>
           List models
         </Button>
-      </Flex>
+      </Box>
       <ErrorCallout error={error} />
       {models && (
         <Table.Root variant="surface">

@@ -4,16 +4,20 @@
  * per minute, the estimated completion, the cross-validated figures so far), its evaluation beside
  * the base model's zero-shot answers with the reliability diagram, its intervals, confusion matrix
  * and learning curve, and its activation state: "training passed"
- * once accepted, "API ready" once the serving side answers with the model's exact identity. Calls
- * with the signed-in session (training is a session route).
+ * once accepted, "API ready" once the serving side answers with the model's exact identity. Where
+ * the deployment takes images from a session, an image model is made here from photos too
+ * (ImageTraining.tsx), followed the same way. Calls with the signed-in session (training is a
+ * session route).
  */
 import { Box, Code, Flex, Heading, Table, Text, TextField } from "@radix-ui/themes";
 import { useEffect, useState } from "react";
+import { IMAGE_BASE_ALIAS } from "../../../contract/limits.ts";
 import { baselineName, EvaluationReport, Training, TrainingList, isTrainingTerminal, type TrainingStatus } from "../../../contract/trainings.ts";
 import { call, describe } from "../api.ts";
 import { useConsole } from "../state.ts";
-import { AuthorizedImage, ErrorCallout } from "../components.tsx";
+import { AuthorizedImage, ErrorCallout, PageLink } from "../components.tsx";
 import { doneBy, JobDetail, JobFileForm, JobList, JobProgress, startJob, useJobList, type JobKind } from "../jobs.tsx";
+import { NewImageModel } from "./ImageTraining.tsx";
 
 /** A training's state in the words of the product: passing training is not being ready. */
 const STATE_WORDS: Record<TrainingStatus, string> = {
@@ -46,6 +50,7 @@ const TRAININGS: JobKind<Training> = {
 };
 
 export function TrainingsPage() {
+  const { config, session } = useConsole();
   const jobs = useJobList(TRAININGS);
   const { load } = jobs;
   useEffect(() => void load(), [load]);
@@ -60,6 +65,7 @@ export function TrainingsPage() {
         when it beats them with confidence.
       </Text>
       <NewTraining onCreated={jobs.created} />
+      {config.images.browser && <NewImageModel start={async (file) => jobs.created(await startJob(TRAININGS, session.accessToken, { model: IMAGE_BASE_ALIAS }, file, () => {}))} />}
       <ErrorCallout error={jobs.error} />
       {jobs.open && (
         <JobDetail
@@ -85,6 +91,9 @@ function NewTraining({ onCreated }: { onCreated(id: string): void }) {
       button="Upload and train"
       start={async (file, progress) => onCreated(await startJob(TRAININGS, session.accessToken, { model }, file, progress))}
     >
+      <Heading as="h2" size="4">
+        New model from a labelled file
+      </Heading>
       <Box>
         <Text as="label" htmlFor="training-model" size="2" weight="medium">
           Base model
@@ -95,14 +104,23 @@ function NewTraining({ onCreated }: { onCreated(id: string): void }) {
   );
 }
 
-/** The trained model's id once accepted, and the step with the examples read while it runs. */
+/** The trained model's id once accepted (an image model's with the way to use it), and the step with the examples read while it runs. */
 function TrainingProgress({ training }: { training: Training }) {
+  const { config } = useConsole();
   const { progress } = training;
   return (
     <>
       {training.model && (
         <Text size="2">
           Model: <Code>{training.model}</Code>
+          {training.status === "ready" && training.base_model === IMAGE_BASE_ALIAS && config.images.browser && (
+            <>
+              {" "}
+              <PageLink to="/console/images" underline="always">
+                Use it under Image decisions
+              </PageLink>
+            </>
+          )}
         </Text>
       )}
       {progress && (

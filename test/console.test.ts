@@ -20,6 +20,9 @@ import { creditFor, textTokensOf } from "../contract/credit.ts";
 import { DEMO_QUESTION, DEMO_QUESTION_ID, demoImage, demoImages } from "../local/demo-images.ts";
 import { imageTrainingFile as scriptTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
 import { imageTrainingFile, missingForTraining, type PickedImage } from "../console/src/image-training.ts";
+import { addDays, count, countTicks, dayName, dollars, labelEvery, plural } from "../console/src/usage.ts";
+import { Usage, USAGE_DAYS } from "../contract/usage.ts";
+import { parseApiKey } from "../contract/keys.ts";
 import { validateTrainingFile } from "../contract/training-file.ts";
 import { IMAGE_BASE_ALIAS, LIMITS } from "../contract/limits.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
@@ -543,6 +546,89 @@ describe("the web console", () => {
     await close();
   }, 360_000);
 
+  it("shows the account's usage: an empty state, then today's bar with the decisions and batch records made, the totals GET /v1/usage gives, and the key's own row", async () => {
+    const login = `usage-${process.pid}-${Date.now()}`;
+    const { tab, close } = await signedInTab(login);
+    const go = async (title: string) => tab.getByRole("navigation", { name: "Console" }).getByRole("link", { name: title, exact: true }).click();
+    await go("Usage");
+    await tab.waitForURL(`${base()}/console/usage`);
+    await expect.poll(() => tab.getByRole("heading", { name: "No usage yet" }).isVisible()).toBe(true);
+    await checkPage("usage-empty", tab);
+
+    const token = remember(await getUserAccessToken({ issuer: stack().issuer, login }));
+    const usageOf = async (query = "") => Usage.parse((await call(`/v1/usage${query}`, { token })).body);
+    const chart = tab.getByRole("img", { name: /^Requests and batch records per UTC day/ });
+    const readout = tab.getByTestId("usage-readout");
+    const days = tab.getByRole("table", { name: "Usage per day" });
+    const keyRow = tab.getByRole("table", { name: "Usage per API key" }).getByRole("row", { name: /usage key/ });
+    /**
+     * The page once GET /v1/usage counts what was made (usage rows land a moment after the answers):
+     * today's bar, the day table's row, the totals as the API gives them, the key's row.
+     */
+    const expectShown = async (requests: number, records: number) => {
+      await expect.poll(async () => (await usageOf()).totals, { timeout: 15_000 }).toMatchObject({ requests, batch_records: records });
+      const api = await usageOf();
+      const today = api.end;
+      await go("Usage");
+      await expect.poll(() => chart.getAttribute("aria-label")).toContain(`from ${api.start} to ${today}: ${requests} requests and ${records} batch records in all, the most on ${today} (${requests + records}); ${today}: ${requests} requests, ${records} batch records.`);
+      expect(await readout.innerText()).toMatch(new RegExp(`^${dayName(today)}: ${requests} requests, ${records} batch records, [\\d,]+ input and [\\d,]+ output tokens?$`));
+      await tab.getByRole("button", { name: "Show as table" }).click();
+      expect(await days.getByRole("row").count()).toBe(USAGE_DAYS + 1);
+      expect(await days.getByRole("row").nth(1).innerText()).toMatch(new RegExp(`^${today}\\s+${requests}\\s+${records}\\s`));
+      const totals = await tab.getByTestId("usage-totals").innerText();
+      for (const [name, value] of [
+        ["Requests", count(api.totals.requests)],
+        ["Batch records", count(api.totals.batch_records)],
+        ["Input tokens", count(api.totals.input_tokens)],
+        ["Billable input tokens", count(api.totals.billable_input_tokens)],
+        ["Output tokens", count(api.totals.output_tokens)],
+        ["Image credit spent", dollars(api.totals.image_credit_micro_usd)],
+      ] as const) {
+        expect(totals).toMatch(new RegExp(`(^|\\n)${name}\\s+${value.replace("$", "\\$")}(\\n|$)`));
+      }
+      expect(api.totals.input_tokens).toBeGreaterThan(0);
+      // billable_unreported is said only when there are some.
+      expect(await tab.getByText(/reported no billable count/).count()).toBe(api.totals.billable_unreported > 0 ? 1 : 0);
+      expect(await keyRow.innerText()).toMatch(new RegExp(`^usage key\\s+${keyId}\\s+${requests}\\s+${records}\\s+[\\d,]+\\s+[\\d,]+\\s+\\$0\\.00$`));
+      return today;
+    };
+
+    // A key, and three decisions with it through the API.
+    await go("API keys");
+    await tab.getByLabel("New key's name").fill("usage key");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    const secret = remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    const keyId = parseApiKey(secret)!.id;
+    await tab.getByRole("button", { name: "Use it in Try a decision" }).click();
+    for (let i = 0; i < 3; i++) {
+      const reply = await call("/v1/systemone", { token: secret, body: { state: `Ticket ${i}: please refund me`, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } } });
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    }
+    const today = await expectShown(3, 0);
+    // The day in view is today's; the arrow keys move it.
+    await chart.focus();
+    await tab.keyboard.press("ArrowLeft");
+    expect(await readout.innerText()).toBe(`${dayName(addDays(today, -1))}: 0 requests, 0 batch records`);
+    await tab.keyboard.press("End");
+    expect(await readout.innerText()).toMatch(/: 3 requests, 0 batch records/);
+
+    // A batch of two records from the Batches page: stacked on today's bar.
+    await go("Batches");
+    const records = ["u-1", "u-2"].map((id) => JSON.stringify({ custom_id: id, body: { model: "svc-shared", state: { ticket: `${id}: thanks` }, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } } }));
+    await tab.locator("#batch-file").setInputFiles({ name: "usage.jsonl", mimeType: "application/jsonl", buffer: Buffer.from(records.join("\n") + "\n") });
+    await tab.getByRole("button", { name: "Upload and submit" }).click();
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 90_000 }).toMatch(/2 of 2 records done/).catch(showing(tab, "usage-batch"));
+    await expectShown(3, 2);
+    await checkPage("usage", tab);
+
+    // The last 7 days: the same day's counts, over a shorter range.
+    await tab.getByRole("radio", { name: "Last 7 days" }).click();
+    await expect.poll(() => chart.getAttribute("aria-label")).toMatch(new RegExp(`^Requests and batch records per UTC day from ${addDays(today, -6)} to ${today}: 3 requests and 2 batch records`));
+    expect(await days.getByRole("row").count()).toBe(7 + 1);
+    await checkPage("usage-7-days", tab);
+    await close();
+  }, 180_000);
+
   it("works from the keyboard: a skip link first, a key created with Enter, the confirmation focused on Cancel and closed by Escape", async () => {
     const keyboard = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await keyboard.newPage();
@@ -592,7 +678,60 @@ describe("the web console", () => {
     await small.getByRole("link", { name: "Training" }).click();
     await expect.poll(() => small.getByRole("heading", { name: "New image model from your photos" }).isVisible()).toBe(true);
     await fits("training");
+    // The decision above shows on Usage a moment after its answer.
+    await small.getByRole("link", { name: "Usage" }).click();
+    const chart = small.getByRole("img", { name: /^Requests and batch records per UTC day/ });
+    await expect
+      .poll(async () => {
+        if (await small.getByRole("heading", { name: "No usage yet" }).isVisible()) await small.getByRole("button", { name: "Refresh" }).click();
+        return chart.isVisible();
+      })
+      .toBe(true);
+    await small.getByRole("button", { name: "Show as table" }).click();
+    await fits("usage");
     await phone.close();
+  });
+});
+
+describe("the Usage page's arithmetic", () => {
+  it("draws counts on whole steps of 1, 2 or 5 times a power of ten that reach the largest", () => {
+    expect(countTicks(0)).toEqual([0, 1]);
+    expect(countTicks(1)).toEqual([0, 1]);
+    expect(countTicks(3)).toEqual([0, 1, 2, 3]);
+    expect(countTicks(7)).toEqual([0, 2, 4, 6, 8]);
+    expect(countTicks(1234)).toEqual([0, 500, 1000, 1500]);
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 10_000_000 }), (max) => {
+        const ticks = countTicks(max);
+        const step = ticks[1]!;
+        expect(ticks.at(-1)).toBeGreaterThanOrEqual(max);
+        expect(ticks.at(-2)).toBeLessThan(max);
+        expect(ticks.length).toBeLessThanOrEqual(6);
+        expect(Number.isInteger(step) && /^[125]0*$/.test(String(step))).toBe(true);
+      }),
+    );
+  });
+
+  it("labels days far enough apart not to overlap, and writes days and dollars as the page shows them", () => {
+    expect(labelEvery(7, 140)).toBe(1);
+    expect(labelEvery(30, 33)).toBe(2);
+    expect(labelEvery(30, 10)).toBe(5);
+    expect(labelEvery(30, 1)).toBe(30);
+    fc.assert(
+      fc.property(fc.double({ min: 0.5, max: 200, noNaN: true }), (band) => {
+        const every = labelEvery(USAGE_DAYS, band);
+        expect(every * band >= 48 || every === USAGE_DAYS).toBe(true);
+      }),
+    );
+    expect(addDays("2026-03-01", -1)).toBe("2026-02-28");
+    expect(addDays("2026-12-31", 1)).toBe("2027-01-01");
+    expect(dayName("2026-11-27")).toBe("Fri, Nov 27");
+    expect(dollars(0)).toBe("$0.00");
+    expect(dollars(1_234)).toBe("$0.001234");
+    expect(dollars(12_500_000)).toBe("$12.50");
+    expect(count(1234567)).toBe("1,234,567");
+    expect(plural(1, "batch record")).toBe("1 batch record");
+    expect(plural(1200, "request")).toBe("1,200 requests");
   });
 });
 

@@ -16,6 +16,7 @@ import { KeysPage } from "./pages/Keys.tsx";
 import { ModelsPage } from "./pages/Models.tsx";
 import { TrainingsPage } from "./pages/Trainings.tsx";
 import { TryPage } from "./pages/Try.tsx";
+import { UsagePage } from "./pages/Usage.tsx";
 import { navigate, PAGES, usePath } from "./router.ts";
 import { ConsoleContext, type ConsoleState, type KeyInUse as Key } from "./state.ts";
 
@@ -106,6 +107,7 @@ function CurrentPage({ path }: { path: string }) {
   if (path === "/console/batches") return <BatchesPage />;
   if (path === "/console/trainings") return <TrainingsPage />;
   if (path === "/console/images") return <ImagesPage />;
+  if (path === "/console/usage") return <UsagePage />;
   return <KeysPage />;
 }
 

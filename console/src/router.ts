@@ -9,6 +9,7 @@ export const PAGES = [
   { path: "/console/batches", title: "Batches" },
   { path: "/console/trainings", title: "Training" },
   { path: "/console/images", title: "Image decisions", images: true },
+  { path: "/console/usage", title: "Usage" },
 ] as const;
 
 export function navigate(path: string): void {

@@ -89,7 +89,11 @@ CREATE TABLE api_keys (
   name        text NOT NULL,
   digest      text NOT NULL CHECK (digest ~ '^[0-9a-f]{64}$'),
   created_at  timestamptz NOT NULL DEFAULT now(),
-  revoked_at  timestamptz
+  revoked_at  timestamptz,
+  -- A key created for less (contract/keys.ts): when it stops working, what routes, which model names.
+  expires_at  timestamptz,
+  scope       text CHECK (scope IN ('decisions', 'decisions_and_batches')),
+  models      text[] CHECK (models IS NULL OR cardinality(models) BETWEEN 1 AND 16)
 );
 CREATE INDEX api_keys_by_account ON api_keys (account_id, created_at);
 
@@ -142,6 +146,8 @@ CREATE TABLE batches (
   purged_at          timestamptz,
   -- Set by cleanup once a cancelled, failed or expired batch's input file is deleted (its results stay).
   input_deleted_at   timestamptz,
+  -- The caller's string pairs given at create (contract/jobs.ts JobMetadata).
+  metadata           jsonb CHECK (metadata IS NULL OR jsonb_typeof(metadata) = 'object'),
   UNIQUE (account_id, idempotency_key),
   CONSTRAINT batches_finished_when_terminal CHECK (batch_status_terminal(status) = (finished_at IS NOT NULL))
 );
@@ -215,6 +221,8 @@ CREATE TABLE trainings (
   purged_at          timestamptz,
   -- The job store's column (server-shared/jobs/store.ts): a training's file goes with its purge.
   input_deleted_at   timestamptz,
+  -- The caller's string pairs given at create (contract/jobs.ts JobMetadata).
+  metadata           jsonb CHECK (metadata IS NULL OR jsonb_typeof(metadata) = 'object'),
   UNIQUE (account_id, idempotency_key),
   CONSTRAINT trainings_finished_when_terminal CHECK (training_status_terminal(status) = (finished_at IS NOT NULL))
 );

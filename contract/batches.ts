@@ -21,7 +21,7 @@
 import { z } from "zod";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
 import { fields, JsonValue, looseFields } from "./fields.ts";
-import { IdempotencyKey, inputBytes, JobError, noNul } from "./jobs.ts";
+import { IdempotencyKey, inputBytes, JobError, JobMetadata, noNul } from "./jobs.ts";
 import { LIMITS } from "./limits.ts";
 
 export const BATCH_STATUSES = ["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"] as const;
@@ -38,10 +38,11 @@ export const CUSTOM_ID_MAX = 255;
 /** Batches per page of GET /v1/batches: the default, and the most `limit` may ask for. */
 export const BATCH_LIST_PAGE = { default: 20, max: 100 } as const;
 
-export const CreateBatchRequest = looseFields({
+export const CreateBatchRequest = fields({
   idempotency_key: IdempotencyKey,
   /** The input file's size: its upload is bound to exactly this many bytes. */
   input_bytes: inputBytes(LIMITS.bulkFileBytes, "batch input file"),
+  metadata: JobMetadata.optional(),
 });
 export type CreateBatchRequest = z.infer<typeof CreateBatchRequest>;
 
@@ -83,6 +84,8 @@ export const Batch = z.object({
   object: z.literal("batch"),
   status: BatchStatus,
   idempotency_key: z.string(),
+  /** The caller's pairs given at create; null when none were. */
+  metadata: z.record(z.string(), z.string()).nullable(),
   request_counts: z.object({ total: z.number().int(), completed: z.number().int(), failed: z.number().int() }),
   created_at: Timestamp,
   /** The input file's size, as declared at create (null only on a batch created before sizes were declared). */

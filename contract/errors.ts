@@ -16,9 +16,13 @@ export const ERROR_STATUS = {
   missing_credentials: 401,
   invalid_credentials: 401,
   revoked_key: 401,
+  /** A key past the expiry it was created with. */
+  expired_key: 401,
   account_disabled: 401,
   wrong_credential_kind: 401,
   forbidden: 403,
+  /** A key created for less than this call: another kind of route, or a model it may not name. */
+  insufficient_scope: 403,
   signature_invalid: 403,
   grant_expired: 403,
   not_found: 404,

@@ -8,6 +8,7 @@
  * Content-Length), so no input larger than the kind's limit is ever stored.
  */
 import { z } from "zod";
+import { toRecord } from "./json.ts";
 
 /** Idempotency keys: 1-255 characters, no U+0000 (bulk refuses it everywhere). */
 export const IDEMPOTENCY_KEY_MAX = 255;
@@ -28,6 +29,34 @@ export const inputBytes = (maxBytes: number, file: string) =>
     .int("input_bytes must be an integer")
     .min(1, `input_bytes must be at least 1 (the ${file} cannot be empty)`)
     .max(maxBytes, `input_bytes must be at most ${maxBytes}: a ${file} holds at most ${maxBytes / (1024 * 1024)} MiB`);
+
+/** A job's metadata: at most this many pairs, of keys and values at most this long. */
+export const METADATA_LIMITS = { pairs: 16, keyChars: 64, valueChars: 512 } as const;
+
+/**
+ * A create's `metadata`: the caller's own string pairs (a ticket, a team), returned everywhere the
+ * job is; the service reads nothing in them. Stored as given, returned with its keys in Postgres'
+ * jsonb order (a map: its order carries no meaning).
+ */
+export const JobMetadata = z.preprocess(
+  toRecord,
+  z
+    .record(
+      z
+        .string()
+        .min(1, "a metadata key must not be empty")
+        .max(METADATA_LIMITS.keyChars, `a metadata key is at most ${METADATA_LIMITS.keyChars} characters`)
+        .refine(noNul, "a metadata key must not contain U+0000"),
+      z
+        .string({ error: "a metadata value must be a string" })
+        .max(METADATA_LIMITS.valueChars, `a metadata value is at most ${METADATA_LIMITS.valueChars} characters`)
+        .refine(noNul, "a metadata value must not contain U+0000"),
+      { error: "metadata must be an object of string values" },
+    )
+    .refine((pairs) => Object.keys(pairs).length <= METADATA_LIMITS.pairs, `metadata holds at most ${METADATA_LIMITS.pairs} pairs`)
+    // The document states the bound too (JSON Schema's maxProperties), which the refinement alone would not.
+    .meta({ maxProperties: METADATA_LIMITS.pairs }),
+);
 
 /** Why a job failed as a whole (its input file refused, or gone): a stable code, a message, and the input line at fault (null: the file as a whole). */
 export const JobError = z.object({ code: z.string(), message: z.string(), line: z.number().int().nullable() });

@@ -11,7 +11,7 @@
  */
 import { z } from "zod";
 import { Usage, USAGE_DAYS, UsageDay, UsageGrouping } from "./usage.ts";
-import { Batch, BATCH_LIST_PAGE, BatchList, CreateBatchRequest, ResultsPage } from "./batches.ts";
+import { Batch, BATCH_LIST_PAGE, BatchList, BatchStatus, CreateBatchRequest, ResultsPage } from "./batches.ts";
 import { CalibrationReport } from "./calibration.ts";
 import { DecisionRequest, DecisionResponse } from "./decision.ts";
 import type { ErrorCode } from "./errors.ts";
@@ -22,7 +22,7 @@ import { ModelList, RetiredModel } from "./models.ts";
 import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset, ImageDecisionRequest } from "./images.ts";
 import { ImageModelList } from "./image-models.ts";
 import { CreditBalance } from "./credit.ts";
-import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList } from "./trainings.ts";
+import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList, TrainingStatus } from "./trainings.ts";
 
 /**
  * Who may call a route: anyone, a signed-in user (identity-provider access token), an account API
@@ -100,6 +100,7 @@ export const PARAMETERS = {
     schema: z.number().int().min(1).max(BATCH_LIST_PAGE.max).default(BATCH_LIST_PAGE.default),
   },
   batchListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a batch id).", schema: Batch.shape.id.optional() },
+  batchListStatus: { name: "status", in: "query", description: "Only the batches in this status.", schema: BatchStatus.optional() },
   usageStart: { name: "start", in: "query", description: `The first UTC day counted, YYYY-MM-DD: no later than \`end\`, at most ${USAGE_DAYS - 1} days before it (the default); otherwise 422.`, schema: UsageDay.optional() },
   usageEnd: { name: "end", in: "query", description: "The last UTC day counted, YYYY-MM-DD (default: today).", schema: UsageDay.optional() },
   usageGroupBy: { name: "group_by", in: "query", description: "`day`, `key`, or `day,key`.", schema: UsageGrouping.default(["day"]) },
@@ -112,6 +113,7 @@ export const PARAMETERS = {
     schema: z.number().int().min(1).max(TRAINING_LIST_PAGE.max).default(TRAINING_LIST_PAGE.default),
   },
   trainingListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a training id).", schema: Training.shape.id.optional() },
+  trainingListStatus: { name: "status", in: "query", description: "Only the trainings in this status.", schema: TrainingStatus.optional() },
   resultsAfter: {
     name: "after",
     in: "query",
@@ -284,7 +286,7 @@ export const ROUTES: readonly Route[] = [
     summary: "List the account's trainings, newest first",
     tag: "Training",
     credential: "user_token",
-    parameters: [PARAMETERS.trainingListLimit, PARAMETERS.trainingListAfter],
+    parameters: [PARAMETERS.trainingListLimit, PARAMETERS.trainingListAfter, PARAMETERS.trainingListStatus],
     responses: { 200: { description: "One page of trainings.", body: TrainingList } },
     errors: [...USER_TOKEN, "account_disabled", "invalid_request", ...SERVER],
   },
@@ -385,7 +387,7 @@ export const ROUTES: readonly Route[] = [
     summary: "List the account's batches, newest first",
     tag: "Batches",
     credential: "api_key",
-    parameters: [PARAMETERS.batchListLimit, PARAMETERS.batchListAfter],
+    parameters: [PARAMETERS.batchListLimit, PARAMETERS.batchListAfter, PARAMETERS.batchListStatus],
     responses: { 200: { description: "One page of batches.", body: BatchList } },
     errors: [...API_KEY, ...QUOTA, "invalid_request", ...SERVER],
   },

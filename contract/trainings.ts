@@ -27,8 +27,8 @@
  */
 import { z } from "zod";
 import { CUSTOM_ID_MAX, Upload } from "./batches.ts";
-import { IdempotencyKey, inputBytes, JobError, noNul } from "./jobs.ts";
-import { looseFields } from "./fields.ts";
+import { IdempotencyKey, inputBytes, JobError, JobMetadata, noNul } from "./jobs.ts";
+import { fields } from "./fields.ts";
 import { LIMITS, SHARED_ALIAS } from "./limits.ts";
 
 export const TRAINING_STATUSES = ["uploading", "queued", "validating", "running", "accepted", "ready", "rejected", "failed", "cancelled", "expired"] as const;
@@ -84,10 +84,11 @@ export const FEATURE_BLOCKS = ["answer_state", "pooled_state", "label_logprobs",
 export const FeatureBlock = z.enum(FEATURE_BLOCKS);
 export type FeatureBlock = z.infer<typeof FeatureBlock>;
 
-export const CreateTrainingRequest = looseFields({
+export const CreateTrainingRequest = fields({
   idempotency_key: IdempotencyKey,
   /** The training file's size: its upload is bound to exactly this many bytes. */
   input_bytes: inputBytes(LIMITS.trainingFileBytes, "training file"),
+  metadata: JobMetadata.optional(),
   /** The base model (alias or release id) every example's `body.model` names; the shared alias when absent. */
   model: z
     .string({ error: "model must be a string" })
@@ -299,6 +300,8 @@ export const Training = z.object({
   object: z.literal("training"),
   status: TrainingStatus,
   idempotency_key: z.string(),
+  /** The caller's pairs given at create; null when none were. */
+  metadata: z.record(z.string(), z.string()).nullable(),
   /** The base model as asked, and the release it resolved to at submit (null before). */
   base_model: z.string(),
   base_release: z.string().nullable(),

@@ -1,6 +1,7 @@
 /** The edge Worker's bindings and request variables, typed once and read through Hono's context. */
 import type { AccountSettings, AccountStatus } from "../server-shared/accounts.ts";
 import type { DecisionRequest } from "../contract/decision.ts";
+import type { KeyScope } from "../contract/keys.ts";
 import type { Timings } from "../server-shared/timing.ts";
 import type { Resolution } from "./models.ts";
 
@@ -18,6 +19,12 @@ export interface Account extends AccountSettings {
   status: AccountStatus;
 }
 
+/** An API key's scope and model names, as created; null: no limit. */
+export interface KeyLimits {
+  scope: KeyScope | null;
+  models: string[] | null;
+}
+
 /** The signed-in user behind a verified user access token. */
 export interface User {
   issuer: string;
@@ -30,6 +37,8 @@ export type AppEnv = {
     requestId: string;
     account: Account;
     keyId: string;
+    /** What the request's API key was created for (contract/keys.ts): null fields allow everything. */
+    keyLimits: KeyLimits;
     user: User;
     /** The caller's account id, by either credential the image routes take (edge/auth/image.ts). */
     accountId: string;

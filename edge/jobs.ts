@@ -9,7 +9,7 @@
  *   POST {path}/{id}/submit {}           -> job (queued); 409 until the input has been uploaded
  *   GET  {path}/{id}                     -> job
  *   POST {path}/{id}/cancel {}           -> job (cancelled, or unchanged when already terminal)
- *   GET  {path}?limit=&after=            -> list, newest first
+ *   GET  {path}?limit=&after=&status=    -> list, newest first (only the jobs in `status` when given)
  *
  * A job belongs to the account: another account's job answers the same 404 as an unknown id.
  *
@@ -55,7 +55,10 @@ export interface JobRoutesKind<T extends JobRow, S extends JobStore<T>, C> {
   /** The caller's account; with `create`, made on first use. Null: none yet (nothing to find). */
   account: (c: Context<AppEnv>, opts: { create: boolean }) => Promise<string | null>;
   /** The create request's body, and the kind's own columns it sets. */
-  create: { request: z.ZodType<C & { idempotency_key: string; input_bytes: number }>; columns: (c: Context<AppEnv>, request: C) => Columns };
+  create: {
+    request: z.ZodType<C & { idempotency_key: string; input_bytes: number; metadata?: Record<string, string> | undefined }>;
+    columns: (c: Context<AppEnv>, request: C) => Columns;
+  };
   /** The 429 of a create refused by the kind's quota (the quota's state as the store read it). */
   refusal: (c: Context<AppEnv>, quota: Row) => Response;
   /** What a submit freezes (checked against the account now); throws a ServiceError to refuse it. */
@@ -63,7 +66,12 @@ export interface JobRoutesKind<T extends JobRow, S extends JobStore<T>, C> {
   /** The job on the wire. */
   wire: (row: T) => object;
   /** The path parameter and the list's query parameters, from the contract. */
-  parameters: { id: Parameter<z.ZodType<string>>; limit: Parameter<z.ZodType<number>>; after: Parameter<z.ZodType<string | undefined>> };
+  parameters: {
+    id: Parameter<z.ZodType<string>>;
+    limit: Parameter<z.ZodType<number>>;
+    after: Parameter<z.ZodType<string | undefined>>;
+    status: Parameter<z.ZodType<string | undefined>>;
+  };
   /** The 409 of a submit that cannot happen. */
   notSubmittable: ErrorCode;
 }
@@ -86,7 +94,7 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
   app.post(path, async (c) => {
     const request = await readJson(c, kind.create.request, { maxBytes: LIMITS.controlBodyBytes });
     const accountId = (await kind.account(c, { create: true }))!;
-    const columns = { input_bytes: request.input_bytes, ...kind.create.columns(c, request) };
+    const columns = { input_bytes: request.input_bytes, metadata: request.metadata ? JSON.stringify(request.metadata) : null, ...kind.create.columns(c, request) };
     const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, columns });
     if ("quota" in outcome) return kind.refusal(c, outcome.quota);
     const { job, created } = outcome;
@@ -103,8 +111,9 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
   app.get(path, async (c) => {
     const limit = queryParam(c, kind.parameters.limit);
     const after = queryParam(c, kind.parameters.after);
+    const status = queryParam(c, kind.parameters.status);
     const accountId = await kind.account(c, { create: false });
-    const { rows, hasMore } = accountId ? await storeOf(c).list(accountId, { after, limit }) : { rows: [], hasMore: false };
+    const { rows, hasMore } = accountId ? await storeOf(c).list(accountId, { after, limit, status }) : { rows: [], hasMore: false };
     return c.json({ object: "list", data: rows.map(kind.wire), has_more: hasMore, next_cursor: hasMore ? rows.at(-1)!.id : null });
   });
 

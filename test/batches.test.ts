@@ -12,6 +12,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { Batch, BatchList, ResultsPage } from "../contract/batches.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
+import { METADATA_LIMITS } from "../contract/jobs.ts";
 import { signUpload } from "../server-shared/grants.ts";
 import { setSettings } from "../ops/accounts.ts";
 import { call, createKey, newAccount, query, remember, stack, withDb, type Reply } from "./support/api.ts";
@@ -370,6 +371,43 @@ describe("status, cancel and list", () => {
     expect(seen).toEqual([...made].reverse());
     expectError(await call("/v1/batches?limit=0", { token: mine.key.secret }), 422, "invalid_request");
     expectError(await call("/v1/batches?after=nope", { token: mine.key.secret }), 422, "invalid_request");
+  });
+});
+
+describe("metadata and the status filter", () => {
+  it("keeps the caller's pairs given at create and returns them everywhere the batch is; lists by status", async () => {
+    const mine = await newAccount();
+    const metadata = { ticket: "T-1042", team: "billing", "": "x" };
+    const refusedEmptyKey = await call("/v1/batches", { token: mine.key.secret, body: { idempotency_key: "m0", input_bytes: 10, metadata } });
+    expectError(refusedEmptyKey, 422, "invalid_request");
+    for (const bad of [
+      Object.fromEntries(Array.from({ length: METADATA_LIMITS.pairs + 1 }, (_, i) => [`k${i}`, "v"])),
+      { ["k".repeat(METADATA_LIMITS.keyChars + 1)]: "v" },
+      { ticket: "v".repeat(METADATA_LIMITS.valueChars + 1) },
+      { ticket: 42 },
+      ["T-1042"],
+    ]) {
+      expectError(await call("/v1/batches", { token: mine.key.secret, body: { idempotency_key: "m1", input_bytes: 10, metadata: bad } }), 422, "invalid_request");
+    }
+    const pairs = { ticket: "T-1042", team: "billing" };
+    const created = await call<Batch>("/v1/batches", { token: mine.key.secret, body: { idempotency_key: "m2", input_bytes: jsonl(1).length, metadata: pairs } });
+    expect(created.status).toBe(201);
+    expect(created.body.metadata).toEqual(pairs);
+    const plain = Batch.parse((await create(mine.key.secret, "m3")).body);
+    expect(plain.metadata).toBeNull();
+    expect((await put(created.body.upload!, jsonl(1))).status).toBe(200);
+    expect(Batch.parse((await call(`/v1/batches/${created.body.id}/submit`, { token: mine.key.secret, body: {} })).body).metadata).toEqual(pairs);
+    expect(Batch.parse((await call(`/v1/batches/${created.body.id}`, { token: mine.key.secret })).body).metadata).toEqual(pairs);
+    await call(`/v1/batches/${plain.id}/cancel`, { token: mine.key.secret, body: {} });
+
+    const listed = (status?: string) => call(`/v1/batches${status ? `?status=${status}` : ""}`, { token: mine.key.secret });
+    expect(BatchList.parse((await listed()).body).data.map((b) => [b.id, b.metadata])).toEqual([
+      [plain.id, null],
+      [created.body.id, pairs],
+    ]);
+    expect(BatchList.parse((await listed("cancelled")).body).data.map((b) => b.id)).toEqual([plain.id]);
+    expect(BatchList.parse((await listed("uploading")).body).data).toEqual([]);
+    expectError(await listed("done"), 422, "invalid_request");
   });
 });
 

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Batch, BatchList } from "../contract/batches.ts";
+import { CreatedKey, KeyList, KeyMetadata } from "../contract/keys.ts";
 import { DecisionResponse } from "../contract/decision.ts";
 import { parseJson, type JsonMap } from "../contract/json.ts";
 import { ModelList } from "../contract/models.ts";
@@ -78,6 +79,15 @@ function folder(files: Record<string, string | Buffer>): string {
 const configOf = (home: string) => join(home, ".svc", "config.json");
 const savedOf = (path: string) => JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
 
+/** A HOME whose saved settings hold the browser session `svc login` saves, with `user`'s access token. */
+function signedInHome(user: Account, opts: { baseUrl?: string; expiresAt?: string } = {}): string {
+  const home = newHome();
+  mkdirSync(join(home, ".svc"), { mode: 0o700 });
+  const session = { issuer: stack().issuer, client_id: "svc-cli", access_token: user.userToken, expires_at: opts.expiresAt ?? new Date(Date.now() + 3_600_000).toISOString(), subject: user.login };
+  writeFileSync(configOf(home), JSON.stringify({ base_url: opts.baseUrl ?? stack().baseUrl, session }), { mode: 0o600 });
+  return home;
+}
+
 describe("svc arguments", () => {
   const COMMANDS = [
     [],
@@ -87,8 +97,10 @@ describe("svc arguments", () => {
     ["decide"],
     ["batches"],
     ["train"],
+    ["keys"],
     ...["run", "create", "status", "cancel", "list", "results"].map((c) => ["batches", c]),
     ...["create", "status", "list", "cancel", "retire"].map((c) => ["train", c]),
+    ...["create", "list", "revoke"].map((c) => ["keys", c]),
   ];
 
   it("answers --help on every command and sub-command, on standard output, exit 0", async () => {
@@ -102,6 +114,8 @@ describe("svc arguments", () => {
     expect((await svc(["decide", "--help"], { env: userEnv(home) })).stdout).toMatch(/--state[\s\S]*--questions[\s\S]*--body[\s\S]*--model[\s\S]*--timeout[\s\S]*--json/);
     expect((await svc(["train", "create", "--help"], { env: userEnv(home) })).stdout).toMatch(/--file FILE[\s\S]*--model BASE[\s\S]*--wait[\s\S]*--json/);
     expect((await svc(["train", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
+    expect((await svc(["keys", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
+    expect((await svc(["keys", "create", "--help"], { env: userEnv(home) })).stdout).toMatch(/--expires-at TIME[\s\S]*--expires-in DURATION[\s\S]*--scope SCOPE[\s\S]*--model M[\s\S]*--json/);
   });
 
   it("refuses unknown flags, unknown commands and extra arguments with exit 2", async () => {
@@ -579,6 +593,65 @@ describe("svc batches", () => {
     expect(await query("SELECT count(*) AS n FROM batches WHERE account_id = $1", [account.accountId])).toEqual(before);
   });
 
+  it("create --metadata labels the batch: status shows it, --json carries it, list --status filters; a bad --status or --metadata exits 2 before sending", async () => {
+    const env = withKey(newHome());
+    const dir = folder({ "input.jsonl": `${record("m", noul("charged twice"))}\n` });
+    const created = await svc(["batches", "create", join(dir, "input.jsonl"), "--metadata", "team=support", "--metadata", "query=a=b", "--metadata", "empty=", "--json"], { env });
+    expectExit(created, 0);
+    const batch = Batch.parse(JSON.parse(created.stdout));
+    expect(batch.metadata).toEqual({ team: "support", query: "a=b", empty: "" });
+    const cancelled = await svc(["batches", "cancel", batch.id, "--json"], { env });
+    expectExit(cancelled, 0);
+    const final = Batch.parse(JSON.parse(cancelled.stdout));
+    expect(final.metadata).toEqual(batch.metadata);
+
+    const readable = await svc(["batches", "status", batch.id], { env });
+    expectExit(readable, 0);
+    expect(readable.stdout).toMatch(/^metadata {8}team: support$/m);
+    expect(readable.stdout).toMatch(/^ {16}query: a=b$/m);
+    expect(Batch.parse(JSON.parse((await svc(["batches", "status", batch.id, "--json"], { env })).stdout)).metadata).toEqual(batch.metadata);
+
+    // Listed with its status (and its metadata), and not with another one.
+    const listOf = async (status: string) => {
+      const outcome = await svc(["batches", "list", "--status", status, "--json", "--limit", "100"], { env });
+      expectExit(outcome, 0);
+      return BatchList.parse(JSON.parse(outcome.stdout)).data;
+    };
+    const inStatus = await listOf(final.status);
+    expect(inStatus.every((b) => b.status === final.status)).toBe(true);
+    expect(inStatus.find((b) => b.id === batch.id)?.metadata).toEqual(batch.metadata);
+    expect((await listOf("running")).map((b) => b.id)).not.toContain(batch.id);
+    const lines = await svc(["batches", "list", "--status", final.status, "--limit", "100"], { env });
+    expect(lines.stdout).toMatch(new RegExp(`^${batch.id} {2}${final.status}`, "m"));
+
+    const help = await svc(["batches", "list", "--help"], { env });
+    expect(help.stdout).toMatch(/--status STATUS/);
+    expect(help.stdout).toContain(["uploading", "queued", "validating", "running", "completed", "failed", "cancelled", "expired"].join(", "));
+    expect((await svc(["batches", "create", "--help"], { env })).stdout).toMatch(/--metadata KEY=VALUE/);
+
+    const fake = await countingFake();
+    const toFake = userEnv(newHome(), { SVC_API_KEY: account.key.secret, SVC_BASE_URL: fake.url });
+    const unknown = await svc(["batches", "list", "--status", "finished"], { env: toFake });
+    expectExit(unknown, 2);
+    expect(unknown.stderr).toMatch(/--status is one of uploading, queued, .*, expired/);
+    const tooMany = Array.from({ length: 17 }, (_, i) => ["--metadata", `k${i}=v`]).flat();
+    for (const [args, message] of [
+      [["--metadata", "novalue"], /--metadata is KEY=VALUE/],
+      [["--metadata", "=v"], /a --metadata key is 1 to 64 characters/],
+      [["--metadata", `${"k".repeat(65)}=v`], /a --metadata key is 1 to 64 characters/],
+      [["--metadata", `k=${"v".repeat(513)}`], /a --metadata value is at most 512 characters/],
+      [["--metadata", "k=1", "--metadata", "k=2"], /--metadata k is given twice/],
+      [tooMany, /at most 16 --metadata pairs/],
+    ] as const) {
+      for (const command of ["run", "create"]) {
+        const outcome = await svc(["batches", command, join(dir, "input.jsonl"), ...args], { env: toFake });
+        expectExit(outcome, 2);
+        expect(outcome.stderr).toMatch(message);
+      }
+    }
+    expect(fake.requests).toBe(0);
+  });
+
   it("results of a batch that has not finished exit 1 and write no output file", async () => {
     const env = withKey(newHome());
     const dir = newHome();
@@ -600,15 +673,6 @@ describe("svc train", () => {
   let env: Record<string, string>;
   let examples: string;
   let trained: { id: string; model: string } | undefined;
-
-  /** A HOME whose saved settings hold the browser session `svc login` saves, with `user`'s access token. */
-  function signedInHome(user: Account, opts: { baseUrl?: string; expiresAt?: string } = {}): string {
-    const home = newHome();
-    mkdirSync(join(home, ".svc"), { mode: 0o700 });
-    const session = { issuer: stack().issuer, client_id: "svc-cli", access_token: user.userToken, expires_at: opts.expiresAt ?? new Date(Date.now() + 3_600_000).toISOString(), subject: user.login };
-    writeFileSync(configOf(home), JSON.stringify({ base_url: opts.baseUrl ?? stack().baseUrl, session }), { mode: 0o600 });
-    return home;
-  }
 
   const needTrained = () => {
     if (!trained) throw new Error("the training of the first case did not reach ready");
@@ -704,6 +768,37 @@ describe("svc train", () => {
     expect(page.data.map((t) => t.id).slice(0, 2)).toEqual([id, needTrained().id]);
   });
 
+  it("create --metadata labels the training, status shows it; list --status lists only that status, and refuses an unknown one (exit 2)", async () => {
+    const created = await svc(["train", "create", "--file", examples, "--metadata", "team=ml", "--json"], { env });
+    expectExit(created, 0);
+    const training = Training.parse(JSON.parse(created.stdout));
+    expect(training.metadata).toEqual({ team: "ml" });
+    expectExit(await svc(["train", "cancel", training.id], { env }), 0);
+    const readable = await svc(["train", "status", training.id], { env });
+    expect(readable.stdout).toMatch(/^metadata {8}team: ml$/m);
+
+    const listOf = async (status: string) => {
+      const outcome = await svc(["train", "list", "--status", status, "--json", "--limit", "100"], { env });
+      expectExit(outcome, 0);
+      return TrainingList.parse(JSON.parse(outcome.stdout)).data;
+    };
+    const cancelled = await listOf("cancelled");
+    expect(cancelled.every((t) => t.status === "cancelled")).toBe(true);
+    expect(cancelled.find((t) => t.id === training.id)?.metadata).toEqual({ team: "ml" });
+    const ready = await listOf("ready");
+    expect(ready.map((t) => t.id)).not.toContain(training.id);
+    expect(ready.every((t) => t.status === "ready")).toBe(true);
+    expect((await svc(["train", "list", "--help"], { env })).stdout).toMatch(/--status STATUS.*accepted, ready, rejected/s);
+
+    const fake = await countingFake();
+    const toFake = userEnv(signedInHome(trainer, { baseUrl: fake.url }));
+    const unknown = await svc(["train", "list", "--status", "completed"], { env: toFake });
+    expectExit(unknown, 2);
+    expect(unknown.stderr).toMatch(/--status is one of uploading, .*, expired/);
+    expectExit(await svc(["train", "create", "--file", examples, "--metadata", "team"], { env: toFake }), 2);
+    expect(fake.requests).toBe(0);
+  });
+
   it("refuses a file the worker would refuse (exit 2, naming its line), and a --model its examples do not name, before any request", async () => {
     const fake = await countingFake();
     const toFake = userEnv(signedInHome(trainer, { baseUrl: fake.url }));
@@ -753,6 +848,110 @@ describe("svc train", () => {
   });
 });
 
+describe("svc keys", () => {
+  const QUESTIONS = JSON.stringify({ money: { type: "noul", instructions: "Is it about money?" } });
+  const decideWith = (secret: string, extra: string[] = []) =>
+    svc(["decide", "--state", "I was charged twice", "--questions", QUESTIONS, ...extra], { env: userEnv(newHome(), { SVC_API_KEY: secret, SVC_BASE_URL: stack().baseUrl }) });
+
+  it("create prints the secret alone on stdout; the key is listed, does what it was made for, is refused the rest, and revoke ends it", async () => {
+    const user = await newAccount();
+    const env = userEnv(signedInHome(user));
+    const created = await svc(["keys", "create", "cli limited", "--scope", "decisions", "--model", "svc-shared", "--expires-in", "1h"], { env });
+    expectExit(created, 0);
+    const secret = remember(created.stdout.trimEnd());
+    expect(created.stdout).toMatch(/^svc_[a-z2-7]{26}_[A-Za-z0-9_-]{43}\n$/);
+    const id = /^svc_([a-z2-7]{26})_/.exec(secret)![1]!;
+    expect(created.stderr).toMatch(new RegExp(`^Created key "cli limited" \\(id ${id}\\): decisions only, model svc-shared, until \\d{4}-\\d\\d-\\d\\dT`, "m"));
+    expect(created.stderr).toMatch(/shown this once/);
+    expect(created.stderr).not.toContain(secret);
+
+    const listed = await svc(["keys", "list"], { env });
+    expectExit(listed, 0);
+    const [header, first, second] = listed.stdout.split("\n");
+    expect(header).toMatch(/^NAME\s+ID\s+STATUS\s+SCOPE\s+MODELS\s+EXPIRES$/);
+    expect(first).toMatch(new RegExp(`^cli limited\\s+${id}\\s+active\\s+decisions\\s+svc-shared\\s+\\d{4}-\\d\\d-\\d\\dT\\S+Z$`));
+    expect(second).toMatch(new RegExp(`^test key\\s+${user.key.id}\\s+active\\s+all\\s+any\\s+never$`));
+    expect(listed.stdout).not.toContain(secret);
+    const json = KeyList.parse(JSON.parse((await svc(["keys", "list", "--json"], { env })).stdout));
+    expect(json.keys[0]).toMatchObject({ id, name: "cli limited", status: "active", scope: "decisions", models: ["svc-shared"], revoked_at: null });
+    expect(Date.parse(json.keys[0]!.expires_at!) - Date.now()).toBeGreaterThan(3_500_000);
+
+    expectExit(await decideWith(secret), 0);
+    const otherModel = await decideWith(secret, ["--model", stack().releaseId]);
+    expectExit(otherModel, 1);
+    expect(otherModel.stderr).toMatch(/^svc: 403 insufficient_scope: /m);
+    const dir = folder({ "input.jsonl": `${JSON.stringify({ custom_id: "a", body: { state: "s", questions: JSON.parse(QUESTIONS) } })}\n` });
+    const batch = await svc(["batches", "create", join(dir, "input.jsonl")], { env: userEnv(newHome(), { SVC_API_KEY: secret, SVC_BASE_URL: stack().baseUrl }) });
+    expectExit(batch, 1);
+    expect(batch.stderr).toMatch(/^svc: 403 insufficient_scope: .*decisions only/m);
+
+    const revoked = await svc(["keys", "revoke", id], { env });
+    expectExit(revoked, 0);
+    expect(revoked.stdout).toBe(`${id} revoked\n`);
+    const again = await svc(["keys", "revoke", id, "--json"], { env });
+    expectExit(again, 0);
+    expect(KeyMetadata.parse(JSON.parse(again.stdout))).toMatchObject({ id, status: "revoked" });
+    const refused = await decideWith(secret);
+    expectExit(refused, 1);
+    expect(refused.stderr).toMatch(/^svc: 401 revoked_key: /m);
+    expect((await svc(["keys", "list"], { env })).stdout.split("\n")[1]).toMatch(new RegExp(`^cli limited\\s+${id}\\s+revoked\\s`));
+    // Another account's key is not found.
+    const stranger = await svc(["keys", "revoke", user.key.id], { env: userEnv(signedInHome(account)) });
+    expectExit(stranger, 1);
+    expect(stranger.stderr).toMatch(/404 not_found/);
+  });
+
+  it("create --json prints the created key, secret included; --expires-at is sent as given", async () => {
+    const env = userEnv(signedInHome(await newAccount()));
+    const at = new Date(Date.now() + 86_400_000).toISOString();
+    const created = await svc(["keys", "create", "cli json", "--expires-at", at, "--scope", "decisions_and_batches", "--model", "svc-shared", "--model", stack().releaseId, "--json"], { env });
+    expectExit(created, 0);
+    const key = CreatedKey.parse(JSON.parse(created.stdout));
+    remember(key.secret);
+    expect(key).toMatchObject({ name: "cli json", status: "active", scope: "decisions_and_batches", models: ["svc-shared", stack().releaseId] });
+    expect(Date.parse(key.expires_at!)).toBe(Date.parse(at));
+    expect(created.stderr).toMatch(/decisions and batches, models svc-shared, /);
+    expect(created.stderr).not.toContain(key.secret);
+  });
+
+  it("refuses what it can tell is wrong before sending anything (exit 2), and needs the browser sign-in", async () => {
+    const fake = await countingFake();
+    const toFake = userEnv(signedInHome(account, { baseUrl: fake.url }));
+    for (const [args, message] of [
+      [["create"], /missing argument/],
+      [["create", "a", "--expires-at", "2030-01-01"], /--expires-at is an RFC 3339 time with its offset/],
+      [["create", "a", "--expires-at", "2000-01-01T00:00:00Z"], /--expires-at must be in the future/],
+      [["create", "a", "--expires-at", "2099-01-01T00:00:00Z", "--expires-in", "1d"], /not both/],
+      [["create", "a", "--expires-in", "30"], /--expires-in is a whole number of minutes, hours, days or weeks/],
+      [["create", "a", "--scope", "batches"], /--scope is decisions or decisions_and_batches/],
+      [["create", "a", ...Array.from({ length: 17 }, (_, i) => ["--model", `m${i}`]).flat()], /at most 16 models/],
+      [["revoke"], /missing argument/],
+      [["list", "extra"], /this command takes no arguments/],
+    ] as const) {
+      const outcome = await svc(["keys", ...args], { env: toFake });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(message);
+      expect(outcome.stdout).toBe("");
+    }
+    expect(fake.requests).toBe(0);
+    const nobody = userEnv(newHome(), { SVC_API_KEY: account.key.secret, SVC_BASE_URL: fake.url });
+    for (const args of [["list"], ["create", "a"], ["revoke", account.key.id]]) {
+      const outcome = await svc(["keys", ...args], { env: nobody });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(/not signed in: key management takes your browser sign-in, not an API key; run `svc login/);
+    }
+    expect(fake.requests).toBe(0);
+    // SVC_ACCESS_TOKEN stands in for the saved session; the service refuses an API key given as one.
+    const fromEnv = await svc(["keys", "list", "--json"], { env: userEnv(newHome(), { SVC_ACCESS_TOKEN: account.userToken, SVC_BASE_URL: stack().baseUrl }) });
+    expectExit(fromEnv, 0);
+    expect(KeyList.parse(JSON.parse(fromEnv.stdout)).keys.map((k) => k.id)).toContain(account.key.id);
+    const keyAsToken = await svc(["keys", "list"], { env: userEnv(newHome(), { SVC_ACCESS_TOKEN: account.key.secret, SVC_BASE_URL: stack().baseUrl }) });
+    expectExit(keyAsToken, 1);
+    expect(keyAsToken.stderr).toMatch(/401 wrong_credential_kind/);
+    expect(keyAsToken.stderr).not.toContain(account.key.secret);
+  });
+});
+
 describe("the packed packages", () => {
   it("install with `npm install -g` from their tarballs and run under plain Node without Bun", { timeout: 300_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-pack-"));
@@ -795,7 +994,7 @@ describe("secrets", () => {
     const token = remember(randomBytes(32).toString("base64url"));
     const session = { issuer: stack().issuer, client_id: "svc-cli", access_token: token, expires_at: new Date(Date.now() + 3_600_000).toISOString() };
     writeFileSync(configOf(home), JSON.stringify({ base_url: stack().baseUrl, api_key: key, session }));
-    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"], ["train", "status", "00000000-0000-4000-8000-000000000000"]]) {
+    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"], ["train", "status", "00000000-0000-4000-8000-000000000000"], ["keys", "list"], ["keys", "create", "x"]]) {
       const outcome = await svc(args, { env: userEnv(home) });
       expectExit(outcome, 1);
       for (const secret of [key, token]) {

@@ -254,6 +254,13 @@ describe("the web console", () => {
     expect(cancelled, await page.locator("main").innerText()).not.toBeNull();
     expect(Number(cancelled![1])).toBeLessThan(60);
 
+    // A batch made through the API with metadata: opened from the list, its pairs are shown.
+    const labelled = await call<{ id: string }>("/v1/batches", { token: secret, body: { idempotency_key: `console-${randomUUID()}`, input_bytes: 1, metadata: { team: "support", ticket: "OPS-12" } } });
+    expect(labelled.status).toBe(201);
+    await page.getByRole("button", { name: "List batches" }).click();
+    await page.getByRole("button", { name: `Open batch ${labelled.body.id}` }).click();
+    await expect.poll(() => page.getByTestId("batch-metadata").innerText()).toMatch(/^team: support\nticket: OPS-12$/);
+
     // Revoke it, after the confirmation; the next decision with it is refused.
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByRole("button", { name: "Revoke from the console" }).click();

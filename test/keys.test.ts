@@ -20,8 +20,9 @@ describe("POST /v1/keys", () => {
     expect(reply.status).toBe(201);
     const key = CreatedKey.parse(reply.body);
     remember(key.secret);
-    expect(Object.keys(reply.body).sort()).toEqual(["created_at", "id", "name", "revoked_at", "secret", "status"]);
-    expect(key).toMatchObject({ name: "ci", status: "active", revoked_at: null });
+    expect(Object.keys(reply.body).sort()).toEqual(["created_at", "expires_at", "id", "models", "name", "revoked_at", "scope", "secret", "status"]);
+    // Created with none of the limits: it can do what its account can, for ever (as every older key).
+    expect(key).toMatchObject({ name: "ci", status: "active", revoked_at: null, expires_at: null, scope: null, models: null });
     expect(key.secret).toMatch(new RegExp(`^svc_${key.id}_[A-Za-z0-9_-]{43}$`));
     // 256 bits of secret material: 43 base64url characters carry 258 bits, the last 2 of them padding.
     expect(Buffer.from(key.secret.slice(-43), "base64url")).toHaveLength(32);
@@ -88,7 +89,7 @@ describe("GET /v1/keys", () => {
     expect(reply.status).toBe(200);
     const list = KeyList.parse(reply.body);
     expect(list.keys.map((k) => k.id)).toEqual([second.id, first.id]);
-    for (const key of list.keys) expect(Object.keys(key).sort()).toEqual(["created_at", "id", "name", "revoked_at", "status"]);
+    for (const key of list.keys) expect(Object.keys(key).sort()).toEqual(["created_at", "expires_at", "id", "models", "name", "revoked_at", "scope", "status"]);
     const text = JSON.stringify(reply.body);
     for (const key of [first, second]) {
       expect(text).not.toContain(key.secret);
@@ -162,4 +163,84 @@ describe("POST /v1/keys/{id}/revoke", () => {
   });
 
   userRouteSecurity({ method: "POST", path: `/v1/keys/${"c".repeat(26)}/revoke`, body: {}, ok: 404 });
+});
+
+describe("keys created for less", () => {
+  const decide = (secret: string, model?: string) =>
+    call("/v1/systemone", { token: secret, body: { ...(model ? { model } : {}), state: "charged twice", questions: { q: { type: "noul", instructions: "Is it about money?" } } } });
+  const newKey = async (body: Record<string, unknown>) => {
+    const reply = await call("/v1/keys", { token: user.token, body: { name: "limited", ...body } });
+    expect(reply.status, JSON.stringify(reply.body)).toBe(201);
+    const key = CreatedKey.parse(reply.body);
+    remember(key.secret);
+    return key;
+  };
+
+  it("refuses an unknown field on the management routes (422 naming it) where it was once dropped, and an expiry in the past", async () => {
+    const typo = await call("/v1/keys", { token: user.token, body: { name: "short", expire_at: "2030-01-01T00:00:00Z" } });
+    expectError(typo, 422, "invalid_request");
+    expect(JSON.stringify(typo.body)).toContain("unknown field expire_at");
+    const past = await call("/v1/keys", { token: user.token, body: { name: "short", expires_at: "2000-01-01T00:00:00Z" } });
+    expectError(past, 422, "invalid_request");
+    expect(JSON.stringify(past.body)).toContain("expires_at must be in the future");
+    for (const bad of [{ expires_at: "tomorrow" }, { scope: "everything" }, { models: [] }, { models: Array.from({ length: 17 }, (_, i) => `m${i}`) }]) {
+      expectError(await call("/v1/keys", { token: user.token, body: { name: "bad", ...bad } }), 422, "invalid_request");
+    }
+    const key = await createKey(user.token);
+    const batch = await call("/v1/batches", { token: key.secret, body: { idempotency_key: "strict", input_bytes: 10, metadata_typo: {} } });
+    expectError(batch, 422, "invalid_request");
+    expect(JSON.stringify(batch.body)).toContain("unknown field metadata_typo");
+    const training = await call("/v1/trainings", { token: user.token, body: { idempotency_key: "strict", input_bytes: 10, modle: "svc-shared" } });
+    expectError(training, 422, "invalid_request");
+    expect(JSON.stringify(training.body)).toContain("unknown field modle");
+  });
+
+  it("refuses a key past its expiry on its very next request (401 expired_key), and lists it as expired", async () => {
+    const key = await newKey({ expires_at: new Date(Date.now() + 3_600_000).toISOString() });
+    expect(key.expires_at).not.toBeNull();
+    expect((await decide(key.secret)).status).toBe(200);
+    // The hour passes (nothing is cached: the next request reads it).
+    await query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [key.id]);
+    for (const path of ["/v1/models", "/v1/batches"]) expectError(await call(path, { token: key.secret }), 401, "expired_key");
+    expectError(await decide(key.secret), 401, "expired_key");
+    const listed = KeyList.parse((await call("/v1/keys", { token: user.token })).body).keys.find((k) => k.id === key.id);
+    expect(listed).toMatchObject({ status: "expired" });
+  });
+
+  it("holds a decisions-only key to decisions and models (403 insufficient_scope on batches); decisions_and_batches takes batches too", async () => {
+    const decisionsOnly = await newKey({ scope: "decisions" });
+    expect(decisionsOnly.scope).toBe("decisions");
+    expect((await decide(decisionsOnly.secret)).status).toBe(200);
+    expect((await call("/v1/models", { token: decisionsOnly.secret })).status).toBe(200);
+    for (const [path, body] of [["/v1/batches", { idempotency_key: "scoped", input_bytes: 10 }], ["/v1/batches", undefined], [`/v1/batches/${crypto.randomUUID()}`, undefined]] as const) {
+      const reply = await call(path, { token: decisionsOnly.secret, body });
+      expectError(reply, 403, "insufficient_scope");
+      expect(JSON.stringify(reply.body)).toContain("created for decisions only");
+    }
+    const both = await newKey({ scope: "decisions_and_batches" });
+    expect((await call("/v1/batches", { token: both.secret, body: { idempotency_key: "scoped", input_bytes: 10 } })).status).toBe(201);
+    expect((await decide(both.secret)).status).toBe(200);
+  });
+
+  it("holds a key to the model names it was created for, in real-time decisions and in its batches' records", async () => {
+    const key = await newKey({ scope: "decisions_and_batches", models: ["svc-shared"] });
+    expect(key.models).toEqual(["svc-shared"]);
+    expect((await decide(key.secret)).status).toBe(200); // no model: the shared alias, which it names
+    expect((await decide(key.secret, "svc-shared")).status).toBe(200);
+    const release = (await query<{ release_id: string }>("SELECT release_id FROM model_aliases WHERE alias = 'svc-shared'"))[0]!.release_id;
+    const refused = await decide(key.secret, release);
+    expectError(refused, 403, "insufficient_scope");
+    expect(JSON.stringify(refused.body)).toContain('may name only these models: \\"svc-shared\\"');
+    // Its batch runs only on what it names: a record naming another model is answered model_not_found.
+    const input = [
+      { custom_id: "named", body: { model: "svc-shared", state: "refund", questions: { q: { type: "noul" } } } },
+      { custom_id: "other", body: { model: "some-other-model", state: "refund", questions: { q: { type: "noul" } } } },
+    ].map((r) => JSON.stringify(r)).join("\n") + "\n";
+    const created = await call<{ id: string; upload: { url: string; headers: Record<string, string> } }>("/v1/batches", { token: key.secret, body: { idempotency_key: "models", input_bytes: Buffer.byteLength(input) } });
+    expect((await fetch(created.body.upload.url, { method: "PUT", headers: created.body.upload.headers, body: input })).status).toBe(200);
+    expect((await call(`/v1/batches/${created.body.id}/submit`, { token: key.secret, body: {} })).status).toBe(200);
+    const [frozen] = await query<{ models: { releases: Record<string, string>; aliases: Record<string, string> } }>("SELECT models FROM batches WHERE id = $1", [created.body.id]);
+    expect(Object.keys(frozen!.models.aliases)).toEqual(["svc-shared"]);
+    expect(Object.keys(frozen!.models.releases)).toEqual([release]);
+  });
 });

@@ -158,7 +158,8 @@ describe("npm run db:migrate on a database of the unversioned schema (version 0)
     // Columns that later migrations add read as null on the rows that were there (a release's modality: text, as every release was).
     const added: Record<string, Record<string, string | null>> = {
       model_releases: { task: null, head: null, training_id: null, modality: "text" },
-      batches: { input_deleted_at: null },
+      batches: { input_deleted_at: null, metadata: null },
+      api_keys: { expires_at: null, scope: null, models: null },
     };
     const expected = Object.fromEntries(Object.entries(before).map(([table, list]) => [table, list.map((row) => ({ ...(row as object), ...added[table] }))]));
     expect(await rows(url)).toEqual(expected);

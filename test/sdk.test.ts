@@ -1,7 +1,7 @@
 /**
  * The TypeScript SDK (clients/sdk-ts) against the real stack: every resource (image assets with
  * photos written at test time; image decisions as far as an account without a trained image model
- * goes), every error class the stack can produce on demand, retries, the connection cap, the URL
+ * goes; API keys limited in time, scope and models, used and refused), every error class the stack can produce on demand, retries, the connection cap, the URL
  * policy, where settings come from, and the packed tarball installed and run by plain Node without
  * Bun. Answers the real stack cannot give on demand (529, 503, 504, a hang, a
  * dropped connection, a redirect) come from the named fakes of test/support/fake-service.ts.
@@ -27,25 +27,36 @@ import {
   IMAGE_BASE_ALIAS,
   ImageRefusedError,
   InputError,
+  KEY_SCOPES,
   LIMITS,
+  METADATA_LIMITS,
   noul,
   NotFoundError,
   OverloadedError,
   PayloadTooLargeError,
   PaymentRequiredError,
+  PermissionDeniedError,
   RateLimitError,
   score,
   ServiceUnavailableError,
   SHARED_ALIAS,
   UnprocessableEntityError,
   VERSION,
+  type BatchStatus,
   type ChoiceAnswer,
   type ClientOptions,
+  type CreatedKey,
   type CreditBalance,
   type ImageAsset,
   type ImageModel,
   type ImageRefusal,
   type InputRecord,
+  type KeyList,
+  type KeyMetadata,
+  type KeyScope,
+  type ListBatchesParams,
+  type ListTrainingsParams,
+  type TrainingStatus,
   type UsageBucket,
   type UsageCounts,
   type UsageGroup,
@@ -54,6 +65,7 @@ import {
   USAGE_DAYS,
 } from "../clients/sdk-ts/src/index.ts";
 import { requireCredentials, resolveSettings, SettingsError, writeSaved } from "../clients/sdk-ts/src/settings.ts";
+import { API_KEY_PATTERN } from "../contract/keys.ts";
 import { stringifyJson } from "../contract/json.ts";
 import type { Training } from "../contract/trainings.ts";
 import { setSettings } from "../ops/accounts.ts";
@@ -597,6 +609,46 @@ describe("client.batches", () => {
     expect((await own.batches.list()).data).toHaveLength(3);
   });
 
+  it("metadata given to create and run is returned by create, retrieve, cancel, every poll of run and list; list({ status }) lists only that status", async () => {
+    const labeller = await newAccount();
+    const recorder = recordingFetch();
+    const own = stackClient(labeller.key.secret, { fetch: recorder.fetch });
+    const pairs = { team: "support", ticket: "OPS-12" };
+    const created = await own.batches.create({ inputBytes: 1, metadata: pairs });
+    expect(created.metadata).toEqual(pairs);
+    expect(JSON.parse(recorder.sent[0]!.body!)).toMatchObject({ input_bytes: 1, metadata: pairs });
+    expect((await own.batches.retrieve(created.id)).metadata).toEqual(pairs);
+    const plain = await own.batches.create({ inputBytes: 1 });
+    expect(plain.metadata).toBeNull();
+    expect(JSON.parse(recorder.sent.at(-1)!.body!)).not.toHaveProperty("metadata");
+    const cancelled = await own.batches.cancel(created.id);
+    expect(cancelled).toMatchObject({ status: "cancelled", metadata: pairs });
+
+    const seen: Array<Record<string, string> | null> = [];
+    const { batch: ran } = await own.batches.run([noulRecord("m-1")], { metadata: { run: "nightly" }, pollInterval: 200, onProgress: (b) => seen.push(b.metadata) });
+    expect(ran).toMatchObject({ status: "completed", metadata: { run: "nightly" } });
+    expect(seen.every((m) => m?.run === "nightly")).toBe(true);
+
+    // One status each: the cancelled, the completed and the still uploading batch, with their metadata.
+    const only = async (status: BatchStatus) => (await own.batches.list({ status })).data.map((b) => [b.id, b.metadata]);
+    expect(await only("cancelled")).toEqual([[created.id, pairs]]);
+    expect(await only("completed")).toEqual([[ran.id, { run: "nightly" }]]);
+    expect(await only("uploading")).toEqual([[plain.id, null]]);
+    expect(await only("running")).toEqual([]);
+    expect((await own.batches.list()).data.map((b) => b.id)).toEqual([ran.id, plain.id, created.id]);
+    recorder.sent.length = 0;
+    expect((await own.batches.list({ status: "cancelled", limit: 1 }).toArray()).map((b) => b.id)).toEqual([created.id]);
+    expect(new URL(recorder.sent[0]!.url).search).toBe("?limit=1&status=cancelled");
+    expectTypeOf<ListBatchesParams["status"]>().toEqualTypeOf<BatchStatus | undefined>();
+
+    // The service checks what the client sends as given.
+    const tooMany = Object.fromEntries(Array.from({ length: METADATA_LIMITS.pairs + 1 }, (_, i) => [`k${i}`, "v"]));
+    for (const metadata of [tooMany, { "": "v" }, { k: "v".repeat(METADATA_LIMITS.valueChars + 1) }, { k: 1 } as unknown as Record<string, string>]) {
+      expect(await rejection(own.batches.create({ inputBytes: 1, metadata }))).toMatchObject({ name: "UnprocessableEntityError", status: 422 });
+    }
+    expect(await rejection(own.batches.list({ status: "finished" as BatchStatus }))).toMatchObject({ name: "UnprocessableEntityError", status: 422 });
+  });
+
   it("iterate every batch of every page with for await, fetching each page when the loop reaches it", async () => {
     const lister = await newAccount();
     const recorder = recordingFetch();
@@ -753,7 +805,7 @@ describe("client.trainings", () => {
     for (const call of calls) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, usage, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
     }
     const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
     expect(await rejection(tokenOnly.systemOne({ state: "s", questions: { q: noul() } }))).toMatchObject({ name: "ConfigurationError", message: expect.stringMatching(/^no API key: .*SVC_API_KEY/) });
@@ -823,11 +875,25 @@ describe("client.trainings", () => {
     expect(await rejection(trainings.submit(made[0]!))).toMatchObject({ name: "ConflictError", code: "upload_incomplete" });
     expect(await rejection(trainings.report(made[0]!))).toMatchObject({ name: "ConflictError", code: "report_not_ready" });
 
+    // Listed by status: both are still uploading, none is ready.
+    expect((await trainings.list({ status: "uploading" })).data.map((t) => t.id)).toEqual([made[1], made[0]]);
+    expect((await trainings.list({ status: "ready" })).data).toEqual([]);
+    expectTypeOf<ListTrainingsParams["status"]>().toEqualTypeOf<TrainingStatus | undefined>();
+
     for (const id of made) {
       const cancelled = await trainings.cancel(id);
-      expect(cancelled).toMatchObject({ id, status: "cancelled" });
+      expect(cancelled).toMatchObject({ id, status: "cancelled", metadata: null });
       expect(await trainings.cancel(id)).toMatchObject({ status: "cancelled", finished_at: cancelled.finished_at });
     }
+    // Metadata given to create comes back on the training; cancelled at once, it is listed among the cancelled.
+    const labelled = await trainings.create({ file: new TextEncoder().encode(await noulFile({ ...GROUP_A }, animalSentences())), metadata: { team: "ml" } });
+    expect(labelled.metadata).toEqual({ team: "ml" });
+    expect(await trainings.cancel(labelled.id)).toMatchObject({ status: "cancelled", metadata: { team: "ml" } });
+    expect((await trainings.list({ status: "cancelled" })).data.map((t) => [t.id, t.metadata])).toEqual([
+      [labelled.id, { team: "ml" }],
+      [made[1], null],
+      [made[0], null],
+    ]);
     expect(await rejection(trainings.retrieve(UNKNOWN_BATCH))).toMatchObject({ name: "NotFoundError", code: "not_found" });
     // Another account's trainings are the same 404.
     expect(await rejection(trainerOf(account).trainings.retrieve(made[0]!))).toBeInstanceOf(NotFoundError);
@@ -1061,7 +1127,7 @@ describe("image decisions, image models and the image credit", () => {
     for (const call of [() => keyOnly.imageModels.list(), () => keyOnly.imageDecisions.create({ state: "", questions: SHAPE, images })]) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, usage, image models and image decisions take the signed-in user's access token, not an API key/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token, not an API key/);
     }
     expect(recorder.sent).toEqual([]);
     const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
@@ -1074,6 +1140,8 @@ describe("image decisions, image models and the image credit", () => {
     const errorOf = (status: number, code: string) => APIError.fromResponse(status, new Headers(), JSON.stringify({ error: { code, message: "m", status } }));
     const typed: [number, string, typeof APIError][] = [
       [402, "insufficient_credit", PaymentRequiredError],
+      [403, "insufficient_scope", PermissionDeniedError],
+      [401, "expired_key", AuthenticationError],
       [413, "context_too_large", PayloadTooLargeError],
       [413, "payload_too_large", PayloadTooLargeError],
       [422, "task_mismatch", UnprocessableEntityError],
@@ -1146,10 +1214,116 @@ describe("client.usage", () => {
     const recorder = recordingFetch();
     const err = await rejection(stackClient(account.key.secret, { fetch: recorder.fetch }).usage.retrieve());
     expect(err).toBeInstanceOf(ConfigurationError);
-    expect((err as Error).message).toMatch(/^no access token: training, usage, image models and image decisions take the signed-in user's access token/);
+    expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token/);
     expect(recorder.sent).toEqual([]);
     const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
     expect(await rejection(confused.usage.retrieve())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
+  });
+});
+
+describe("client.keys", () => {
+  const QUESTIONS = { refund: noul("Does the customer want money back?") };
+  /** A client of the stack with `user`'s access token, recording what it sends. */
+  const sessionOf = (user: Account) => {
+    const recorder = recordingFetch();
+    return { session: new Client({ accessToken: user.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch }), sent: recorder.sent };
+  };
+  /** A key the stack made: its secret goes to the end-of-run log scan. */
+  const remembered = <K extends CreatedKey>(key: K): K => {
+    remember(key.secret);
+    return key;
+  };
+
+  it("create a limited key, list it with its metadata, use it for a decision, be refused a batch and another model, revoke it", async () => {
+    const user = await newAccount();
+    const { session, sent } = sessionOf(user);
+    const inAnHour = new Date(Date.now() + 3_600_000);
+    const key = remembered(await session.keys.create({ name: "sdk limited", scope: "decisions", models: [SHARED_ALIAS], expiresAt: inAnHour }));
+    // Sent with the access token; the Date as its ISO string.
+    expect(sent[0]!.headers.get("authorization")).toBe(`Bearer ${user.userToken}`);
+    expect(JSON.parse(sent[0]!.body!)).toEqual({ name: "sdk limited", expires_at: inAnHour.toISOString(), scope: "decisions", models: [SHARED_ALIAS] });
+    expect(key).toMatchObject({ name: "sdk limited", status: "active", scope: "decisions", models: [SHARED_ALIAS], revoked_at: null });
+    expect(Date.parse(key.expires_at!)).toBe(inAnHour.getTime());
+    expect(API_KEY_PATTERN.exec(key.secret)?.[1]).toBe(key.id);
+    expect(key._request_id).toMatch(/^req_/);
+    expectTypeOf(key.scope).toEqualTypeOf<KeyScope | null>();
+    expectTypeOf(key.status).toEqualTypeOf<KeyMetadata["status"]>();
+
+    const listed: KeyList = await session.keys.list();
+    const { secret: _secret, ...metadata } = key;
+    expect(listed.keys[0]).toEqual(metadata);
+    expect(listed.keys.map((k) => k.id)).toEqual([key.id, user.key.id]);
+    expect(listed.keys[1]).toMatchObject({ scope: null, models: null, expires_at: null, status: "active" });
+    expect(JSON.stringify(listed)).not.toContain(key.secret);
+
+    const limited = stackClient(key.secret, { maxRetries: 0 });
+    const reply = await limited.systemOne({ state: "I was charged twice", questions: QUESTIONS });
+    expect(reply.answers.refund.noul).toBeGreaterThanOrEqual(0);
+    const batch = await rejection(limited.batches.create({ inputBytes: 1 }));
+    expect(batch).toBeInstanceOf(PermissionDeniedError);
+    expect(batch).toMatchObject({ name: "PermissionDeniedError", status: 403, code: "insufficient_scope", requestId: expect.stringMatching(/^req_/) });
+    // The release behind svc-shared is another name: the key may name only what it was created for.
+    const otherName = await rejection(limited.systemOne({ model: stack().releaseId, state: "s", questions: QUESTIONS }));
+    expect(otherName).toMatchObject({ name: "PermissionDeniedError", code: "insufficient_scope" });
+
+    const revoked = await session.keys.revoke(key.id);
+    expect(revoked).toMatchObject({ id: key.id, status: "revoked", revoked_at: expect.any(String) });
+    expect(sent.at(-1)).toMatchObject({ method: "POST", url: `${stack().baseUrl}/v1/keys/${key.id}/revoke`, body: "{}" });
+    expect((await session.keys.revoke(key.id)).revoked_at).toBe(revoked.revoked_at);
+    const refused = await rejection(limited.systemOne({ state: "I was charged twice", questions: QUESTIONS }));
+    expect(refused).toBeInstanceOf(AuthenticationError);
+    expect(refused).toMatchObject({ status: 401, code: "revoked_key" });
+    expect((await session.keys.list()).keys.find((k) => k.id === key.id)?.status).toBe("revoked");
+  });
+
+  it("a key past its expiry is an AuthenticationError (401 expired_key) and listed as expired; a decisions_and_batches key may make batches", async () => {
+    const { session } = sessionOf(await newAccount());
+    const short = remembered(await session.keys.create({ name: "sdk short", expiresAt: new Date(Date.now() + 3000).toISOString(), scope: "decisions_and_batches" }));
+    const client = stackClient(short.secret, { maxRetries: 0 });
+    expect((await client.batches.create({ inputBytes: 1 })).status).toBe("uploading");
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(short.expires_at!) - Date.now()) + 500));
+    const err = await rejection(client.models.list());
+    expect(err).toBeInstanceOf(AuthenticationError);
+    expect(err).toMatchObject({ status: 401, code: "expired_key" });
+    expect((await session.keys.list()).keys.find((k) => k.id === short.id)?.status).toBe("expired");
+    expect(KEY_SCOPES).toEqual(["decisions", "decisions_and_batches"]);
+  });
+
+  it("the service's refusals: a past or malformed expiry, a blank name, no models are 422; another account's key is a NotFoundError", async () => {
+    const { session, sent } = sessionOf(account);
+    for (const [params, message] of [
+      [{ name: "past", expiresAt: new Date(Date.now() - 60_000) }, /expires_at must be in the future/],
+      [{ name: "day", expiresAt: "2030-01-01" }, /expires_at must be an RFC 3339 date-time/],
+      [{ name: "  " }, /name must not be blank/],
+      [{ name: "none", models: [] }, /at least one model/],
+    ] as const) {
+      const err = await rejection(session.keys.create(params));
+      expect(err).toBeInstanceOf(UnprocessableEntityError);
+      expect(err).toMatchObject({ status: 422, code: "invalid_request" });
+      expect((err as Error).message).toMatch(message);
+    }
+    // An invalid Date is refused before anything is sent.
+    const before = sent.length;
+    expect(await rejection(session.keys.create({ name: "x", expiresAt: new Date(Number.NaN) }))).toBeInstanceOf(InputError);
+    expect(sent.length).toBe(before);
+    const stranger = await newAccount();
+    const err = await rejection(session.keys.revoke(stranger.key.id));
+    expect(err).toBeInstanceOf(NotFoundError);
+    expect(err).toMatchObject({ status: 404, code: "not_found" });
+    expect((await sessionOf(stranger).session.keys.list()).keys[0]).toMatchObject({ id: stranger.key.id, status: "active" });
+  });
+
+  it("take the access token: a client without one sends nothing; an API key in its place is refused by the service", async () => {
+    const recorder = recordingFetch();
+    const keyOnly = stackClient(account.key.secret, { fetch: recorder.fetch });
+    for (const call of [() => keyOnly.keys.create({ name: "x" }), () => keyOnly.keys.list(), () => keyOnly.keys.revoke(account.key.id)]) {
+      const err = await rejection(call());
+      expect(err).toBeInstanceOf(ConfigurationError);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token/);
+    }
+    expect(recorder.sent).toEqual([]);
+    const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
+    expect(await rejection(confused.keys.list())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
   });
 });
 

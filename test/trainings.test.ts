@@ -297,6 +297,20 @@ describe("hostile training files", () => {
   }, 120_000);
 });
 
+describe("a training's metadata and the status filter", () => {
+  it("keeps the caller's pairs given at create, and lists by status", async () => {
+    const account = await newAccount();
+    const made = await call("/v1/trainings", { token: account.userToken, body: { idempotency_key: "meta", input_bytes: 100, metadata: { project: "triage" } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const training = Training.parse(made.body);
+    expect(training.metadata).toEqual({ project: "triage" });
+    const listed = async (status: string) => TrainingList.parse((await call(`/v1/trainings?status=${status}`, { token: account.userToken })).body).data.map((t) => [t.id, t.metadata]);
+    expect(await listed("uploading")).toEqual([[training.id, { project: "triage" }]]);
+    expect(await listed("ready")).toEqual([]);
+    expectError(await call("/v1/trainings?status=finished", { token: account.userToken }), 422, "invalid_request");
+  });
+});
+
 describe("the active-training limit", () => {
   it("refuses a create past LIMITS.activeTrainings with the 429 every limit gives: Retry-After and retry-after-ms", async () => {
     const account = await newAccount();

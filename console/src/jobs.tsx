@@ -2,7 +2,8 @@
  * The job lifecycle that the batch and training pages share (runs in the browser): a job made from a
  * file (created, its file PUT through the signed upload with the progress shown, submitted); the
  * account's jobs, newest first, a page at a time; and an open job, read again every few seconds until
- * it ends, with its status, its error and its cancellation after a confirmation.
+ * it ends, with its status, its metadata (the caller's own pairs, given at create), its error and its
+ * cancellation after a confirmation.
  *
  * A kind says only what differs: its path and credential, its schemas, which statuses end it or may
  * be cancelled, and its words. A page adds its own columns and what an open job shows:
@@ -25,6 +26,8 @@ const POLL_MS = 2000;
 export interface Job {
   id: string;
   status: string;
+  /** The caller's string pairs given at create; null when none were. */
+  metadata: Record<string, string> | null;
   created_at: string;
   error: { code: string; message: string; line: number | null } | null;
 }
@@ -284,9 +287,29 @@ export function JobProgress({ kind, value, children }: { kind: { noun: string };
   );
 }
 
+/** A job's metadata as a small `key: value` list; nothing when it has none. */
+export function JobMetadata({ kind, metadata }: { kind: { noun: string }; metadata: Record<string, string> | null }) {
+  const pairs = Object.entries(metadata ?? {});
+  if (pairs.length === 0) return null;
+  return (
+    <dl className="job-metadata" data-testid={`${kind.noun}-metadata`}>
+      {pairs.map(([key, value]) => (
+        <div key={key}>
+          <Text size="2" color="gray" asChild>
+            <dt>{key}:</dt>
+          </Text>{" "}
+          <Text size="2" asChild>
+            <dd>{value}</dd>
+          </Text>
+        </div>
+      ))}
+    </dl>
+  );
+}
+
 /**
  * An open job: read now and every few seconds until it ends (then `onChange`, as after a cancel), with
- * its status, its error and, while it may be, its cancellation. `body` is what its kind shows of it
+ * its status, its metadata, its error and, while it may be, its cancellation. `body` is what its kind shows of it
  * (progress, model), `footer` what it shows once there is more (results, evaluation).
  */
 export function JobDetail<J extends Job>(props: { kind: JobKind<J>; id: string; onChange(): void; body(job: J): ReactNode; footer(job: J): ReactNode }) {
@@ -327,6 +350,7 @@ export function JobDetail<J extends Job>(props: { kind: JobKind<J>; id: string; 
           </Heading>
           <JobBadge kind={kind} status={job.status} />
         </Flex>
+        <JobMetadata kind={kind} metadata={job.metadata} />
         {props.body(job)}
         {job.error && <ErrorCallout error={`${job.error.message} (${job.error.code}${job.error.line === null ? "" : `, line ${job.error.line}`})`} />}
         <ErrorCallout error={error} />

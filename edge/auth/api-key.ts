@@ -11,7 +11,7 @@ import { z } from "zod";
 import { Column } from "../../server-shared/db.ts";
 import { digestsEqual, bearerToken, sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { parseApiKey } from "../../contract/keys.ts";
+import { KeyScope, parseApiKey } from "../../contract/keys.ts";
 import { AccountRow, accountColumns } from "../accounts.ts";
 import type { AppEnv } from "../env.ts";
 import { services } from "../services.ts";
@@ -33,7 +33,7 @@ export function presentedKey(c: Context<AppEnv>): { id: string; token: string } 
 }
 
 /** The columns `acceptKey` reads, from `api_keys k JOIN accounts a`. */
-export const KEY_COLUMNS = `k.digest, k.revoked_at, ${accountColumns("a")}`;
+export const KEY_COLUMNS = `k.digest, k.revoked_at, k.expires_at <= now() AS key_expired, k.scope AS key_scope, k.models AS key_models, ${accountColumns("a")}`;
 
 /**
  * Checks a key row read fresh in this request (digest in constant time, revocation, account status)
@@ -44,10 +44,28 @@ export async function acceptKey(c: Context<AppEnv>, key: { id: string; token: st
   const row = raw && KeyAccountRow.parse(raw);
   if (!row || !digestsEqual(presented, row.digest)) throw new ServiceError("invalid_credentials", "invalid API key");
   if (row.revoked_at !== null) throw new ServiceError("revoked_key", "this API key has been revoked");
+  if (row.key_expired) throw new ServiceError("expired_key", "this API key has expired; create a new one");
   if (row.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
-  const { digest: _digest, revoked_at: _revoked, ...account } = row;
+  const { digest: _digest, revoked_at: _revoked, key_expired: _expired, key_scope: scope, key_models: models, ...account } = row;
   c.set("keyId", key.id);
+  c.set("keyLimits", { scope, models });
   c.set("account", account);
+}
+
+/** Refuses (403 insufficient_scope) a key created for decisions only on a batch route. */
+export const batchScope = createMiddleware<AppEnv>(async (c, next) => {
+  if (c.get("keyLimits").scope === "decisions") {
+    throw new ServiceError("insufficient_scope", "this API key was created for decisions only; batches need a key with the scope decisions_and_batches (or none)");
+  }
+  await next();
+});
+
+/** Refuses (403 insufficient_scope) a model name the key was not created for. */
+export function checkModelName(c: Context<AppEnv>, name: string): void {
+  const { models } = c.get("keyLimits");
+  if (models !== null && !models.includes(name)) {
+    throw new ServiceError("insufficient_scope", `this API key may name only these models: ${models.map((m) => JSON.stringify(m)).join(", ")}`);
+  }
 }
 
 /** Reads the presented key's row and accepts it (or throws 401). */
@@ -64,4 +82,10 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
 });
 
 /** The key's row with its account's, as KEY_COLUMNS reads it. */
-const KeyAccountRow = AccountRow.extend({ digest: z.string(), revoked_at: Column.time.nullable() });
+const KeyAccountRow = AccountRow.extend({
+  digest: z.string(),
+  revoked_at: Column.time.nullable(),
+  key_expired: z.boolean().nullable(),
+  key_scope: KeyScope.nullable(),
+  key_models: z.array(z.string()).nullable(),
+});

@@ -20,7 +20,7 @@ import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
 import { BATCH_FROZEN, BatchStore, QuotaState, type BatchRow } from "../../server-shared/jobs/batches.ts";
-import { apiKeyAuth } from "../auth/api-key.ts";
+import { apiKeyAuth, batchScope } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
 import { jobRate, jobRoutes } from "../jobs.ts";
@@ -31,14 +31,14 @@ export const batches = new Hono<AppEnv>();
 const { find: findBatch, storeOf } = jobRoutes(batches, {
   path: "/v1/batches",
   noun: "batch",
-  auth: [apiKeyAuth, quota()],
+  auth: [apiKeyAuth, batchScope, quota()],
   store: (db) => new BatchStore(db),
   account: async (c) => c.get("account").id,
   create: { request: CreateBatchRequest, columns: (c) => ({ created_by_key: c.get("keyId") }) },
   refusal: (c, state) => quotaRefusal(c, QuotaState.parse(state)),
   frozen: async () => BATCH_FROZEN,
   wire: batchOf,
-  parameters: { id: PARAMETERS.batchId, limit: PARAMETERS.batchListLimit, after: PARAMETERS.batchListAfter },
+  parameters: { id: PARAMETERS.batchId, limit: PARAMETERS.batchListLimit, after: PARAMETERS.batchListAfter, status: PARAMETERS.batchListStatus },
   notSubmittable: "batch_not_submittable",
 });
 
@@ -81,6 +81,7 @@ function batchOf(row: BatchRow): Batch {
     object: "batch",
     status: row.status,
     idempotency_key: row.idempotency_key,
+    metadata: row.metadata,
     request_counts: { total: row.total_records, completed: row.completed_records, failed: row.failed_records },
     created_at: row.created_at,
     input_bytes: row.input_bytes,

@@ -17,7 +17,7 @@ import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { orderedJson } from "../../server-shared/http.ts";
 import { SIDECAR_PATHS, type SidecarDecideRequest } from "../../server-shared/sidecar-protocol.ts";
-import { acceptKey, presentedKey, verifyKey } from "../auth/api-key.ts";
+import { acceptKey, checkModelName, presentedKey, verifyKey } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
 import { keyAndModel } from "../models.ts";
@@ -42,6 +42,7 @@ decisions.post(
     }
     const found = await c.var.timings.time("key-model", () => keyAndModel(services(c.env).sql, key.id, request.model));
     await acceptKey(c, key, found.key);
+    checkModelName(c, request.model);
     const image = request.images !== undefined && services(c.env).settings.IMAGE_API === "on";
     const violation = image ? imageViolation(request) : decisionViolation(request);
     if (violation) throw violation;

@@ -1,7 +1,7 @@
 /**
  * Key management with a user access token (runs in workerd):
  *
- *   POST /v1/keys              {name}  -> 201 key metadata + secret (shown this once)
+ *   POST /v1/keys              {name, expires_at?, scope?, models?}  -> 201 key metadata + secret (shown this once)
  *   GET  /v1/keys                      -> {keys: [metadata, ...]}, newest first
  *   POST /v1/keys/{id}/revoke  {}      -> revoked key metadata (repeatable)
  *
@@ -13,7 +13,7 @@ import { z } from "zod";
 import { Column } from "../../server-shared/db.ts";
 import { sha256Hex } from "../../server-shared/crypto.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
-import { CreateKeyRequest, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
+import { CreateKeyRequest, KeyScope, type CreatedKey, type KeyMetadata } from "../../contract/keys.ts";
 import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
 import { pathParam } from "../params.ts";
 import { quoteName } from "../../contract/json.ts";
@@ -28,17 +28,21 @@ export const keys = new Hono<AppEnv>();
 keys.use("/v1/keys", userAuth);
 keys.use("/v1/keys/*", userAuth);
 
-const METADATA = "id, name, created_at, revoked_at";
+const METADATA = "id, name, created_at, revoked_at, expires_at, scope, models, expires_at <= now() AS expired";
 
 keys.post("/v1/keys", async (c) => {
-  const { name } = await readJson(c, CreateKeyRequest, { maxBytes: LIMITS.controlBodyBytes });
+  const request = await readJson(c, CreateKeyRequest, { maxBytes: LIMITS.controlBodyBytes });
+  const expiresAt = request.expires_at === undefined ? null : new Date(request.expires_at);
+  if (expiresAt && expiresAt.getTime() <= Date.now()) throw new ServiceError("invalid_request", "expires_at must be in the future");
   const accountId = await userAccount(c, { create: true });
   const { id, secret } = newKey();
   // Still active when the key is written: an account disabled in between gets no key.
-  const rows = await services(c.env).sql`
-    INSERT INTO api_keys (id, account_id, name, digest)
-    SELECT ${id}, a.id, ${name}, ${await sha256Hex(secret)} FROM accounts a WHERE a.id = ${accountId} AND a.status = 'active'
-    RETURNING id, name, created_at, revoked_at`;
+  const rows = await services(c.env).sql.query(
+    `INSERT INTO api_keys (id, account_id, name, digest, expires_at, scope, models)
+     SELECT $1, a.id, $2, $3, $4, $5, $6 FROM accounts a WHERE a.id = $7 AND a.status = 'active'
+     RETURNING ${METADATA}`,
+    [id, request.name, await sha256Hex(secret), expiresAt?.toISOString() ?? null, request.scope ?? null, request.models ?? null, accountId],
+  );
   if (!rows[0]) throw new ServiceError("account_disabled", "this account is disabled");
   return c.json({ ...metadata(rows[0]), secret } satisfies CreatedKey, 201);
 });
@@ -93,9 +97,18 @@ function newKey(): { id: string; secret: string } {
 }
 
 /** A key's row as METADATA reads it. */
-const KeyRow = z.object({ id: z.string(), name: z.string(), created_at: Column.time, revoked_at: Column.time.nullable() });
+const KeyRow = z.object({
+  id: z.string(),
+  name: z.string(),
+  created_at: Column.time,
+  revoked_at: Column.time.nullable(),
+  expires_at: Column.time.nullable(),
+  scope: KeyScope.nullable(),
+  models: z.array(z.string()).nullable(),
+  expired: z.boolean().nullable(),
+});
 
 function metadata(raw: Record<string, unknown>): KeyMetadata {
-  const row = KeyRow.parse(raw);
-  return { ...row, status: row.revoked_at === null ? "active" : "revoked" };
+  const { expired, ...row } = KeyRow.parse(raw);
+  return { ...row, status: row.revoked_at !== null ? "revoked" : expired ? "expired" : "active" };
 }

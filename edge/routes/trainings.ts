@@ -62,7 +62,7 @@ const { find: findTraining, storeOf } = jobRoutes(trainings, {
     return trainingFrozen(base.release.id);
   },
   wire: trainingOf,
-  parameters: { id: PARAMETERS.trainingId, limit: PARAMETERS.trainingListLimit, after: PARAMETERS.trainingListAfter },
+  parameters: { id: PARAMETERS.trainingId, limit: PARAMETERS.trainingListLimit, after: PARAMETERS.trainingListAfter, status: PARAMETERS.trainingListStatus },
   notSubmittable: "training_not_submittable",
 });
 
@@ -107,6 +107,7 @@ function trainingOf(row: TrainingStatusRow): Training {
     object: "training",
     status: row.status,
     idempotency_key: row.idempotency_key,
+    metadata: row.metadata,
     base_model: row.base_model,
     base_release: row.base_release,
     model: row.model_id,

@@ -30,7 +30,7 @@ export const FrozenModels = z.object({ releases: z.record(z.string(), z.string()
 export type FrozenModels = z.infer<typeof FrozenModels>;
 
 const COLUMNS =
-  "id, status, idempotency_key, object_key, total_records, completed_records, failed_records, input_bytes, error, " +
+  "id, status, idempotency_key, metadata, object_key, total_records, completed_records, failed_records, input_bytes, error, " +
   "created_at, submitted_at, started_at, finished_at, expires_at, purged_at, " +
   `(SELECT count(*) FROM batch_results r WHERE r.batch_id = batches.id AND r.committed_at > now() - interval '${PROGRESS_WINDOW_MINUTES} minutes') AS recent_results`;
 
@@ -39,6 +39,7 @@ export const BatchRow = z.object({
   id: z.string(),
   status: BatchStatus,
   idempotency_key: z.string(),
+  metadata: z.record(z.string(), z.string()).nullable(),
   object_key: z.string(),
   total_records: Int,
   completed_records: Int,
@@ -139,14 +140,20 @@ export const BATCH_KIND: JobKind<BatchRow> = {
 
 /**
  * What a submit freezes: the releases and aliases the account may use now are the ones the batch
- * runs on, whatever moves later.
+ * runs on, whatever moves later. A batch created by a key limited to some model names
+ * (contract/keys.ts) freezes only those: the aliases it names, and the releases it names or whose
+ * alias it names; a record naming any other model is answered model_not_found.
  */
 const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)";
+// A scalar array (its cast keeps `= ANY (...)` from reading the subquery as a set of rows).
+const keyModels = "(SELECT ak.models FROM api_keys ak WHERE ak.id = batches.created_by_key)::text[]";
+const namedRelease = `(${keyModels} IS NULL OR r.id = ANY (${keyModels}) OR EXISTS (SELECT 1 FROM model_aliases ka WHERE ka.release_id = r.id AND ka.alias = ANY (${keyModels})))`;
 export const BATCH_FROZEN = {
   set: {
     models: `jsonb_build_object(
-      'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable}),
-      'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id WHERE ${usable}))`,
+      'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable} AND ${namedRelease}),
+      'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id
+                   WHERE ${usable} AND (${keyModels} IS NULL OR m.alias = ANY (${keyModels}))))`,
   },
   params: [],
 };

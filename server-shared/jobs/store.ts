@@ -149,15 +149,15 @@ export class JobStore<T> {
   }
 
   /** One page of the account's jobs, newest first, after the job `after` (an earlier page's last). */
-  async list(accountId: string, page: { after: string | undefined; limit: number }): Promise<{ rows: T[]; hasMore: boolean }> {
+  async list(accountId: string, page: { after: string | undefined; limit: number; status?: string | undefined }): Promise<{ rows: T[]; hasMore: boolean }> {
     const t = this.kind.table;
     const rows = await this.db.query(
       `SELECT ${this.kind.columns} FROM ${t}
-        WHERE account_id = $1
+        WHERE account_id = $1 AND ($4::text IS NULL OR status = $4)
           AND ($2::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM ${t} WHERE id = $2::uuid AND account_id = $1))
         ORDER BY created_at DESC, id DESC
         LIMIT $3`,
-      [accountId, page.after ?? null, page.limit + 1],
+      [accountId, page.after ?? null, page.limit + 1, page.status ?? null],
     );
     return { rows: rows.slice(0, page.limit).map((row) => this.kind.parse(row)), hasMore: rows.length > page.limit };
   }

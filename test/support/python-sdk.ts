@@ -16,7 +16,9 @@ import { ErrorEnvelope } from "../../contract/errors.ts";
 import { IMAGE_MODEL_STATES, ImageModel, ImageModelList } from "../../contract/image-models.ts";
 import { CreateImageAssetRequest, IMAGE_ASSET_STATUSES, IMAGE_PURPOSES, IMAGE_REFUSALS, ImageAsset } from "../../contract/images.ts";
 import { IMAGE_BASE_ALIAS, LIMITS, REQUEST_ID_HEADER, SHARED_ALIAS } from "../../contract/limits.ts";
+import { METADATA_LIMITS } from "../../contract/jobs.ts";
 import { ModelItem, ModelList, RetiredModel } from "../../contract/models.ts";
+import { CreatedKey, CreateKeyRequest, KEY_MODELS_MAX, KEY_SCOPES, KeyList, KeyMetadata } from "../../contract/keys.ts";
 import { EvaluationReport, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
 import { must, pythonVenv, ROOT } from "./python-venv.ts";
 
@@ -65,8 +67,11 @@ export function contractDump(): object {
     ImageModel,
     ImageModelList,
     CreditBalance,
+    KeyMetadata,
+    CreatedKey,
+    KeyList,
   };
-  const requests = { CreateImageAssetRequest };
+  const requests = { CreateImageAssetRequest, CreateKeyRequest };
   return {
     components: {
       schemas: {
@@ -96,6 +101,9 @@ export function contractDump(): object {
       IMAGE_REFUSALS,
       IMAGE_BASE_ALIAS,
       IMAGE_MODEL_STATES,
+      KEY_SCOPES,
+      KEY_MODELS_MAX,
+      METADATA_LIMITS,
     },
   };
 }

@@ -18,11 +18,13 @@ export interface Option {
   short?: string;
   /** The value's placeholder in help (`SECONDS`, `FILE`). */
   value?: string;
+  /** A string option that may be given more than once: its value is then every one, in order (string[]). */
+  multiple?: boolean;
   help: string;
 }
 
 export interface Parsed {
-  values: Record<string, string | boolean | undefined>;
+  values: Record<string, string | string[] | boolean | undefined>;
   positionals: string[];
 }
 
@@ -86,7 +88,10 @@ export function groupHelp(group: Listing, usage: string): string {
 /** Parses `argv` for `command`; throws UsageError. Returns null when help was asked for. */
 export function parse(command: Command, argv: string[]): Parsed | null {
   const options = Object.fromEntries(
-    Object.entries({ ...command.options, help: HELP }).map(([name, option]) => [name, option.short ? { type: option.type, short: option.short } : { type: option.type }]),
+    Object.entries({ ...command.options, help: HELP }).map(([name, option]) => [
+      name,
+      { type: option.type, ...(option.short ? { short: option.short } : {}), ...(option.multiple ? { multiple: true } : {}) },
+    ]),
   );
   let parsed: Parsed;
   try {

@@ -1,7 +1,8 @@
 /**
  * What a `svc` command runs with (runs in a user's terminal): its streams, the environment, the
  * signal that Ctrl-C aborts, the settings, and an SDK client made from them: with the API key, or for
- * training with the signed-in user's access token (the session `svc login` saved, or SVC_ACCESS_TOKEN).
+ * training and key management with the signed-in user's access token (the session `svc login` saved,
+ * or SVC_ACCESS_TOKEN).
  *
  *     const client = ctx.client({ timeout: 10_000 });
  *     const { models } = await client.models.list({ signal: ctx.signal });
@@ -26,12 +27,21 @@ export interface Context {
    * SettingsError (exit 2) telling to run `svc login` when there is none, or it has expired.
    */
   trainingClient(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
+  /**
+   * A client with the same access token and deployment, for key management (`svc keys`); the same
+   * SettingsError, naming key management, when there is none.
+   */
+  keysClient(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
   /** One line of status on standard error. */
   status(line: string): void;
 }
 
 export function createContext(io: Pick<Context, "env" | "stdin" | "stdout" | "stderr" | "signal">): Context {
   let settings: Settings | undefined;
+  const sessionClient = (purpose: string, options: Pick<ClientOptions, "timeout" | "fetch">) => {
+    const { accessToken, baseUrl } = requireSession(resolveSession(io.env), Date.now(), purpose);
+    return new Client({ accessToken, baseURL: baseUrl, ...options });
+  };
   const ctx: Context = {
     ...io,
     settings: () => (settings ??= resolveSettings(io.env)),
@@ -40,10 +50,8 @@ export function createContext(io: Pick<Context, "env" | "stdin" | "stdout" | "st
       const { apiKey, baseUrl } = requireCredentials(current);
       return new Client({ apiKey, baseURL: baseUrl, defaultModel: current.defaultModel, ...options });
     },
-    trainingClient(options = {}) {
-      const { accessToken, baseUrl } = requireSession(resolveSession(io.env));
-      return new Client({ accessToken, baseURL: baseUrl, ...options });
-    },
+    trainingClient: (options = {}) => sessionClient("training", options),
+    keysClient: (options = {}) => sessionClient("key management", options),
     status: (line) => void io.stderr.write(`${line}\n`),
   };
   return ctx;

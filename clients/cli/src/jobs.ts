@@ -5,8 +5,9 @@
  * terminal and a line per change of status otherwise (Ctrl-C stops the waiting, not the job). Its
  * `status`, `cancel` and `list` commands are the same for every kind.
  *
- * A kind says only what differs: the credential its client takes, its SDK resource, and how one of
- * its jobs reads in a line, in the bar and in a list:
+ * A kind says only what differs: the credential its client takes, its SDK resource, its statuses
+ * (which `list --status` takes), and how one of its jobs reads in a line, in the bar and in a list.
+ * Every job may carry the caller's metadata (`--metadata key=value` at create), shown by `status`:
  *
  *     const { client, job, progress } = await submitJob(ctx, BATCH, (client) => ...create, upload, submit...);
  *     const done = await follow(ctx, BATCH, client, job, pollSeconds(values), progress);
@@ -18,7 +19,7 @@ import type { Command, Option, Parsed } from "./command.ts";
 import type { Context } from "./context.ts";
 import { Interrupted, UsageError } from "./errors.ts";
 import { formatBytes, formatDuration, Progress } from "./progress.ts";
-import { APIUserAbortError, type Client, type ClientOptions, type CursorPage, type RequestOptions } from "./sdk.ts";
+import { APIUserAbortError, METADATA_LIMITS, type Client, type ClientOptions, type CursorPage, type Metadata, type RequestOptions } from "./sdk.ts";
 import { uploadProgressFetch } from "./upload-progress.ts";
 
 /** What every job has, whatever its kind (contract/batches.ts, contract/trainings.ts). */
@@ -26,6 +27,8 @@ export interface Job {
   id: string;
   status: string;
   idempotency_key: string;
+  /** The caller's string pairs given at create; null when none were. */
+  metadata: Metadata | null;
   created_at: string;
   submitted_at: string | null;
   started_at: string | null;
@@ -39,7 +42,7 @@ export interface Job {
 export interface JobResource<J extends Job> {
   retrieve(id: string, options?: RequestOptions): Promise<J>;
   cancel(id: string, options?: RequestOptions): Promise<J>;
-  list(params: { limit?: number | undefined; after?: string | undefined }, options?: RequestOptions): PromiseLike<CursorPage<J>>;
+  list(params: { limit?: number | undefined; after?: string | undefined; status?: J["status"] | undefined }, options?: RequestOptions): PromiseLike<CursorPage<J>>;
   wait(id: string, options: { signal?: AbortSignal; pollInterval?: number; onProgress?: (job: J) => void }): Promise<J>;
 }
 
@@ -52,6 +55,8 @@ export interface JobKind<J extends Job> {
   group: string;
   /** The list's page sizes, from the contract. */
   page: { readonly default: number; readonly max: number };
+  /** Every status a job of the kind may be in, from the contract: what `list --status` takes. */
+  statuses: readonly J["status"][];
   /** A client with the kind's credential (the API key, or the browser sign-in). */
   client(ctx: Context, options?: Pick<ClientOptions, "fetch">): Client;
   resource(client: Client): JobResource<J>;
@@ -95,6 +100,44 @@ export function pollSeconds(values: Parsed["values"]): number {
   const seconds = Number(values["poll-interval"] ?? POLL_SECONDS);
   if (!(seconds > 0) || !Number.isFinite(seconds)) throw new UsageError("--poll-interval is a number of seconds, more than 0");
   return seconds;
+}
+
+/** --metadata KEY=VALUE, once per pair (the contract's METADATA_LIMITS say how many and how long). */
+export const metadataOption = (kind: { noun: string }): Record<string, Option> => ({
+  metadata: {
+    type: "string",
+    multiple: true,
+    value: "KEY=VALUE",
+    help: `a label of your own on the ${kind.noun}, once per pair (at most ${METADATA_LIMITS.pairs}; keys 1-${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars})`,
+  },
+});
+
+/**
+ * The --metadata pairs as the object to send, or undefined when none were given; a UsageError (exit
+ * 2) for a pair without `=`, a key given twice, or pairs beyond the contract's limits, before
+ * anything is sent. The value is everything after the first `=` (it may hold `=` and be empty).
+ */
+export function metadataOf(values: Parsed["values"]): Metadata | undefined {
+  const pairs = values.metadata as string[] | undefined;
+  if (pairs === undefined) return undefined;
+  const metadata: Metadata = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf("=");
+    if (at < 0) throw new UsageError("--metadata is KEY=VALUE (a key, then =, then its value)");
+    const [key, value] = [pair.slice(0, at), pair.slice(at + 1)];
+    if (key.length < 1 || key.length > METADATA_LIMITS.keyChars) throw new UsageError(`a --metadata key is 1 to ${METADATA_LIMITS.keyChars} characters`);
+    if (value.length > METADATA_LIMITS.valueChars) throw new UsageError(`a --metadata value is at most ${METADATA_LIMITS.valueChars} characters (the one of ${printable(key)} is ${value.length})`);
+    if (Object.hasOwn(metadata, key)) throw new UsageError(`--metadata ${printable(key)} is given twice`);
+    metadata[key] = value;
+  }
+  if (Object.keys(metadata).length > METADATA_LIMITS.pairs) throw new UsageError(`at most ${METADATA_LIMITS.pairs} --metadata pairs`);
+  return metadata;
+}
+
+/** Text as one printable line: control characters escaped (`\u001b`), so a label cannot move the terminal's cursor. */
+function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** --idempotency-key, or a new key (a new job). */
@@ -172,10 +215,16 @@ export function printJob(ctx: Context, json: boolean, job: Job, text: string): v
 
 export type Rows = Array<[string, string | null | undefined]>;
 
-/** The rows every job has in `status`, after its kind's first ones: its key and times. */
+/** A job's metadata in `status`: `key: value` a row, the first labelled `metadata`; none when it has none. */
+export function metadataRows(job: Job): Rows {
+  return Object.entries(job.metadata ?? {}).map(([key, value], n) => [n === 0 ? "metadata" : "", `${printable(key)}: ${printable(value)}`]);
+}
+
+/** The rows every job has in `status`, after its kind's first ones: its key, metadata and times. */
 export function lifecycleRows(job: Job): Rows {
   return [
     ["idempotency key", job.idempotency_key],
+    ...metadataRows(job),
     ["created", job.created_at],
     ["submitted", job.submitted_at],
     ["started", job.started_at],
@@ -225,13 +274,15 @@ export function cancelCommand<J extends Job>(kind: JobKind<J>, summary: string):
   };
 }
 
-/** `svc <group> list`: one page of the account's jobs, newest first, and the cursor of the next. */
+/** `svc <group> list`: one page of the account's jobs (of one status with --status), newest first, and the cursor of the next. */
 export function listCommand<J extends Job>(kind: JobKind<J>): Command {
   return {
     name: "list",
     summary: `List the account's ${kind.plural}, newest first`,
-    usage: `svc ${kind.group} list [--limit N] [--after ID] [--json]`,
+    usage: `svc ${kind.group} list [--status STATUS] [--limit N] [--after ID] [--json]`,
+    description: `--status lists only the ${kind.plural} in that status: ${kind.statuses.join(", ")}.`,
     options: {
+      status: { type: "string", value: "STATUS", help: `only the ${kind.plural} in this status (${kind.statuses.join(", ")})` },
       limit: { type: "string", value: "N", help: `${kind.plural} per page, 1 to ${kind.page.max} (default ${kind.page.default})` },
       after: { type: "string", value: "ID", help: `the page after this ${kind.noun} (the cursor a previous page printed)` },
       json: { type: "boolean", help: "print the response JSON" },
@@ -239,14 +290,18 @@ export function listCommand<J extends Job>(kind: JobKind<J>): Command {
     async run(ctx, { values }) {
       const limit = values.limit === undefined ? undefined : Number(values.limit);
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= kind.page.max)) throw new UsageError(`--limit is an integer from 1 to ${kind.page.max}`);
-      const page = await kind.resource(kind.client(ctx)).list({ limit, after: values.after as string | undefined }, { signal: ctx.signal });
+      const status = values.status as string | undefined;
+      if (status !== undefined && !(kind.statuses as readonly string[]).includes(status)) {
+        throw new UsageError(`--status is one of ${kind.statuses.join(", ")}`);
+      }
+      const page = await kind.resource(kind.client(ctx)).list({ limit, after: values.after as string | undefined, status: status as J["status"] | undefined }, { signal: ctx.signal });
       if (values.json) {
         ctx.stdout.write(`${JSON.stringify(page)}\n`);
         return;
       }
-      if (page.data.length === 0) ctx.stdout.write(`No ${kind.plural}.\n`);
+      if (page.data.length === 0) ctx.stdout.write(`No ${kind.plural}${status === undefined ? "" : ` ${status}`}.\n`);
       for (const job of page.data) ctx.stdout.write(`${job.id}  ${job.status.padEnd(10)}  ${kind.listed(job)}  ${job.created_at}\n`);
-      if (page.has_more && page.next_cursor) ctx.status(`More: svc ${kind.group} list --after ${page.next_cursor}`);
+      if (page.has_more && page.next_cursor) ctx.status(`More: svc ${kind.group} list${status === undefined ? "" : ` --status ${status}`} --after ${page.next_cursor}`);
     },
   };
 }

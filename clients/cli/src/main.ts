@@ -8,6 +8,7 @@ import { helpOf, groupHelp, parse, type Command, type Group, type Listing } from
 import { createContext } from "./context.ts";
 import { batches } from "./commands/batches.ts";
 import { decide } from "./commands/decide.ts";
+import { keys } from "./commands/keys.ts";
 import { login, logout } from "./commands/login.ts";
 import { models } from "./commands/models.ts";
 import { train } from "./commands/train.ts";
@@ -21,16 +22,17 @@ const TOP: Listing = {
     "Settings: SVC_API_KEY, SVC_BASE_URL (the service's address, without /v1/...), SVC_DEFAULT_MODEL",
     "(default svc-shared), SVC_CONFIG_PATH (default ~/.svc/config.json). With SVC_API_KEY set, the",
     "environment names the key and the address; otherwise the key and address saved by `svc login`",
-    "are used, SVC_BASE_URL overriding the saved address. `svc train` takes the browser sign-in saved",
-    "by `svc login` instead of a key (or SVC_ACCESS_TOKEN, a user access token, with SVC_BASE_URL).",
+    "are used, SVC_BASE_URL overriding the saved address. `svc train` and `svc keys` take the browser",
+    "sign-in saved by `svc login` instead of a key (or SVC_ACCESS_TOKEN, a user access token, with",
+    "SVC_BASE_URL).",
     "",
     "Exit codes: 0 success, 1 the service refused or could not be reached, 2 invalid input, settings",
     "or file access, 130 interrupted.",
   ].join("\n"),
-  commands: [login, logout, models, decide, batches, train],
+  commands: [login, logout, models, decide, batches, train, keys],
 };
 
-const GROUPS: Group[] = [batches, train];
+const GROUPS: Group[] = [batches, train, keys];
 
 /** The command `argv` names and the arguments left for it; a string is help text to print. */
 function find(argv: string[]): { command: Command; rest: string[] } | string {

@@ -1,5 +1,5 @@
 /**
- * Readable output of `svc decide` and `svc models` (runs in a user's terminal): each answer with its
+ * Readable output of `svc decide`, `svc models` and `svc keys list` (runs in a user's terminal): each answer with its
  * probabilities and a small bar per option, in the order the request gave its questions and options.
  *
  *     money  noul  false (p(true) = 0.283)
@@ -11,7 +11,7 @@
  *       2 high    0.337  ███████░░░░░░░░░░░░░
  */
 import { stringifyJson } from "../../../contract/json.ts";
-import type { Answer, DecisionResponse, ModelItem } from "./sdk.ts";
+import type { Answer, DecisionResponse, KeyMetadata, ModelItem } from "./sdk.ts";
 
 const BAR_WIDTH = 20;
 /** Labels longer than this are cut, so a bar stays on its line. */
@@ -82,4 +82,22 @@ export function renderModels(models: readonly ModelItem[]): string {
   const table = [["NAME", "ALIASES", "RELEASED", "DESCRIPTION"], ...models.map((m) => [m.name, m.aliases.join(", ") || "-", m.release_date, m.description])];
   const widths = [0, 1, 2].map((col) => Math.max(...table.map((row) => row[col]!.length)));
   return `${table.map((row) => row.map((cell, col) => (col < 3 ? cell.padEnd(widths[col]!) : cell)).join("  ").trimEnd()).join("\n")}\n`;
+}
+
+/** A name as one printable cell: control characters escaped, cut at LABEL_MAX. */
+function cell(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  const printable = text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return printable.length > LABEL_MAX ? `${printable.slice(0, LABEL_MAX - 1)}…` : printable;
+}
+
+/** `svc keys list`: a row per key, newest first; `all`, `any` and `never` where the key has no limit. */
+export function renderKeys(keys: readonly KeyMetadata[]): string {
+  if (keys.length === 0) return "No keys.\n";
+  const table = [
+    ["NAME", "ID", "STATUS", "SCOPE", "MODELS", "EXPIRES"],
+    ...keys.map((k) => [cell(k.name), k.id, k.status, k.scope ?? "all", k.models === null ? "any" : cell(k.models.join(",")), k.expires_at ?? "never"]),
+  ];
+  const widths = table[0]!.map((_, col) => Math.max(...table.map((row) => row[col]!.length)));
+  return `${table.map((row) => row.map((text, col) => text.padEnd(widths[col]!)).join("  ").trimEnd()).join("\n")}\n`;
 }

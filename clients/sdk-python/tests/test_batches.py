@@ -24,6 +24,7 @@ from decision_service import (
     InputRecord,
     ResultFailure,
     ResultSuccess,
+    UnprocessableEntityError,
     noul,
 )
 
@@ -190,6 +191,7 @@ def batch(status: str = "uploading", **changes: Any) -> dict[str, Any]:
         "object": "batch",
         "status": status,
         "idempotency_key": "tickets-2026-11-22",
+        "metadata": None,
         "request_counts": {"total": 0, "completed": 0, "failed": 0},
         "created_at": "2026-11-22T10:00:00.000Z",
         "input_bytes": None,
@@ -231,6 +233,72 @@ def test_upload_sends_exactly_the_declared_length_once_and_refuses_another_befor
     assert (put.method, put.body, put.headers["content-length"]) == ("PUT", data, str(len(data)))
     # httpx keeps the header as the upload gives it rather than adding its own beside it.
     assert sent[-1].headers.get_list("content-length") == [str(len(data))]
+
+
+def test_metadata_is_sent_on_create_and_run_and_read_back_and_list_sends_its_status() -> None:
+    data = jsonl(record("m-1"))
+    pairs = {"team": "support", "ticket": "OPS-12"}
+    fake = FakeServiceRecording()
+    upload = {"url": f"{fake.url}/upload?X-Amz-Signature=abc", "method": "PUT", "headers": {"content-length": str(len(data)), "if-none-match": "*"}, "expires_at": "2026-11-22T11:00:00.000Z"}
+    done = batch("completed", metadata=pairs, input_bytes=len(data))
+    page = {"object": "list", "data": [done], "has_more": False, "next_cursor": None}
+    fake.answers = [
+        (201, batch(metadata=pairs)),
+        (201, batch(upload=upload, input_bytes=len(data), metadata=pairs)),
+        (200, {"key": "k", "size": len(data), "etag": "e"}),
+        (200, batch("queued", metadata=pairs, input_bytes=len(data))),
+        (200, done),
+        (200, page),
+        (200, page),
+    ]
+    with fake, Client(api_key="svc_key", base_url=fake.url) as client:
+        created = client.batches.create(input_bytes=len(data), metadata=pairs)
+        assert created.metadata == pairs
+        run = client.batches.run(data, metadata=pairs, poll_interval=0)
+        assert run.batch.metadata == pairs
+        listed = client.batches.list(status="completed")
+        assert [b.metadata for b in listed.data] == [pairs]
+        assert client.batches.list().data[0].id == BATCH_ID
+    create, run_create = fake.seen[0], fake.seen[1]
+    assert create.json() == {"idempotency_key": create.json()["idempotency_key"], "input_bytes": len(data), "metadata": pairs}
+    assert run_create.json()["metadata"] == pairs
+    assert [s.path for s in fake.seen[-2:]] == ["/v1/batches?limit=20&status=completed", "/v1/batches?limit=20"]
+    # A batch created without metadata reads it as None, and none is sent.
+    with FakeServiceRecording((201, batch())) as fake, Client(api_key="svc_key", base_url=fake.url) as client:
+        assert client.batches.create(input_bytes=1).metadata is None
+        assert "metadata" not in fake.seen[0].json()
+
+
+def test_the_async_client_sends_metadata_and_a_list_status() -> None:
+    pairs = {"team": "support"}
+    page = {"object": "list", "data": [batch("running", metadata=pairs)], "has_more": False, "next_cursor": None}
+
+    async def scenario(url: str) -> None:
+        async with AsyncClient(api_key="svc_key", base_url=url) as client:
+            assert (await client.batches.create(input_bytes=3, metadata=pairs)).metadata == pairs
+            assert [b.metadata async for b in client.batches.list(status="running")] == [pairs]
+
+    with FakeServiceRecording((201, batch(metadata=pairs)), (200, page)) as fake:
+        asyncio.run(scenario(fake.url))
+    assert fake.seen[0].json()["metadata"] == pairs
+    assert fake.seen[1].path == "/v1/batches?limit=20&status=running"
+
+
+def test_metadata_and_a_status_filter_on_the_service(client: Client) -> None:
+    pairs = {"team": "support", "ticket": "OPS-12"}
+    created = client.batches.create(input_bytes=1, metadata=pairs)
+    assert created.metadata == pairs
+    assert client.batches.retrieve(created.id).metadata == pairs
+    assert client.batches.cancel(created.id).metadata == pairs
+    cancelled = client.batches.list(status="cancelled", limit=100)
+    assert all(b.status == "cancelled" for b in cancelled.data)
+    assert created.id in [b.id for b in cancelled.data]
+    assert created.id not in [b.id for b in client.batches.list(status="running", limit=100).data]
+    assert client.batches.create(input_bytes=1).metadata is None
+    with pytest.raises(UnprocessableEntityError):
+        client.batches.create(input_bytes=1, metadata={f"k{i}": "v" for i in range(17)})
+    with pytest.raises(UnprocessableEntityError):
+        client.batches.list(status="finished")  # type: ignore[arg-type]
 
 
 def test_the_async_client_runs_a_batch_and_iterates_its_results(stack: Stack) -> None:

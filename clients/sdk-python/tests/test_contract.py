@@ -8,11 +8,13 @@ that test/python-sdk.test.ts writes (`SVC_TEST_CONTRACT`); each source present i
 the OpenAPI document has no component for (the trainings' answers) is read from its route's
 response there. The dump also carries the contract's constants, which the SDK's copies must equal,
 and the rules of the one request the SDK checks field by field before sending (an image asset's
-creation), which the SDK's copies must equal too.
+creation), which the SDK's copies must equal too, and the fields of a key's creation, which are
+`keys.create`'s arguments.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import types
@@ -24,6 +26,7 @@ import pydantic
 import pytest
 
 import decision_service as sdk
+from decision_service.resources.keys import AsyncKeys, Keys
 
 from .conftest import STACK
 
@@ -45,6 +48,9 @@ ROOTS: dict[type[Any], str] = {
     sdk.CreditBalance: "CreditBalance",
     # The contract's `Usage` of GET /v1/usage (contract/usage.ts), which the SDK names apart from a decision's `Usage`.
     sdk.UsageReport: "UsageReport",
+    sdk.CreatedKey: "CreatedKey",
+    sdk.KeyList: "KeyList",
+    sdk.KeyMetadata: "KeyMetadata",
 }
 # Where the OpenAPI document gives a root it has no component for: its route's success response.
 ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
@@ -266,6 +272,21 @@ def test_an_image_asset_is_created_with_the_contracts_rules(source: str, documen
 
 
 @pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
+def test_a_key_is_created_with_the_fields_the_sdk_sends(source: str, document: Schema) -> None:
+    # keys.create's keyword arguments are the request's fields (the service refuses any other), scope its values.
+    request = _components(document).get("CreateKeyRequest")
+    assert request is not None, f"{source} has no schema CreateKeyRequest"
+    fields = request["properties"]
+    assert sorted(fields) == ["expires_at", "models", "name", "scope"]
+    assert request["required"] == ["name"]
+    for resource in (Keys, AsyncKeys):
+        sent = [name for name in inspect.signature(resource.create).parameters if name not in ("self", "timeout")]
+        assert sorted(sent) == sorted(fields), resource.__name__
+    assert fields["scope"]["enum"] == list(sdk.KEY_SCOPES) == list(typing.get_args(sdk.KeyScope))
+    assert fields["models"]["maxItems"] == sdk.KEY_MODELS_MAX
+
+
+@pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
 def test_the_error_envelope_has_what_the_sdk_reads(source: str, document: Schema) -> None:
     envelope = _components(document)["ErrorEnvelope"]
     checker = Checker(document)
@@ -306,6 +327,9 @@ def test_the_sdks_constants_are_the_contracts() -> None:
     assert list(typing.get_args(sdk.ImageRefusal)) == list(constants["IMAGE_REFUSALS"])
     assert sdk.IMAGE_BASE_ALIAS == constants["IMAGE_BASE_ALIAS"]
     assert list(sdk.IMAGE_MODEL_STATES) == constants["IMAGE_MODEL_STATES"] == list(typing.get_args(sdk.ImageModelState))
+    assert list(sdk.KEY_SCOPES) == constants["KEY_SCOPES"] == list(typing.get_args(sdk.KeyScope))
+    assert sdk.KEY_MODELS_MAX == constants["KEY_MODELS_MAX"]
+    assert {"pairs": sdk.METADATA_PAIRS_MAX, "keyChars": sdk.METADATA_KEY_CHARS, "valueChars": sdk.METADATA_VALUE_CHARS} == constants["METADATA_LIMITS"]
 
 
 def test_there_is_a_contract_to_compare_with_when_the_service_is_there() -> None:

@@ -61,6 +61,7 @@ def training(status: str = "queued", **changes: Any) -> dict[str, Any]:
         "object": "training",
         "status": status,
         "idempotency_key": "triage-v1",
+        "metadata": None,
         "base_model": "svc-shared",
         "base_release": None,
         "model": None,
@@ -230,6 +231,28 @@ def test_list_pages_newest_first_with_limit_and_after() -> None:
     assert [s.path for s in fake.seen] == ["/v1/trainings?limit=2", f"/v1/trainings?limit=2&after={ids[1]}", "/v1/trainings?limit=20"]
 
 
+def test_create_sends_metadata_and_list_a_status_and_both_clients_read_it_back() -> None:
+    pairs = {"team": "support"}
+    page = {"object": "list", "data": [training("ready", metadata=pairs)], "has_more": False, "next_cursor": None}
+    fake = FakeServiceRecording()
+    upload = {"url": f"{fake.url}/upload?X-Amz-Signature=abc", "method": "PUT", "headers": {"if-none-match": "*"}, "expires_at": "2026-11-22T11:00:00.000Z"}
+    fake.answers = [(201, training("uploading", upload=upload, metadata=pairs)), (200, {"key": "k", "size": 1, "etag": "e"}), (200, training(metadata=pairs)), (200, page)]
+    examples = [example(f"e{i}", i % 2 == 0) for i in range(20)]
+    with fake, Client(access_token=TOKEN, base_url=fake.url) as client:
+        assert client.trainings.create(file=examples, idempotency_key="triage-v1", metadata=pairs).metadata == pairs
+        assert [t.metadata for t in client.trainings.list(status="ready")] == [pairs]
+    assert fake.seen[0].json()["metadata"] == pairs
+    assert fake.seen[-1].path == "/v1/trainings?limit=20&status=ready"
+
+    async def scenario(url: str) -> None:
+        async with AsyncClient(access_token=TOKEN, base_url=url) as aclient:
+            assert (await aclient.trainings.list(status="ready")).data[0].metadata == pairs
+
+    with FakeServiceRecording((200, page)) as fake:
+        asyncio.run(scenario(fake.url))
+        assert fake.seen[0].path == "/v1/trainings?limit=20&status=ready"
+
+
 def test_iterating_a_list_gives_every_training_of_every_page_each_fetched_when_reached() -> None:
     ids = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
     pages = (
@@ -261,7 +284,7 @@ def test_iterating_a_list_gives_every_training_of_every_page_each_fetched_when_r
 
 
 def test_every_training_method_without_an_access_token_raises_before_any_request(tmp_path: Path) -> None:
-    missing = r"no access token: trainings, retiring a model, usage, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
+    missing = r"no access token: trainings, retiring a model, usage, key management, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
     with FakeServiceRecording() as fake, Client(api_key="svc_key", base_url=fake.url) as client:
         for call in (
             # The file is not even read: the missing token is said first.

@@ -13,7 +13,7 @@
  *
  * Two credentials, as the service has two: the account's API key for decisions, models and batches,
  * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`), the
- * account's usage (`client.usage`) and a session's image models and decisions (`client.imageModels`,
+ * account's API keys (`client.keys`), its usage (`client.usage`) and a session's image models and decisions (`client.imageModels`,
  * `client.imageDecisions`), which the service refuses an API key for. Image assets and the image credit (`client.imageAssets`,
  * `client.imageCredit`) take either: the API key when the client has one. A client needs at least
  * one; a call whose credential the client lacks throws ConfigurationError before anything is sent.
@@ -29,6 +29,7 @@ import { ImageAssets } from "./resources/image-assets.ts";
 import { ImageCredit } from "./resources/image-credit.ts";
 import { ImageDecisions } from "./resources/image-decisions.ts";
 import { ImageModels } from "./resources/image-models.ts";
+import { Keys } from "./resources/keys.ts";
 import { Models } from "./resources/models.ts";
 import { Trainings } from "./resources/trainings.ts";
 import { UsageReports } from "./resources/usage.ts";
@@ -39,8 +40,8 @@ export interface ClientOptions {
   apiKey?: string | undefined;
   /**
    * The signed-in user's access token of the identity provider, which training, usage and a session's
-   * image routes take instead of an API key (`trainings`, `models.retire`, `usage`, `imageModels`,
-   * `imageDecisions`); `SVC_ACCESS_TOKEN` when absent.
+   * image routes take instead of an API key (`trainings`, `models.retire`, `keys`, `usage`,
+   * `imageModels`, `imageDecisions`); `SVC_ACCESS_TOKEN` when absent.
    */
   accessToken?: string | undefined;
   /** The service's address, without `/v1/...`; `SVC_BASE_URL` when absent. */
@@ -72,6 +73,8 @@ export class Client {
   readonly imageModels: ImageModels;
   readonly imageCredit: ImageCredit;
   readonly usage: UsageReports;
+  /** The account's API keys: create (limited in time, scope and models), list, revoke; with the access token. */
+  readonly keys: Keys;
   private readonly transport: Transport;
 
   /**
@@ -119,6 +122,7 @@ export class Client {
     this.imageModels = new ImageModels(this.transport);
     this.imageCredit = new ImageCredit(this.transport);
     this.usage = new UsageReports(this.transport);
+    this.keys = new Keys(this.transport);
   }
 
   /**

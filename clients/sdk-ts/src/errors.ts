@@ -86,7 +86,10 @@ export class APIError extends Error {
   }
 }
 
-/** 401: a missing, invalid or revoked API key, or a disabled account. */
+/**
+ * 401: a missing, invalid, revoked (`revoked_key`) or expired (`expired_key`) API key, a disabled
+ * account, or the wrong kind of credential (`wrong_credential_kind`).
+ */
 export class AuthenticationError extends APIError {
   override name = "AuthenticationError";
 }
@@ -102,6 +105,19 @@ export class AuthenticationError extends APIError {
  */
 export class PaymentRequiredError extends APIError {
   override name = "PaymentRequiredError";
+}
+/**
+ * 403: the credential is valid but may not do this: a key created for less than this call
+ * (`insufficient_scope`: a decisions-only key on a batch route, or a model it was not created for).
+ *
+ *     try {
+ *       await limited.batches.create({ inputBytes: 100 });
+ *     } catch (err) {
+ *       if (err instanceof PermissionDeniedError && err.code === "insufficient_scope") console.log("use a key with batches in its scope");
+ *     }
+ */
+export class PermissionDeniedError extends APIError {
+  override name = "PermissionDeniedError";
 }
 /**
  * 404: an unknown model (or one this account may not use, or of the wrong kind: a text model for an
@@ -202,6 +218,7 @@ export class InputError extends Error {
 const STATUS_CLASSES: Record<number, typeof APIError | undefined> = {
   401: AuthenticationError,
   402: PaymentRequiredError,
+  403: PermissionDeniedError,
   404: NotFoundError,
   409: ConflictError,
   410: GoneError,

@@ -8,9 +8,10 @@
  *       questions: { refund: noul("Refund?"), topic: choice(["billing", "bug"]) },
  *     });
  *
- * Training (`client.trainings`, `client.models.retire`), the account's usage (`client.usage`) and a
- * session's image models and decisions (`client.imageModels`, `client.imageDecisions`) take the
- * signed-in user's access token instead of the API key: `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
+ * Training (`client.trainings`, `client.models.retire`), the account's API keys (`client.keys`), its
+ * usage (`client.usage`) and a session's image models and decisions (`client.imageModels`,
+ * `client.imageDecisions`) take the signed-in user's access token instead of the API key:
+ * `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
  * (`client.imageAssets.upload("cat.jpg")`) and the image credit (`client.imageCredit`) take either.
  *
  * The key and deployment the `svc` tools use (their saved credentials) are a second entry point,
@@ -56,17 +57,19 @@ export {
   OverloadedError,
   PayloadTooLargeError,
   PaymentRequiredError,
+  PermissionDeniedError,
   RateLimitError,
   ServiceUnavailableError,
   UnprocessableEntityError,
 } from "./errors.ts";
 export { type BatchInput, type InputRecord } from "./input.ts";
 export { Batches, type BatchRun, type CreateBatchParams, type ListBatchesParams, type RunOptions, type WaitOptions } from "./resources/batches.ts";
-export { DEFAULT_POLL_INTERVAL_MS, type UploadResult } from "./resources/jobs.ts";
+export { DEFAULT_POLL_INTERVAL_MS, type Metadata, type UploadResult } from "./resources/jobs.ts";
 export { ImageAssets, type ImageFile, type UploadImageParams } from "./resources/image-assets.ts";
 export { ImageCredit } from "./resources/image-credit.ts";
 export { ImageDecisions, type ImageDecisionRequest } from "./resources/image-decisions.ts";
 export { ImageModels } from "./resources/image-models.ts";
+export { Keys, type CreateKeyParams } from "./resources/keys.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
 export { PagePromise, type CursorPage } from "./resources/pages.ts";
@@ -76,6 +79,7 @@ export { UsageReports, type RetrieveUsageParams } from "./resources/usage.ts";
 export { VERSION } from "./version.ts";
 export { BATCH_STATUSES, TERMINAL_STATUSES, isTerminal, type Batch, type BatchList, type BatchStatus, type Upload } from "../../../contract/batches.ts";
 export type { ModelItem, ModelList, RetiredModel } from "../../../contract/models.ts";
+export { KEY_MODELS_MAX, KEY_NAME_MAX, KEY_SCOPES, type CreatedKey, type KeyList, type KeyMetadata, type KeyScope } from "../../../contract/keys.ts";
 export {
   isTrainingTerminal,
   TRAINING_LIMITS,
@@ -107,3 +111,4 @@ export type { CreditBalance } from "../../../contract/credit.ts";
 // The contract's `Usage` (GET /v1/usage) is `UsageReport` here: `Usage` is a decision's token usage.
 export { USAGE_DAYS, USAGE_GROUPS, type Usage as UsageReport, type UsageBucket, type UsageCounts, type UsageGroup } from "../../../contract/usage.ts";
 export { IMAGE_BASE_ALIAS, LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";
+export { METADATA_LIMITS } from "../../../contract/jobs.ts";

@@ -193,7 +193,7 @@ export function requireCredentials(settings: Settings): { apiKey: string; baseUr
   return { apiKey: settings.apiKey, baseUrl: settings.baseUrl };
 }
 
-/** The signed-in user's access token that training takes, and where it goes. */
+/** The signed-in user's access token that training and key management take, and where it goes. */
 export interface SessionSettings {
   /** The token to send; undefined when nobody is signed in. */
   accessToken: string | undefined;
@@ -207,7 +207,7 @@ export interface SessionSettings {
 }
 
 /**
- * The access token training commands run with. With SVC_ACCESS_TOKEN set, the environment alone
+ * The access token training and key-management commands run with. With SVC_ACCESS_TOKEN set, the environment alone
  * names it and the address (an environment token is never sent to a saved address); otherwise the
  * session `svc login` saved, and the saved URL with SVC_BASE_URL overriding it. SVC_API_KEY plays no
  * part: the two credentials are resolved apart, each with its own deployment.
@@ -228,16 +228,20 @@ export function resolveSession(env: Env): SessionSettings {
   return { accessToken: session?.access_token, baseUrl, expiresAt: session?.expires_at, configPath: path, source: session === undefined ? "none" : "saved" };
 }
 
+/** What to tell someone who is not signed in for `purpose` (what takes the sign-in: `training`, `key management`). */
+export const sessionHint = (purpose: string): string =>
+  `not signed in: ${purpose} takes your browser sign-in, not an API key; run \`svc login --base-url URL\` (or set SVC_ACCESS_TOKEN to a user access token, with SVC_BASE_URL)`;
+
 /** What to tell someone who is not signed in for training. */
-export const SESSION_HINT =
-  "not signed in: training takes your browser sign-in, not an API key; run `svc login --base-url URL` (or set SVC_ACCESS_TOKEN to a user access token, with SVC_BASE_URL)";
+export const SESSION_HINT = sessionHint("training");
 
 /**
- * The access token and the deployment, or a SettingsError that says how to sign in: when nobody is,
- * when the saved session has expired (this module does not refresh it), or when no address is known.
+ * The access token and the deployment, or a SettingsError that says how to sign in: when nobody is
+ * (naming `purpose`, what needs the sign-in), when the saved session has expired (this module does
+ * not refresh it), or when no address is known.
  */
-export function requireSession(session: SessionSettings, now = Date.now()): { accessToken: string; baseUrl: string } {
-  if (session.accessToken === undefined) throw new SettingsError(SESSION_HINT);
+export function requireSession(session: SessionSettings, now = Date.now(), purpose = "training"): { accessToken: string; baseUrl: string } {
+  if (session.accessToken === undefined) throw new SettingsError(sessionHint(purpose));
   const expires = session.expiresAt === undefined ? Number.NaN : Date.parse(session.expiresAt);
   if (session.source === "saved" && expires <= now) {
     throw new SettingsError(`the browser sign-in saved in ${session.configPath} expired at ${session.expiresAt}: run \`svc login\` again`);

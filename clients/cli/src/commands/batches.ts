@@ -2,8 +2,8 @@
  * `svc batches ...` (runs in a user's terminal): bulk jobs from a JSONL file.
  *
  *     svc batches run tickets.jsonl --output results.jsonl   create, upload, submit, wait, write results
- *     svc batches create tickets.jsonl                        create, upload and submit; prints the id
- *     svc batches status ID | cancel ID | list | results ID
+ *     svc batches create tickets.jsonl --metadata team=support   create, upload and submit; prints the id
+ *     svc batches status ID | cancel ID | list [--status S] | results ID
  *
  * Progress bars (upload, then records done and the estimated time left) are drawn only when
  * standard error is a terminal; otherwise each step is one line on standard error. Results are JSONL
@@ -15,10 +15,28 @@ import { readBatchFile } from "../batch-file.ts";
 import type { Command, Group } from "../command.ts";
 import type { Context } from "../context.ts";
 import { Failure, UsageError } from "../errors.ts";
-import { cancelCommand, errorText, follow, formatRows, idempotencyKey, jsonOption, lifecycleRows, listCommand, pollSeconds, POLL_SECONDS, printJob, statusCommand, submitJob, timeLeft, type JobKind } from "../jobs.ts";
+import {
+  cancelCommand,
+  errorText,
+  follow,
+  formatRows,
+  idempotencyKey,
+  jsonOption,
+  lifecycleRows,
+  listCommand,
+  metadataOf,
+  metadataOption,
+  pollSeconds,
+  POLL_SECONDS,
+  printJob,
+  statusCommand,
+  submitJob,
+  timeLeft,
+  type JobKind,
+} from "../jobs.ts";
 import type { Progress } from "../progress.ts";
 import { BATCH_LIST_PAGE } from "../../../../contract/batches.ts";
-import { isTerminal, type Batch, type Client, type ResultStream } from "../sdk.ts";
+import { BATCH_STATUSES, isTerminal, type Batch, type Client, type Metadata, type ResultStream } from "../sdk.ts";
 
 function counts(batch: Batch): string {
   const { total, completed, failed } = batch.request_counts;
@@ -31,6 +49,7 @@ const BATCH: JobKind<Batch> = {
   plural: "batches",
   group: "batches",
   page: BATCH_LIST_PAGE,
+  statuses: BATCH_STATUSES,
   client: (ctx, options) => ctx.client(options),
   resource: (client) => client.batches,
   ended: (batch) => isTerminal(batch.status),
@@ -44,11 +63,11 @@ const BATCH: JobKind<Batch> = {
   followUp: ["status", "results", "cancel"],
 };
 
-/** Checks the file, then creates the batch, uploads the file with a progress bar, and submits it. */
-async function createAndSubmit(ctx: Context, file: string, key: string): Promise<{ client: Client; batch: Batch; progress: Progress }> {
+/** Checks the file, then creates the batch (with `metadata`, when given), uploads the file with a progress bar, and submits it. */
+async function createAndSubmit(ctx: Context, file: string, key: string, metadata: Metadata | undefined): Promise<{ client: Client; batch: Batch; progress: Progress }> {
   const { bytes, records } = await readBatchFile(file);
   const { client, job, progress } = await submitJob(ctx, BATCH, async (client) => {
-    const created = await client.batches.create({ inputBytes: bytes.byteLength, idempotencyKey: key }, { signal: ctx.signal });
+    const created = await client.batches.create({ inputBytes: bytes.byteLength, idempotencyKey: key, metadata }, { signal: ctx.signal });
     ctx.status(`Batch ${created.id} (idempotency key ${key}): ${records} record${records === 1 ? "" : "s"} from ${file}.`);
     if (created.upload) await client.batches.upload(created, bytes, { signal: ctx.signal });
     return client.batches.submit(created.id, { signal: ctx.signal });
@@ -92,7 +111,7 @@ async function writeResults(ctx: Context, results: ResultStream, output: string 
 const run: Command = {
   name: "run",
   summary: "Run a JSONL file as a batch: create, upload, submit, wait, write the results",
-  usage: "svc batches run FILE [--output FILE] [--idempotency-key KEY] [--poll-interval SECONDS]",
+  usage: "svc batches run FILE [--output FILE] [--idempotency-key KEY] [--metadata KEY=VALUE ...] [--poll-interval SECONDS]",
   description: [
     'FILE holds one {"custom_id": "...", "body": <a decision request>} per line (at most 25 MiB and',
     "10,000 records); it is checked before anything is sent. Results are written in input order as",
@@ -100,16 +119,20 @@ const run: Command = {
     "an interrupted run resumes with it. Ctrl-C stops waiting (exit 130) and leaves the batch running.",
     "Exit 0 when the batch completed (records that failed are error lines in the results), 1 when it",
     "failed, was cancelled or expired (committed results are still written).",
+    "",
+    "--metadata team=support --metadata ticket=OPS-12 labels the batch with your own pairs, shown by",
+    "`svc batches status` and in `--json` output.",
   ].join("\n"),
   options: {
     output: { type: "string", short: "o", value: "FILE", help: "write the results here instead of standard output" },
     "idempotency-key": { type: "string", value: "KEY", help: "resume the batch this key created (default: a new batch)" },
+    ...metadataOption(BATCH),
     "poll-interval": { type: "string", value: "SECONDS", help: `seconds between status checks (default ${POLL_SECONDS})` },
   },
   positionals: { min: 1, max: 1 },
   async run(ctx, { values, positionals }) {
     const seconds = pollSeconds(values);
-    const { client, batch: submitted, progress } = await createAndSubmit(ctx, positionals[0]!, idempotencyKey(values));
+    const { client, batch: submitted, progress } = await createAndSubmit(ctx, positionals[0]!, idempotencyKey(values), metadataOf(values));
     const batch = await follow(ctx, BATCH, client, submitted, seconds, progress);
     if (batch.status === "failed") throw new Failure(`batch ${batch.id} failed: ${errorText(batch.error)}`);
     const written = await writeResults(ctx, client.batches.results(batch.id, {}, { signal: ctx.signal }), values.output as string | undefined);
@@ -121,15 +144,19 @@ const run: Command = {
 const create: Command = {
   name: "create",
   summary: "Create a batch from a JSONL file, upload it and submit it; prints the batch id",
-  usage: "svc batches create FILE [--idempotency-key KEY] [--json]",
-  description: "The file is checked first, as for `svc batches run`. Follow the batch with `svc batches status ID` and read it with `svc batches results ID`.",
+  usage: "svc batches create FILE [--idempotency-key KEY] [--metadata KEY=VALUE ...] [--json]",
+  description: [
+    "The file is checked first, as for `svc batches run`. Follow the batch with `svc batches status ID`",
+    "and read it with `svc batches results ID`. --metadata (once per pair) labels the batch.",
+  ].join("\n"),
   options: {
     "idempotency-key": { type: "string", value: "KEY", help: "the same key returns the same batch (default: a new batch)" },
+    ...metadataOption(BATCH),
     ...jsonOption(BATCH, "print the batch object as JSON instead of its id"),
   },
   positionals: { min: 1, max: 1 },
   async run(ctx, { values, positionals }) {
-    const { batch } = await createAndSubmit(ctx, positionals[0]!, idempotencyKey(values));
+    const { batch } = await createAndSubmit(ctx, positionals[0]!, idempotencyKey(values), metadataOf(values));
     printJob(ctx, values.json === true, batch, batch.id);
   },
 };

@@ -12,7 +12,7 @@
 import { DecisionRequest } from "../../../../contract/decision.ts";
 import { formatPath, stringifyJson, type Json, type JsonMap } from "../../../../contract/json.ts";
 import { LIMITS } from "../../../../contract/limits.ts";
-import type { Command } from "../command.ts";
+import type { Command, Parsed } from "../command.ts";
 import { UsageError } from "../errors.ts";
 import { checkOneStdin, jsonOf, readInput, stateOf } from "../inputs.ts";
 import { renderDecision, usageLine } from "../render.ts";
@@ -37,7 +37,7 @@ function invalid(option: string, error: { issues: Array<{ path: PropertyKey[]; m
 }
 
 /** The request as the options give it, with its JSON objects as ordered Maps. */
-async function buildRequest(ctx: Parameters<Command["run"]>[0], values: Record<string, string | boolean | undefined>): Promise<JsonMap> {
+async function buildRequest(ctx: Parameters<Command["run"]>[0], values: Parsed["values"]): Promise<JsonMap> {
   const state = values.state as string | undefined;
   const questions = values.questions as string | undefined;
   const body = values.body as string | undefined;

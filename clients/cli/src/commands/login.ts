@@ -109,7 +109,7 @@ async function loginWithBrowser(ctx: Context, baseUrl: string, openIt: boolean, 
   }
   writeSaved(path, next);
   ctx.status(`Signed in to ${baseUrl}${session.subject ? ` as ${session.subject}` : ""}. Saved the session to ${path}.`);
-  ctx.status("This sign-in creates no API key: decisions need one (`svc login --api-key`).");
+  ctx.status("This sign-in creates no API key: decisions need one (`svc keys create NAME` makes one, `svc login --api-key` saves it).");
 }
 
 export const login: Command = {
@@ -123,7 +123,8 @@ export const login: Command = {
     "",
     "Without --api-key, signs in with the browser (authorization code + PKCE, answered on a",
     "127.0.0.1 listener) at the deployment's identity provider, and saves the session. The sign-in",
-    "address is always printed; a browser is opened where one exists. It creates no API key.",
+    "address is always printed; a browser is opened where one exists. It creates no API key (`svc keys",
+    "create NAME` does, with this sign-in).",
     "",
     "The deployment is --base-url, else SVC_BASE_URL, else the saved one (https, or http on",
     "loopback). The file is SVC_CONFIG_PATH, default ~/.svc/config.json (mode 0600).",

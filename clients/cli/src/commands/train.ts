@@ -5,7 +5,7 @@
  * `svc decide --model ID` with the API key.
  *
  *     svc train create --file triage.jsonl --wait    check, upload, submit, follow; prints the model id
- *     svc train status ID | list | cancel ID         follow, list and stop trainings
+ *     svc train status ID | list [--status S] | cancel ID   follow, list and stop trainings
  *     svc train retire MODEL                         stop serving a trained model
  *
  * With --wait, a progress bar (examples read through the base model, and the step in words) is
@@ -14,8 +14,26 @@
 import type { Command, Group } from "../command.ts";
 import type { Context } from "../context.ts";
 import { Failure, UsageError } from "../errors.ts";
-import { cancelCommand, errorText, follow, formatRows, idempotencyKey, jsonOption, lifecycleRows, listCommand, pollSeconds, POLL_SECONDS, printJob, statusCommand, submitJob, timeLeft, type JobKind } from "../jobs.ts";
-import { isTrainingTerminal, TRAINING_LIMITS, type Client, type EvaluationReport, type Training } from "../sdk.ts";
+import {
+  cancelCommand,
+  errorText,
+  follow,
+  formatRows,
+  idempotencyKey,
+  jsonOption,
+  lifecycleRows,
+  listCommand,
+  metadataOf,
+  metadataOption,
+  pollSeconds,
+  POLL_SECONDS,
+  printJob,
+  statusCommand,
+  submitJob,
+  timeLeft,
+  type JobKind,
+} from "../jobs.ts";
+import { isTrainingTerminal, TRAINING_LIMITS, TRAINING_STATUSES, type Client, type EvaluationReport, type Training } from "../sdk.ts";
 import { readTrainingFile } from "../training-file.ts";
 import { baselineName, TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
 
@@ -36,6 +54,7 @@ const TRAINING: JobKind<Training> = {
   plural: "trainings",
   group: "train",
   page: TRAINING_LIST_PAGE,
+  statuses: TRAINING_STATUSES,
   client: (ctx, options) => ctx.trainingClient(options),
   resource: (client) => client.trainings,
   ended: (training) => isTrainingTerminal(training.status),
@@ -80,7 +99,7 @@ async function conclude(ctx: Context, client: Client, training: Training, json: 
 const create: Command = {
   name: "create",
   summary: "Train a model from a file of labelled examples: check, upload, submit (and with --wait, follow it)",
-  usage: "svc train create --file FILE [--model BASE] [--wait] [--idempotency-key KEY] [--poll-interval SECONDS] [--json]",
+  usage: "svc train create --file FILE [--model BASE] [--wait] [--idempotency-key KEY] [--metadata KEY=VALUE ...] [--poll-interval SECONDS] [--json]",
   description: [
     'FILE holds one {"custom_id": "...", "body": <a decision request>, "labels": {"<question id>": <answer>}}',
     `per line (at most ${TRAINING_LIMITS.file_bytes / (1024 * 1024)} MiB and ${TRAINING_LIMITS.examples.toLocaleString("en-US")} examples), every line asking the same questions of the`,
@@ -93,6 +112,8 @@ const create: Command = {
     "the error, both exit 1. Ctrl-C stops waiting (exit",
     "130) and leaves the training going.",
     "",
+    "--metadata team=support (once per pair) labels the training, shown by `svc train status`.",
+    "",
     "Takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN), not an API key.",
   ].join("\n"),
   options: {
@@ -100,6 +121,7 @@ const create: Command = {
     model: { type: "string", value: "BASE", help: "the base model; the examples' body.model must name it (default: the one they name)" },
     wait: { type: "boolean", help: "follow the training to its end, with a progress bar" },
     "idempotency-key": { type: "string", value: "KEY", help: "the same key returns the same training (default: a new training)" },
+    ...metadataOption(TRAINING),
     "poll-interval": { type: "string", value: "SECONDS", help: `with --wait, seconds between status checks (default ${POLL_SECONDS})` },
     ...jsonOption(TRAINING),
   },
@@ -107,6 +129,7 @@ const create: Command = {
     const path = values.file as string | undefined;
     if (path === undefined) throw new UsageError(`--file FILE is required: the labelled examples\nUsage: ${create.usage}`);
     const seconds = pollSeconds(values);
+    const metadata = metadataOf(values);
     const file = await readTrainingFile(path);
     const model = values.model as string | undefined;
     if (model !== undefined && model !== file.base) {
@@ -115,7 +138,7 @@ const create: Command = {
     const key = idempotencyKey(values);
     const { client, job: submitted, progress } = await submitJob(ctx, TRAINING, (client) => {
       ctx.status(`Training on ${file.examples} examples from ${path} (base ${file.base}, questions ${file.questions.join(", ")}), idempotency key ${key}.`);
-      return client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey: key }, { signal: ctx.signal });
+      return client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey: key, metadata }, { signal: ctx.signal });
     });
     if (!values.wait) {
       printJob(ctx, values.json === true, submitted, submitted.id);

@@ -10,7 +10,8 @@ decision_service: the Python client of the decision service.
     reply.noul_answer("refund").noul
     asset = client.image_assets.upload("cat.jpg")   # an image asset, ready (ImageRefusedError when refused)
     client.image_credit.retrieve().balance_micro_usd  # prepaid credit for image decisions
-Client(access_token=token).usage.retrieve(group_by="key")  # the account's usage per key (the user's token)
+    Client(access_token=token).usage.retrieve(group_by="key")  # the account's usage per key (the user's token)
+    Client(access_token=token).keys.create(name="ci", scope="decisions")  # a limited API key (its secret, once)
 """
 
 from ._client import AsyncClient, Client
@@ -24,8 +25,13 @@ from ._constants import (
     IMAGE_PURPOSES,
     IMAGE_REFUSALS,
     IMAGE_SOURCE_BYTES,
+    KEY_MODELS_MAX,
+    KEY_SCOPES,
     MAX_CONNECTIONS,
     MAX_RETRY_WAIT,
+    METADATA_KEY_CHARS,
+    METADATA_PAIRS_MAX,
+    METADATA_VALUE_CHARS,
     REQUEST_ID_HEADER,
     SHARED_ALIAS,
     TERMINAL_STATUSES,
@@ -48,6 +54,7 @@ from ._errors import (
     OverloadedError,
     PayloadTooLargeError,
     PaymentRequiredError,
+    PermissionDeniedError,
     RateLimitError,
     ServiceUnavailableError,
     UnprocessableEntityError,
@@ -83,6 +90,11 @@ from ._models import (
     ImageRefusal,
     ImageSource,
     JsonValue,
+    CreatedKey,
+    KeyList,
+    KeyMetadata,
+    KeyScope,
+    KeyStatus,
     ModelItem,
     ModelList,
     NoulAnswer,
@@ -172,6 +184,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "CreditBalance",
+    "CreatedKey",
     "CreditPricing",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_POLL_INTERVAL",
@@ -206,9 +219,18 @@ __all__ = [
     "InputError",
     "InputRecord",
     "JsonValue",
+    "KEY_MODELS_MAX",
+    "KEY_SCOPES",
+    "KeyList",
+    "KeyMetadata",
+    "KeyScope",
+    "KeyStatus",
     "Label",
     "MAX_CONNECTIONS",
     "MAX_RETRY_WAIT",
+    "METADATA_KEY_CHARS",
+    "METADATA_PAIRS_MAX",
+    "METADATA_VALUE_CHARS",
     "ModelItem",
     "ModelList",
     "NotFoundError",
@@ -217,6 +239,7 @@ __all__ = [
     "OverloadedError",
     "PayloadTooLargeError",
     "PaymentRequiredError",
+    "PermissionDeniedError",
     "Question",
     "EvaluationUncertainty",
     "FigureDifference",

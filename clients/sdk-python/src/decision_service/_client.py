@@ -20,6 +20,7 @@ from .resources.image_assets import AsyncImageAssets, ImageAssets
 from .resources.image_credit import AsyncImageCredit, ImageCredit
 from .resources.image_decisions import AsyncImageDecisions, ImageDecisions
 from .resources.image_models import AsyncImageModels, ImageModels
+from .resources.keys import AsyncKeys, Keys
 from .resources.models import AsyncModels, Models
 from .resources.trainings import AsyncTrainings, Trainings
 from .resources.usage import AsyncUsageReports, UsageReports
@@ -81,8 +82,8 @@ class Client(_Settings):
 
     `api_key` (SVC_API_KEY) is what models, decisions and batches take; `access_token`
     (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings, retiring a trained model,
-    the account's usage, and a session's image models and image decisions take; image assets and the image credit take
-    either (the API key when the client has one). A client needs at least one; a method whose
+    the account's API keys (`keys`) and usage, and a session's image models and image decisions
+    take; image assets and the image credit take either (the API key when the client has one). A client needs at least one; a method whose
     credential it lacks raises ConfigurationError before sending anything.
     """
 
@@ -94,6 +95,7 @@ class Client(_Settings):
     image_models: ImageModels
     image_credit: ImageCredit
     usage: UsageReports
+    keys: Keys
 
     def __init__(
         self,
@@ -115,6 +117,7 @@ class Client(_Settings):
         self.image_models = ImageModels(self._transport)
         self.image_credit = ImageCredit(self._transport)
         self.usage = UsageReports(self._transport)
+        self.keys = Keys(self._transport)
 
     def system_one(
         self,
@@ -174,6 +177,7 @@ class AsyncClient(_Settings):
     image_models: AsyncImageModels
     image_credit: AsyncImageCredit
     usage: AsyncUsageReports
+    keys: AsyncKeys
 
     def __init__(
         self,
@@ -195,6 +199,7 @@ class AsyncClient(_Settings):
         self.image_models = AsyncImageModels(self._transport)
         self.image_credit = AsyncImageCredit(self._transport)
         self.usage = AsyncUsageReports(self._transport)
+        self.keys = AsyncKeys(self._transport)
 
     async def system_one(
         self,

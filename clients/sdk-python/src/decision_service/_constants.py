@@ -1,6 +1,6 @@
 """
 The service's numbers this client depends on. They are written once in the wire contract
-(contract/limits.ts, contract/batches.ts, contract/trainings.ts, contract/images.ts,
+(contract/limits.ts, contract/batches.ts, contract/trainings.ts, contract/jobs.ts, contract/images.ts,
 contract/image-models.ts);
 tests/test_contract.py checks these copies against it.
 """
@@ -37,6 +37,13 @@ TRAINING_FILE_BYTES: Final = 25 * 1024 * 1024
 TRAINING_FILE_EXAMPLES: Final = 10_000
 TRAINING_LIST_PAGE_DEFAULT: Final = 20
 
+METADATA_PAIRS_MAX: Final = 16
+"""A batch's or a training's `metadata`: at most this many pairs (METADATA_LIMITS.pairs in contract/jobs.ts)."""
+METADATA_KEY_CHARS: Final = 64
+"""A metadata key: 1 to this many characters."""
+METADATA_VALUE_CHARS: Final = 512
+"""A metadata value: at most this many characters."""
+
 TRAINING_STATUSES: Final = ("uploading", "queued", "validating", "running", "accepted", "ready", "rejected", "failed", "cancelled", "expired")
 TRAINING_TERMINAL_STATUSES: Final = ("ready", "rejected", "failed", "cancelled", "expired")
 """States a training never leaves. `accepted` is not one: the model is registered but not served yet."""
@@ -66,3 +73,8 @@ IMAGE_REFUSALS: Final = {
 
 IMAGE_MODEL_STATES: Final = ("training_passed", "api_ready", "rejected")
 """An image model's states: accepted and registered, serving decisions, or refused by the acceptance rule."""
+
+KEY_SCOPES: Final = ("decisions", "decisions_and_batches")
+"""What a scoped API key may call: decisions (decisions, models, image assets and credit), or those and batches."""
+KEY_MODELS_MAX: Final = 16
+"""The most model names an API key may be limited to."""

@@ -92,9 +92,9 @@ class APIError(DecisionServiceError):
 
 class AuthenticationError(APIError):
     """
-    401: a missing, invalid or revoked API key, an invalid or expired access token, a disabled
-    account, or the wrong kind of credential (`wrong_credential_kind`: an API key where trainings
-    take an access token, or the reverse).
+    401: a missing, invalid, revoked (`revoked_key`) or expired (`expired_key`) API key, an invalid or
+    expired access token, a disabled account, or the wrong kind of credential
+    (`wrong_credential_kind`: an API key where trainings take an access token, or the reverse).
     """
 
 
@@ -107,6 +107,18 @@ class PaymentRequiredError(APIError):
             client.image_decisions.create(model=model, state="", questions=questions, images=[{"asset_id": asset.id}])
         except PaymentRequiredError:
             print(client.image_credit.retrieve().balance_micro_usd)
+    """
+
+
+class PermissionDeniedError(APIError):
+    """
+    403: the credential is valid but may not do this: a key created for less than this call
+    (`insufficient_scope`: a decisions-only key on a batch route, or a model it was not created for)::
+
+        try:
+            limited.batches.create(input_bytes=100)
+        except PermissionDeniedError as err:
+            print(err.code)   # "insufficient_scope"
     """
 
 
@@ -192,6 +204,7 @@ class APIConnectionTimeoutError(APIConnectionError):
 _STATUS_CLASSES: dict[int, type[APIError]] = {
     401: AuthenticationError,
     402: PaymentRequiredError,
+    403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
     410: GoneError,

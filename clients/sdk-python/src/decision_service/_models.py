@@ -1,7 +1,7 @@
 """
 What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
 the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts, images.ts, image-models.ts,
-credit.ts, usage.ts); tests/test_contract.py compares every
+credit.ts, usage.ts, keys.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
@@ -40,6 +40,9 @@ ImageRefusal: TypeAlias = Literal[
 ImageModelState: TypeAlias = Literal["training_passed", "api_ready", "rejected"]
 UsageGroup: TypeAlias = Literal["day", "key"]
 """What a usage bucket may be per: a UTC day, an API key."""
+KeyScope: TypeAlias = Literal["decisions", "decisions_and_batches"]
+"""What a scoped API key may call: decisions (decisions, models, image assets and credit), or those and batches."""
+KeyStatus: TypeAlias = Literal["active", "revoked", "expired"]
 
 
 # Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
@@ -269,6 +272,8 @@ class Batch(_Response, frozen=True):
     object: Literal["batch"]
     status: BatchStatus
     idempotency_key: str
+    metadata: dict[str, str] | None
+    """Your own string pairs given at create (`metadata=`); None when none were."""
     request_counts: RequestCounts
     created_at: str
     input_bytes: int | None
@@ -441,6 +446,8 @@ class Training(_Response, frozen=True):
     object: Literal["training"]
     status: TrainingStatus
     idempotency_key: str
+    metadata: dict[str, str] | None
+    """Your own string pairs given at create (`metadata=`); None when none were."""
     base_model: str
     """The base model as asked."""
     base_release: str | None
@@ -772,6 +779,35 @@ class UsageReport(_Response, frozen=True):
     data: list[UsageBucket]
     """Oldest day first, then by key name; grouped by day alone, every day of the range (zeros included)."""
     totals: UsageCounts
+
+
+class KeyMetadata(_Response, frozen=True):
+    """An API key of the account as listings show it (never its secret), and as revoking it answers."""
+
+    id: str
+    """The key's id: the lookup part of its secret (`svc_<id>_...`), what `keys.revoke` takes."""
+    name: str
+    status: KeyStatus
+    created_at: str
+    revoked_at: str | None
+    expires_at: str | None
+    """When the key stops working (then 401 `expired_key`); None: never."""
+    scope: KeyScope | None
+    """What the key may call (otherwise 403 `insufficient_scope`); None: every route an API key can call."""
+    models: list[str] | None
+    """The only models its calls may name (otherwise 403 `insufficient_scope`); None: any the account may use."""
+
+
+class CreatedKey(KeyMetadata, frozen=True):
+    """A new API key: its metadata and its secret, which the service shows this once."""
+
+    secret: str
+    """The key itself (`svc_<id>_<secret>`), for `Client(api_key=...)`; never shown again."""
+
+
+class KeyList(_Response, frozen=True):
+    keys: list[KeyMetadata]
+    """Every key of the account, newest first."""
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)

@@ -39,7 +39,7 @@ Credential: TypeAlias = Literal["api_key", "access_token"]
 MISSING_CREDENTIAL = {
     "api_key": "this client has no API key, which models, decisions and batches take: pass api_key= to Client() or set SVC_API_KEY",
     "access_token": (
-        "this client has no access token: trainings, retiring a model, usage, image models and image decisions take a signed-in user's "
+        "this client has no access token: trainings, retiring a model, usage, key management, image models and image decisions take a signed-in user's "
         "access token, never an API key; pass access_token= to Client() or set SVC_ACCESS_TOKEN (after `svc login`, access_token=saved_access_token() reads the one it saved)"
     ),
 }

@@ -10,12 +10,12 @@
  * caller's side resumes where it was when `run` is called again with the same `idempotencyKey`.
  * The lifecycle is the one every job has (jobs.ts); what is a batch's own is its input and results.
  */
-import { BATCH_LIST_PAGE, isTerminal, type Batch, type BatchList } from "../../../../contract/batches.ts";
+import { BATCH_LIST_PAGE, isTerminal, type Batch, type BatchList, type BatchStatus } from "../../../../contract/batches.ts";
 import { LIMITS } from "../../../../contract/limits.ts";
 import type { RequestOptions, Transport, WithRequestId } from "../core.ts";
 import { InputError } from "../errors.ts";
 import { encodeInput, type BatchInput } from "../input.ts";
-import { Jobs, type JobWaitOptions, type ListJobsParams, type UploadResult, type UploadTarget } from "./jobs.ts";
+import { Jobs, type JobWaitOptions, type ListJobsParams, type Metadata, type UploadResult, type UploadTarget } from "./jobs.ts";
 import type { PagePromise } from "./pages.ts";
 import { ResultStream, type ResultsPage } from "./results.ts";
 
@@ -24,10 +24,15 @@ export interface CreateBatchParams {
   inputBytes: number;
   /** The same key returns the same batch (1-255 characters); a random one when absent. */
   idempotencyKey?: string;
+  /** Your own string pairs (at most METADATA_LIMITS.pairs; keys 1-64 characters, values up to 512), returned on the batch everywhere it is; none when absent (`metadata: null`). */
+  metadata?: Metadata;
 }
 
-/** `limit`: batches per page, 1 to BATCH_LIST_PAGE.max (BATCH_LIST_PAGE.default when absent); `after`: the previous page's `next_cursor`. */
-export type ListBatchesParams = ListJobsParams;
+/**
+ * `limit`: batches per page, 1 to BATCH_LIST_PAGE.max (BATCH_LIST_PAGE.default when absent); `after`:
+ * the previous page's `next_cursor`; `status`: only the batches in this status.
+ */
+export type ListBatchesParams = ListJobsParams<BatchStatus>;
 
 /** `onProgress` gets the batch after every poll; `signal` stops waiting (the batch keeps running: cancel it with `cancel(id)`). */
 export type WaitOptions = JobWaitOptions<Batch>;
@@ -35,6 +40,8 @@ export type WaitOptions = JobWaitOptions<Batch>;
 export interface RunOptions extends WaitOptions {
   /** Makes `run` resumable: the same key finds the same batch. A random one when absent. */
   idempotencyKey?: string;
+  /** Your own string pairs, set on the batch at create (see CreateBatchParams). */
+  metadata?: Metadata;
 }
 
 export interface BatchRun {
@@ -61,15 +68,17 @@ export class Batches {
    * the same key with another size is a ConflictError (`idempotency_conflict`).
    *
    *     const input = await readFile("tickets.jsonl");
-   *     const batch = await client.batches.create({ inputBytes: input.byteLength, idempotencyKey: "tickets-2026-11-22" });
+   *     const batch = await client.batches.create({ inputBytes: input.byteLength, idempotencyKey: "tickets-2026-11-22", metadata: { team: "support" } });
    *     batch.upload?.url; // PUT the JSONL here, with exactly batch.upload.headers (or use batches.upload)
+   *
+   * `metadata` is sent as given; the service checks it (an UnprocessableEntityError, 422, names what is wrong).
    */
   async create(params: CreateBatchParams, options?: RequestOptions): Promise<WithRequestId<Batch>> {
     const inputBytes = params?.inputBytes;
     if (!Number.isInteger(inputBytes) || inputBytes < 1 || inputBytes > LIMITS.bulkFileBytes) {
       throw new InputError(`batches.create takes { inputBytes }: the size of the input that will be uploaded, an integer from 1 to ${LIMITS.bulkFileBytes} bytes`);
     }
-    return this.jobs.create(params.idempotencyKey, inputBytes, {}, options);
+    return this.jobs.create(params.idempotencyKey, inputBytes, { metadata: params.metadata }, options);
   }
 
   /**
@@ -120,6 +129,7 @@ export class Batches {
    *
    *     for await (const batch of client.batches.list()) console.log(batch.id, batch.status);
    *     const page = await client.batches.list({ limit: 50 });   // { data, has_more, next_cursor }
+   *     for await (const batch of client.batches.list({ status: "running" })) console.log(batch.id);
    */
   list(params: ListBatchesParams = {}, options?: RequestOptions): PagePromise<Batch, BatchList> {
     return this.jobs.list(params, options);
@@ -150,12 +160,12 @@ export class Batches {
    * Creates a batch, uploads the input, submits it, waits until it is terminal (calling
    * `onProgress` with the batch at every poll) and returns the final batch and its results.
    *
-   *     const { batch, results } = await client.batches.run("tickets.jsonl", { pollInterval: 5000 });
+   *     const { batch, results } = await client.batches.run("tickets.jsonl", { pollInterval: 5000, metadata: { ticket: "OPS-12" } });
    *     if (batch.status === "completed") for (const record of await results.toArray()) console.log(record);
    */
   async run(input: BatchInput, options: RunOptions = {}): Promise<BatchRun> {
     const request = { signal: options.signal };
-    const submitted = await this.jobs.start(async () => ({ fields: {}, bytes: await encodeInput(input, this.defaultModel()) }), options.idempotencyKey, request);
+    const submitted = await this.jobs.start(async () => ({ fields: { metadata: options.metadata }, bytes: await encodeInput(input, this.defaultModel()) }), options.idempotencyKey, request);
     const batch = await this.jobs.wait(submitted.id, options);
     return { batch, results: this.results(batch.id, {}, request) };
   }

@@ -45,12 +45,17 @@ export interface UploadTarget {
   input_bytes?: number | null | undefined;
 }
 
-export interface ListJobsParams {
+export interface ListJobsParams<Status extends string = string> {
   /** Jobs per page, 1 to the kind's `max` (BATCH_LIST_PAGE, TRAINING_LIST_PAGE); its `default` when absent. */
   limit?: number;
   /** The `next_cursor` of the previous page. */
   after?: string;
+  /** Only the jobs in this status (one of the kind's statuses; the service refuses another with 422); every status when absent. */
+  status?: Status;
 }
+
+/** A job's metadata: the caller's own string pairs, at most METADATA_LIMITS.pairs of them (keys 1-64 characters, values up to 512). */
+export type Metadata = Record<string, string>;
 
 export interface JobWaitOptions<Job> {
   /** Called with the job after every poll, the final one included. */
@@ -68,9 +73,9 @@ export interface UploadResult {
   etag: string;
 }
 
-/** A job's input, encoded, and the fields its create sends beside the idempotency key and the input's size. */
+/** A job's input, encoded, and the fields its create sends beside the idempotency key and the input's size (an absent one is not sent). */
 export interface JobInput {
-  fields: Record<string, string>;
+  fields: Record<string, unknown>;
   bytes: Uint8Array;
 }
 
@@ -96,7 +101,7 @@ export class Jobs<Job extends JobShape, List extends CursorPage<Job>> {
    * Creates a job whose input will be `inputBytes` long, sending `fields` beside the idempotency key
    * (a random one when absent) and the size, or returns the one the key made.
    */
-  async create(idempotencyKey: string | undefined, inputBytes: number, fields: Record<string, string>, options?: RequestOptions): Promise<WithRequestId<Job>> {
+  async create(idempotencyKey: string | undefined, inputBytes: number, fields: Record<string, unknown>, options?: RequestOptions): Promise<WithRequestId<Job>> {
     const body = JSON.stringify({ idempotency_key: idempotencyKey ?? `sdk-${crypto.randomUUID()}`, input_bytes: inputBytes, ...fields });
     return this.post(this.kind.path, body, options);
   }
@@ -135,7 +140,8 @@ export class Jobs<Job extends JobShape, List extends CursorPage<Job>> {
   /** Awaited, one page; iterated, every job of every page (PagePromise). */
   list(params: ListJobsParams = {}, options?: RequestOptions): PagePromise<Job, List> {
     const limit = params.limit ?? this.kind.listLimit;
-    return new PagePromise((after) => this.get<List>(this.kind.path, options, { limit, after }), params.after);
+    const status = params.status;
+    return new PagePromise((after) => this.get<List>(this.kind.path, options, { limit, after, status }), params.after);
   }
 
   /** Polls the job until it is terminal and returns it; an abort names the job, which goes on. */

@@ -14,11 +14,11 @@
  * same idempotency key returns the same training, so an interrupted `create` resumes with the key.
  * The lifecycle is the one every job has (jobs.ts); what is a training's own is its file and report.
  */
-import { isTrainingTerminal, TRAINING_LIST_PAGE, type EvaluationReport, type Training, type TrainingList } from "../../../../contract/trainings.ts";
+import { isTrainingTerminal, TRAINING_LIST_PAGE, type EvaluationReport, type Training, type TrainingList, type TrainingStatus } from "../../../../contract/trainings.ts";
 import type { RequestOptions, Transport, WithRequestId } from "../core.ts";
 import { InputError } from "../errors.ts";
 import { encodeTrainingFile, type TrainingInput } from "../training-input.ts";
-import { Jobs, type JobWaitOptions, type ListJobsParams } from "./jobs.ts";
+import { Jobs, type JobWaitOptions, type ListJobsParams, type Metadata } from "./jobs.ts";
 import type { PagePromise } from "./pages.ts";
 
 export interface CreateTrainingParams {
@@ -31,10 +31,19 @@ export interface CreateTrainingParams {
   model?: string;
   /** The same key returns the same training (1-255 characters); a random one when absent. */
   idempotencyKey?: string;
+  /**
+   * Your own string pairs (at most METADATA_LIMITS.pairs; keys 1-64 characters, values up to 512),
+   * returned on the training everywhere it is; none when absent (`metadata: null`). Sent as given:
+   * the service checks them (an UnprocessableEntityError, 422, names what is wrong).
+   */
+  metadata?: Metadata;
 }
 
-/** `limit`: trainings per page, 1 to TRAINING_LIST_PAGE.max (TRAINING_LIST_PAGE.default when absent); `after`: the previous page's `next_cursor`. */
-export type ListTrainingsParams = ListJobsParams;
+/**
+ * `limit`: trainings per page, 1 to TRAINING_LIST_PAGE.max (TRAINING_LIST_PAGE.default when absent);
+ * `after`: the previous page's `next_cursor`; `status`: only the trainings in this status.
+ */
+export type ListTrainingsParams = ListJobsParams<TrainingStatus>;
 
 /** `onProgress` gets the training after every poll; `signal` stops waiting (the training goes on: cancel it with `cancel(id)`). */
 export type TrainingWaitOptions = JobWaitOptions<Training>;
@@ -55,7 +64,7 @@ export class Trainings {
    * the submitted training (`queued`, or further along on a resumed create). A file the training
    * worker would refuse throws InputError naming its line, and nothing is sent.
    *
-   *     const training = await client.trainings.create({ file: "triage.jsonl", idempotencyKey: "triage-v1" });
+   *     const training = await client.trainings.create({ file: "triage.jsonl", idempotencyKey: "triage-v1", metadata: { team: "support" } });
    *     training.status; // "queued"
    */
   async create(params: CreateTrainingParams, options?: RequestOptions): Promise<WithRequestId<Training>> {
@@ -66,7 +75,7 @@ export class Trainings {
         if (params.model !== undefined && params.model !== file.base) {
           throw new InputError(`the examples name the base ${JSON.stringify(file.base)} (their body.model), not ${JSON.stringify(params.model)}: a training trains the base its examples name`);
         }
-        return { fields: { model: file.base }, bytes: file.bytes };
+        return { fields: { model: file.base, metadata: params.metadata }, bytes: file.bytes };
       },
       params?.idempotencyKey,
       options,
@@ -107,6 +116,7 @@ export class Trainings {
    *
    *     for await (const training of client.trainings.list()) console.log(training.id, training.status);
    *     const page = await client.trainings.list({ limit: 50 });   // { data, has_more, next_cursor }
+   *     const ready = await client.trainings.list({ status: "ready" });
    */
   list(params: ListTrainingsParams = {}, options?: RequestOptions): PagePromise<Training, TrainingList> {
     return this.jobs.list(params, options);

@@ -38,8 +38,8 @@ Job = TypeVar("Job", Batch, Training)
 Page = TypeVar("Page", BatchList, TrainingList)
 _M = TypeVar("_M", bound=pydantic.BaseModel)
 
-JobInput = tuple[dict[str, str], bytes]
-"""A job's input, encoded: the fields its create sends beside the idempotency key and the size, and the bytes to upload."""
+JobInput = tuple[dict[str, object], bytes]
+"""A job's input, encoded: the fields its create sends beside the idempotency key and the size (None ones are not sent), and the bytes to upload."""
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,16 @@ class JobKind(Generic[Job, Page]):
     def get(self, path: str, query: Mapping[str, str | int | None] | None = None) -> Call:
         return Call("GET", path=path, query=query or {}, credential=self.credential)
 
-    def post(self, path: str, fields: Mapping[str, str | int] | None = None) -> Call:
+    def post(self, path: str, fields: Mapping[str, object] | None = None) -> Call:
         return Call("POST", path=path, body=b"{}" if fields is None else encode_json(fields), credential=self.credential)
 
-    def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, str]) -> Call:
-        """The create of a job whose input will be `input_bytes` long, under `idempotency_key` (a random one when None)."""
+    def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, object]) -> Call:
+        """
+        The create of a job whose input will be `input_bytes` long, under `idempotency_key` (a random
+        one when None), with `fields` beside them; a field that is None is not sent.
+        """
         key = idempotency_key if idempotency_key is not None else f"sdk-{uuid.uuid4()}"
-        return self.post(self.path, {"idempotency_key": key, "input_bytes": input_bytes, **fields})
+        return self.post(self.path, {"idempotency_key": key, "input_bytes": input_bytes, **{k: v for k, v in fields.items() if v is not None}})
 
     def upload(self, job: Job, encode: Callable[[], bytes]) -> Call:
         """
@@ -95,8 +98,9 @@ class JobKind(Generic[Job, Page]):
             )
         return Call("PUT", url=job.upload.url, headers=job.upload.headers, body=data, json_body=False)
 
-    def list(self, limit: int | None, after: str | None) -> Call:
-        return self.get(self.path, {"limit": self.list_limit if limit is None else limit, "after": after})
+    def list(self, limit: int | None, after: str | None, status: str | None = None) -> Call:
+        """A page of the kind's jobs; only those in `status` when one is named (the service refuses an unknown one with 422)."""
+        return self.get(self.path, {"limit": self.list_limit if limit is None else limit, "after": after, "status": status})
 
 
 class Jobs(Generic[Job, Page]):
@@ -110,7 +114,7 @@ class Jobs(Generic[Job, Page]):
         """A GET under the kind's path with its credential, read as `cls`: a kind's extra (report, results page)."""
         return read(cls, self._transport.request(self.kind.get(path, query), timeout=timeout))
 
-    def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, str], *, timeout: float | None = None) -> Job:
+    def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, object], *, timeout: float | None = None) -> Job:
         return read(self.kind.job, self._transport.request(self.kind.create(idempotency_key, input_bytes, fields), timeout=timeout))
 
     def upload(self, job: Job, encode: Callable[[], bytes], *, timeout: float | None = None) -> UploadResult:
@@ -125,12 +129,12 @@ class Jobs(Generic[Job, Page]):
     def cancel(self, job_id: str, *, timeout: float | None = None) -> Job:
         return read(self.kind.job, self._transport.request(self.kind.post(self.kind.at(job_id, "cancel")), timeout=timeout))
 
-    def list(self, *, limit: int | None, after: str | None, timeout: float | None) -> Page:
+    def list(self, *, limit: int | None, after: str | None, timeout: float | None, status: str | None = None) -> Page:
         """One page; iterating it fetches every later page as the loop reaches it (`_CursorPage`)."""
         self._transport.require(self.kind.credential)
-        page = read(self.kind.page, self._transport.request(self.kind.list(limit, after), timeout=timeout))
+        page = read(self.kind.page, self._transport.request(self.kind.list(limit, after, status), timeout=timeout))
         # Private state may change on a frozen model; type checkers see only the frozen dataclass.
-        page._fetch = lambda cursor: self.list(limit=limit, after=cursor, timeout=timeout)  # type: ignore[misc]
+        page._fetch = lambda cursor: self.list(limit=limit, after=cursor, timeout=timeout, status=status)  # type: ignore[misc]
         return page
 
     def wait(self, job_id: str, *, poll_interval: float, on_progress: Callable[[Job], object] | None) -> Job:
@@ -167,7 +171,7 @@ class AsyncJobs(Generic[Job, Page]):
     async def get(self, cls: type[_M], path: str, *, query: Mapping[str, str | int | None] | None = None, timeout: float | None = None) -> _M:
         return read(cls, await self._transport.request(self.kind.get(path, query), timeout=timeout))
 
-    async def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, str], *, timeout: float | None = None) -> Job:
+    async def create(self, idempotency_key: str | None, input_bytes: int, fields: Mapping[str, object], *, timeout: float | None = None) -> Job:
         return read(self.kind.job, await self._transport.request(self.kind.create(idempotency_key, input_bytes, fields), timeout=timeout))
 
     async def upload(self, job: Job, encode: Callable[[], bytes], *, timeout: float | None = None) -> UploadResult:
@@ -182,13 +186,13 @@ class AsyncJobs(Generic[Job, Page]):
     async def cancel(self, job_id: str, *, timeout: float | None = None) -> Job:
         return read(self.kind.job, await self._transport.request(self.kind.post(self.kind.at(job_id, "cancel")), timeout=timeout))
 
-    def list(self, *, limit: int | None, after: str | None, timeout: float | None) -> AsyncPages[Job, Page]:
+    def list(self, *, limit: int | None, after: str | None, timeout: float | None, status: str | None = None) -> AsyncPages[Job, Page]:
         """Awaited, one page; iterated with `async for`, every job of every page (`AsyncPages`)."""
         # Checked here, not when the pages are awaited: a client without the credential is told at the call.
         self._transport.require(self.kind.credential)
 
         async def page(cursor: str | None) -> Page:
-            return read(self.kind.page, await self._transport.request(self.kind.list(limit, cursor), timeout=timeout))
+            return read(self.kind.page, await self._transport.request(self.kind.list(limit, cursor, status), timeout=timeout))
 
         return AsyncPages(page, after)
 

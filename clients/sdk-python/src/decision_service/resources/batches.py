@@ -17,13 +17,13 @@ The lifecycle is the one every job has (`_jobs.py`); what is a batch's own is it
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from .._constants import BATCH_LIST_PAGE_DEFAULT, BULK_FILE_BYTES
 from .._errors import InputError
 from .._input import BatchInput, encode_input
-from .._models import AsyncPages, Batch, BatchList, ResultRecord, ResultsPage, UploadResult
+from .._models import AsyncPages, Batch, BatchList, BatchStatus, ResultRecord, ResultsPage, UploadResult
 from .._transport import AsyncTransport, SyncTransport
 from ._jobs import DEFAULT_POLL_INTERVAL, AsyncJobs, JobKind, Jobs
 
@@ -100,17 +100,26 @@ class Batches:
         self._jobs = Jobs(transport, _KIND)
         self._default_model = default_model
 
-    def create(self, *, input_bytes: int, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
+    def create(
+        self,
+        *,
+        input_bytes: int,
+        idempotency_key: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Batch:
         """
         Creates a batch for an input of `input_bytes` bytes (or returns the one this idempotency key
         already made), with the signed `upload` destination while no input has arrived: it takes
         exactly that many bytes. InputError, before anything is sent, for a size no batch can have;
-        ConflictError (`idempotency_conflict`) for the same key with another size.
+        ConflictError (`idempotency_conflict`) for the same key with another size. `metadata`, your
+        own string pairs (at most 16; keys 1-64 characters, values up to 512), is returned on the
+        batch everywhere it is; the service checks it (UnprocessableEntityError naming what is wrong).
 
             data = Path("tickets.jsonl").read_bytes()
-            batch = client.batches.create(input_bytes=len(data), idempotency_key="tickets-2026-11-22")
+            batch = client.batches.create(input_bytes=len(data), idempotency_key="tickets-2026-11-22", metadata={"team": "support"})
         """
-        return self._jobs.create(idempotency_key, _checked_size(input_bytes), {}, timeout=timeout)
+        return self._jobs.create(idempotency_key, _checked_size(input_bytes), {"metadata": metadata}, timeout=timeout)
 
     def upload(self, batch: Batch, source: BatchInput, *, timeout: float | None = None) -> UploadResult:
         """
@@ -134,16 +143,25 @@ class Batches:
         """Cancels a batch that has not finished (committed results stay); a finished one is returned unchanged."""
         return self._jobs.cancel(batch_id, timeout=timeout)
 
-    def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> BatchList:
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        status: BatchStatus | None = None,
+        timeout: float | None = None,
+    ) -> BatchList:
         """
-        A page of the account's batches, newest first (`limit` of them, after `after`). Iterating it
-        gives every batch from it on, each later page fetched when the loop reaches it.
+        A page of the account's batches, newest first (`limit` of them, after `after`; only those in
+        `status` when it is given). Iterating it gives every batch from it on, each later page
+        fetched when the loop reaches it.
 
             for batch in client.batches.list():
                 print(batch.id, batch.status)
             page = client.batches.list(limit=50)    # page.data, page.has_more, page.next_cursor
+            running = client.batches.list(status="running")
         """
-        return self._jobs.list(limit=limit, after=after, timeout=timeout)
+        return self._jobs.list(limit=limit, after=after, timeout=timeout, status=status)
 
     def results(self, batch_id: str, *, after: int = 0, timeout: float | None = None) -> ResultStream:
         """
@@ -164,18 +182,20 @@ class Batches:
         source: BatchInput,
         *,
         idempotency_key: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         on_progress: ProgressCallback | None = None,
     ) -> BatchRun:
         """
         Creates a batch, uploads the input, submits it, waits until it is terminal and returns the
-        final batch and its results. The same `idempotency_key` resumes the same batch.
+        final batch and its results. The same `idempotency_key` resumes the same batch; `metadata`
+        is set on the batch at create (see `create`).
 
-            run = client.batches.run("tickets.jsonl", on_progress=lambda b: print(b.status))
+            run = client.batches.run("tickets.jsonl", metadata={"ticket": "OPS-12"}, on_progress=lambda b: print(b.status))
             if run.batch.status == "completed":
                 for record in run.results: ...
         """
-        submitted = self._jobs.start(lambda: ({}, encode_input(source, self._default_model())), idempotency_key=idempotency_key)
+        submitted = self._jobs.start(lambda: ({"metadata": metadata}, encode_input(source, self._default_model())), idempotency_key=idempotency_key)
         batch = self._jobs.wait(submitted.id, poll_interval=poll_interval, on_progress=on_progress)
         return BatchRun(batch, self.results(batch.id))
 
@@ -185,9 +205,16 @@ class AsyncBatches:
         self._jobs = AsyncJobs(transport, _KIND)
         self._default_model = default_model
 
-    async def create(self, *, input_bytes: int, idempotency_key: str | None = None, timeout: float | None = None) -> Batch:
+    async def create(
+        self,
+        *,
+        input_bytes: int,
+        idempotency_key: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Batch:
         """Creates a batch for an input of `input_bytes` bytes (or returns this idempotency key's); see `Batches.create`."""
-        return await self._jobs.create(idempotency_key, _checked_size(input_bytes), {}, timeout=timeout)
+        return await self._jobs.create(idempotency_key, _checked_size(input_bytes), {"metadata": metadata}, timeout=timeout)
 
     async def upload(self, batch: Batch, source: BatchInput, *, timeout: float | None = None) -> UploadResult:
         """Uploads the input of a created batch; see `Batches.upload`."""
@@ -205,15 +232,23 @@ class AsyncBatches:
         """Cancels a batch that has not finished; a finished one is returned unchanged."""
         return await self._jobs.cancel(batch_id, timeout=timeout)
 
-    def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> AsyncPages[Batch, BatchList]:
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        status: BatchStatus | None = None,
+        timeout: float | None = None,
+    ) -> AsyncPages[Batch, BatchList]:
         """
-        The account's batches, newest first: awaited, one page (`limit` of them, after `after`);
-        iterated with `async for`, every batch of every page, each fetched when the loop reaches it.
+        The account's batches, newest first: awaited, one page (`limit` of them, after `after`; only
+        those in `status` when it is given); iterated with `async for`, every batch of every page,
+        each fetched when the loop reaches it.
 
-            async for batch in client.batches.list():
-                print(batch.id, batch.status)
+            async for batch in client.batches.list(status="completed"):
+                print(batch.id, batch.metadata)
         """
-        return self._jobs.list(limit=limit, after=after, timeout=timeout)
+        return self._jobs.list(limit=limit, after=after, timeout=timeout, status=status)
 
     def results(self, batch_id: str, *, after: int = 0, timeout: float | None = None) -> AsyncResultStream:
         """
@@ -234,10 +269,11 @@ class AsyncBatches:
         source: BatchInput,
         *,
         idempotency_key: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         on_progress: ProgressCallback | None = None,
     ) -> AsyncBatchRun:
         """Creates, uploads, submits and waits for a batch; see `Batches.run`."""
-        submitted = await self._jobs.start(lambda: ({}, encode_input(source, self._default_model())), idempotency_key=idempotency_key)
+        submitted = await self._jobs.start(lambda: ({"metadata": metadata}, encode_input(source, self._default_model())), idempotency_key=idempotency_key)
         batch = await self._jobs.wait(submitted.id, poll_interval=poll_interval, on_progress=on_progress)
         return AsyncBatchRun(batch, self.results(batch.id))

@@ -23,12 +23,12 @@ resumes one that was interrupted on the caller's side. The lifecycle is the one 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .._constants import TRAINING_LIST_PAGE_DEFAULT
 from .._errors import InputError
 from .._input import TrainingInput, encode_training_input
-from .._models import AsyncPages, EvaluationReport, Training, TrainingList
+from .._models import AsyncPages, EvaluationReport, Training, TrainingList, TrainingStatus
 from .._transport import AsyncTransport, SyncTransport
 from ._jobs import DEFAULT_POLL_INTERVAL, AsyncJobs, JobInput, JobKind, Jobs
 
@@ -37,14 +37,14 @@ TrainingProgressCallback = Callable[[Training], object]
 _KIND = JobKind("training", "/v1/trainings", "access_token", Training, TrainingList, TRAINING_LIST_PAGE_DEFAULT)
 
 
-def _encode(file: TrainingInput, model: str | None, default_model: str) -> JobInput:
-    """The file's bytes, and the base to ask for: `model`, else the one the file names (none: the service's default)."""
+def _encode(file: TrainingInput, model: str | None, default_model: str, metadata: Mapping[str, str] | None) -> JobInput:
+    """The file's bytes, the base to ask for (`model`, else the one the file names; none: the service's default) and the metadata."""
     data, named = encode_training_input(file, model if model is not None else default_model)
     if model is not None and named is not None and named != model:
         # The worker would fail the training with task_mismatch: said here, before one exists.
         raise InputError(f"the examples name the base model {named!r} (line 1), not {model!r}: every example trains the training's model")
     base = model if model is not None else named
-    return ({} if base is None else {"model": base}), data
+    return {"model": base, "metadata": metadata}, data
 
 
 class Trainings:
@@ -58,6 +58,7 @@ class Trainings:
         file: TrainingInput,
         model: str | None = None,
         idempotency_key: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Training:
         """
@@ -68,27 +69,38 @@ class Trainings:
         `model` is the base every example names; when None, the one the file's first line names
         (the shared alias when it names none). InputError when they differ. The same
         `idempotency_key` resumes the same training: a file that has already arrived is not sent
-        again.
+        again. `metadata`, your own string pairs (at most 16; keys 1-64 characters, values up to
+        512), is returned on the training everywhere it is; the service checks it
+        (UnprocessableEntityError naming what is wrong).
 
-            training = client.trainings.create(file="examples.jsonl", idempotency_key="triage-v1")
+            training = client.trainings.create(file="examples.jsonl", idempotency_key="triage-v1", metadata={"team": "support"})
         """
         # The missing token is said before the file is read, and a file that cannot be sent before a training exists.
-        return self._jobs.start(lambda: _encode(file, model, self._default_model()), idempotency_key=idempotency_key, timeout=timeout)
+        return self._jobs.start(lambda: _encode(file, model, self._default_model(), metadata), idempotency_key=idempotency_key, timeout=timeout)
 
     def retrieve(self, training_id: str, *, timeout: float | None = None) -> Training:
         """The training's status, progress, timestamps, and its held-out figures once evaluated."""
         return self._jobs.retrieve(training_id, timeout=timeout)
 
-    def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> TrainingList:
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        status: TrainingStatus | None = None,
+        timeout: float | None = None,
+    ) -> TrainingList:
         """
-        A page of the account's trainings, newest first (`limit` of them, after `after`). Iterating
-        it gives every training from it on, each later page fetched when the loop reaches it.
+        A page of the account's trainings, newest first (`limit` of them, after `after`; only those
+        in `status` when it is given). Iterating it gives every training from it on, each later page
+        fetched when the loop reaches it.
 
             for training in client.trainings.list():
                 print(training.id, training.status)
             page = client.trainings.list(limit=50)    # page.data, page.has_more, page.next_cursor
+            ready = client.trainings.list(status="ready")
         """
-        return self._jobs.list(limit=limit, after=after, timeout=timeout)
+        return self._jobs.list(limit=limit, after=after, timeout=timeout, status=status)
 
     def cancel(self, training_id: str, *, timeout: float | None = None) -> Training:
         """Cancels a training that has not finished; a finished one is returned unchanged."""
@@ -127,24 +139,33 @@ class AsyncTrainings:
         file: TrainingInput,
         model: str | None = None,
         idempotency_key: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Training:
         """Creates a training, uploads its file and submits it; see `Trainings.create`."""
-        return await self._jobs.start(lambda: _encode(file, model, self._default_model()), idempotency_key=idempotency_key, timeout=timeout)
+        return await self._jobs.start(lambda: _encode(file, model, self._default_model(), metadata), idempotency_key=idempotency_key, timeout=timeout)
 
     async def retrieve(self, training_id: str, *, timeout: float | None = None) -> Training:
         """The training's status; see `Trainings.retrieve`."""
         return await self._jobs.retrieve(training_id, timeout=timeout)
 
-    def list(self, *, limit: int | None = None, after: str | None = None, timeout: float | None = None) -> AsyncPages[Training, TrainingList]:
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        status: TrainingStatus | None = None,
+        timeout: float | None = None,
+    ) -> AsyncPages[Training, TrainingList]:
         """
-        The account's trainings, newest first: awaited, one page; iterated with `async for`, every
-        training of every page, each fetched when the loop reaches it.
+        The account's trainings, newest first: awaited, one page (only those in `status` when it is
+        given); iterated with `async for`, every training of every page, each fetched when the loop
+        reaches it.
 
             async for training in client.trainings.list():
                 print(training.id, training.status)
         """
-        return self._jobs.list(limit=limit, after=after, timeout=timeout)
+        return self._jobs.list(limit=limit, after=after, timeout=timeout, status=status)
 
     async def cancel(self, training_id: str, *, timeout: float | None = None) -> Training:
         """Cancels a training that has not finished; a finished one is returned unchanged."""

@@ -174,11 +174,29 @@ export async function stopLeftover(pidPath: string): Promise<boolean> {
     }
   };
   signal("SIGTERM");
-  for (let waited = 0; same(); waited += 100) {
+  // Until every process of the group has ended, not only its leader: the edge's workerd is its
+  // launcher's child and holds the port a moment longer.
+  for (let waited = 0; groupAlive(recorded!.pid); waited += 100) {
     if (waited === 5000) signal("SIGKILL");
+    if (waited === 10_000) break;
     await new Promise((r) => setTimeout(r, 100));
   }
   return true;
+}
+
+/** Whether a process of group `pgid` still runs (a zombie has ended; /proc field 5 is the group). */
+function groupAlive(pgid: number): boolean {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] !== "Z" && Number(fields[2]) === pgid) return true;
+    } catch {
+      /* ended while we looked */
+    }
+  }
+  return false;
 }
 
 /**

@@ -35,8 +35,11 @@ if (other) {
 }
 // A launcher killed with SIGKILL leaves its children running (each has a process group of its own):
 // they would hold the ports and the data. Stopped first, saying so.
-for (const log of await stopLeftovers(dataDir)) console.error(`Stopped a process an earlier run left running (its log: ${log}).`);
+const stopped = await stopLeftovers(dataDir);
+for (const log of stopped) console.error(`Stopped a process an earlier run left running (its log: ${log}).`);
 for (const port of [edgePort, idpPort]) {
+  // A port the stopped processes held may take the kernel a moment to free.
+  for (let waited = 0; stopped.length > 0 && waited < 5000 && (await portInUse(port)); waited += 100) await new Promise((r) => setTimeout(r, 100));
   if (await portInUse(port)) {
     console.error(`Port ${port} is already in use by another program; set PORT to use other ports (PORT and PORT+1).`);
     process.exit(1);

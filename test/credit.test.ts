@@ -157,26 +157,34 @@ describe.each(drivers)("image credit through %s", (_name, dbOf) => {
 
   it("sweeps only reservations past their expiry, each once, even with two sweeps at a time", async () => {
     const credit = new CreditStore(dbOf());
-    // Earlier files of the run may have left expired reservations; the counts below are this test's.
-    while ((await credit.releaseExpired(100)) > 0);
-    const { id } = await account();
-    await credit.grant(id, 1_000, "test");
-    const [dead1, dead2, dead3, live, settledDead] = await Promise.all([100, 100, 100, 100, 100].map((amount) => reserved(credit, id, amount)));
-    expect(await credit.settle(settledDead!, 50)).toBe(true);
-    // Three edges died an hour ago between reserve and settle; the fourth reservation is in flight.
-    await query("UPDATE credit_reservations SET expires_at = now() - interval '1 hour' WHERE id = ANY ($1::uuid[])", [[dead1, dead2, dead3, settledDead]]);
+    // The stack's sidecar sweeps expired reservations too (its bulk worker, every 5 s): a round in which
+    // it took some of ours between the UPDATE and our two sweeps is tried again (CI met this once).
+    for (let round = 0; ; round++) {
+      // Earlier files of the run may have left expired reservations; the counts below are this test's.
+      while ((await credit.releaseExpired(100)) > 0);
+      const { id } = await account();
+      await credit.grant(id, 1_000, "test");
+      const [dead1, dead2, dead3, live, settledDead] = await Promise.all([100, 100, 100, 100, 100].map((amount) => reserved(credit, id, amount)));
+      expect(await credit.settle(settledDead!, 50)).toBe(true);
+      // Three edges died an hour ago between reserve and settle; the fourth reservation is in flight.
+      await query("UPDATE credit_reservations SET expires_at = now() - interval '1 hour' WHERE id = ANY ($1::uuid[])", [[dead1, dead2, dead3, settledDead]]);
 
-    const counts = await Promise.all([credit.releaseExpired(100), credit.releaseExpired(100)]);
-    expect(counts[0]! + counts[1]!).toBe(3);
-    for (const dead of [dead1!, dead2!, dead3!]) expect(await reservation(dead)).toEqual({ status: "released", charged: null, finished: true });
-    expect(await reservation(live!)).toEqual({ status: "reserved", charged: null, finished: false });
-    expect(await reservation(settledDead!)).toMatchObject({ status: "settled", charged: 50 });
-    expect(await books(id)).toEqual({ balance: 850, granted: 1_000, reserved: 100, charged: 50 });
+      const counts = await Promise.all([credit.releaseExpired(100), credit.releaseExpired(100)]);
+      // Never more than the three: a reservation released twice would count twice.
+      expect(counts[0]! + counts[1]!).toBeLessThanOrEqual(3);
+      if (counts[0]! + counts[1]! < 3 && round < 3) continue;
+      expect(counts[0]! + counts[1]!).toBe(3);
+      for (const dead of [dead1!, dead2!, dead3!]) expect(await reservation(dead)).toEqual({ status: "released", charged: null, finished: true });
+      expect(await reservation(live!)).toEqual({ status: "reserved", charged: null, finished: false });
+      expect(await reservation(settledDead!)).toMatchObject({ status: "settled", charged: 50 });
+      expect(await books(id)).toEqual({ balance: 850, granted: 1_000, reserved: 100, charged: 50 });
 
-    expect(await credit.releaseExpired(100)).toBe(0);
-    expect(await credit.settle(dead1!, 10)).toBe(false);
-    expect(await credit.settle(live!, 10)).toBe(true);
-    expect(await books(id)).toEqual({ balance: 940, granted: 1_000, reserved: 0, charged: 60 });
+      expect(await credit.releaseExpired(100)).toBe(0);
+      expect(await credit.settle(dead1!, 10)).toBe(false);
+      expect(await credit.settle(live!, 10)).toBe(true);
+      expect(await books(id)).toEqual({ balance: 940, granted: 1_000, reserved: 0, charged: 60 });
+      return;
+    }
   });
 
   it("sweeps at most `limit` reservations, oldest expiry first", async () => {

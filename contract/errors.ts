@@ -32,6 +32,8 @@ export const ERROR_STATUS = {
   /** A create repeating an idempotency key with a different input size than the job it made. */
   idempotency_conflict: 409,
   batch_not_submittable: 409,
+  /** The account has as many webhook endpoints as it may (contract/webhooks.ts WEBHOOK_LIMITS.endpoints). */
+  webhook_endpoint_limit: 409,
   batch_not_finished: 409,
   /** An image decision whose worst case is more than the account's prepaid credit, refused before any GPU work. */
   insufficient_credit: 402,

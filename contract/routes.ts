@@ -23,6 +23,7 @@ import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset, ImageDecisionReque
 import { ImageModelList } from "./image-models.ts";
 import { CreditBalance } from "./credit.ts";
 import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList, TrainingStatus } from "./trainings.ts";
+import { CreateWebhookRequest, DeletedWebhookEndpoint, WEBHOOK_LIMITS, WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEndpointWithSecret } from "./webhooks.ts";
 
 /**
  * Who may call a route: anyone, a signed-in user (identity-provider access token), an account API
@@ -114,6 +115,14 @@ export const PARAMETERS = {
   },
   trainingListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a training id).", schema: Training.shape.id.optional() },
   trainingListStatus: { name: "status", in: "query", description: "Only the trainings in this status.", schema: TrainingStatus.optional() },
+  webhookId: { name: "id", in: "path", description: "The webhook endpoint id (a UUID).", schema: z.uuid() },
+  deliveryListLimit: {
+    name: "limit",
+    in: "query",
+    description: "Deliveries per page.",
+    schema: z.number().int().min(1).max(WEBHOOK_LIMITS.page.max).default(WEBHOOK_LIMITS.page.default),
+  },
+  deliveryListAfter: { name: "after", in: "query", description: "The last delivery id of an earlier page.", schema: z.uuid().optional() },
   resultsAfter: {
     name: "after",
     in: "query",
@@ -198,6 +207,72 @@ export const ROUTES: readonly Route[] = [
     parameters: [PARAMETERS.usageStart, PARAMETERS.usageEnd, PARAMETERS.usageGroupBy],
     responses: { 200: { description: `The account's usage over at most ${USAGE_DAYS} days.`, body: Usage } },
     errors: [...USER_TOKEN, "account_disabled", "invalid_request", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/webhooks",
+    operationId: "createWebhookEndpoint",
+    summary: `Register an HTTPS endpoint for job events (at most ${WEBHOOK_LIMITS.endpoints} an account; the secret is shown at creation)`,
+    tag: "Webhooks",
+    credential: "user_token",
+    request: { schema: CreateWebhookRequest },
+    responses: { 201: { description: "The endpoint and its signing secret.", body: WebhookEndpointWithSecret } },
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "webhook_endpoint_limit", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/webhooks",
+    operationId: "listWebhookEndpoints",
+    summary: "List the account's webhook endpoints, newest first",
+    tag: "Webhooks",
+    credential: "user_token",
+    responses: { 200: { description: "The endpoints; never a secret.", body: WebhookEndpointList } },
+    errors: [...USER_TOKEN, "account_disabled", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/webhooks/{id}",
+    operationId: "getWebhookEndpoint",
+    summary: "A webhook endpoint",
+    tag: "Webhooks",
+    credential: "user_token",
+    parameters: [PARAMETERS.webhookId],
+    responses: { 200: { description: "The endpoint; never its secret.", body: WebhookEndpoint } },
+    errors: [...USER_TOKEN, "account_disabled", "not_found", ...SERVER],
+  },
+  {
+    method: "delete",
+    path: "/v1/webhooks/{id}",
+    operationId: "deleteWebhookEndpoint",
+    summary: "Delete a webhook endpoint (its pending deliveries are dropped)",
+    tag: "Webhooks",
+    credential: "user_token",
+    parameters: [PARAMETERS.webhookId],
+    responses: { 200: { description: "The endpoint is gone.", body: DeletedWebhookEndpoint } },
+    errors: [...USER_TOKEN, "account_disabled", "not_found", ...SERVER],
+  },
+  {
+    method: "post",
+    path: "/v1/webhooks/{id}/rotate_secret",
+    operationId: "rotateWebhookSecret",
+    summary: "Give an endpoint a new signing secret (the previous one also signs for a day)",
+    tag: "Webhooks",
+    credential: "user_token",
+    parameters: [PARAMETERS.webhookId],
+    request: { schema: EmptyRequest, optional: true },
+    responses: { 200: { description: "The endpoint and its new secret.", body: WebhookEndpointWithSecret } },
+    errors: [...USER_TOKEN, "account_disabled", "not_found", "invalid_request", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/webhooks/{id}/deliveries",
+    operationId: "listWebhookDeliveries",
+    summary: "An endpoint's delivery log, newest first",
+    tag: "Webhooks",
+    credential: "user_token",
+    parameters: [PARAMETERS.webhookId, PARAMETERS.deliveryListLimit, PARAMETERS.deliveryListAfter],
+    responses: { 200: { description: "One page of deliveries: each event, its attempts and the last outcome.", body: WebhookDeliveryList } },
+    errors: [...USER_TOKEN, "account_disabled", "not_found", "invalid_request", ...SERVER],
   },
   {
     method: "get",

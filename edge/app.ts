@@ -21,6 +21,7 @@ import { imageDecisions } from "./routes/image-decisions.ts";
 import { imageModels } from "./routes/image-models.ts";
 import { internal } from "./routes/internal.ts";
 import { keys } from "./routes/keys.ts";
+import { webhooks } from "./routes/webhooks.ts";
 import { usage } from "./routes/usage.ts";
 import { models } from "./routes/models.ts";
 import { reference } from "./routes/reference.ts";
@@ -68,6 +69,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/", signIn);
   app.route("/", keys);
   app.route("/", usage);
+  app.route("/", webhooks);
   app.route("/", models);
   app.route("/", decisions);
   app.route("/", batches);

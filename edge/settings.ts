@@ -28,6 +28,9 @@
  *                               not exist for an API key). Edge-only: no sidecar redeploy.
  *   IMAGE_BROWSER               `on`: the image routes take a signed-in user's access token, and the
  *                               browser routes of the image vertical exist (default off). Edge-only.
+ *   WEBHOOK_PRIVATE_TARGETS     `on`: webhook endpoints may be loopback or private addresses, and
+ *                               loopback ones plain http:// (the local stack's receivers). Default off:
+ *                               public HTTPS only (contract/webhooks.ts). Never on in production.
  *   SVC_TEST_IMAGE_RETENTION_MS, SVC_TEST_IMAGE_UPLOAD_MS   tests only: shorter image retention and
  *                               upload validity (never set in production)
  */
@@ -55,6 +58,7 @@ export const EdgeSettings = z.object({
   INTERNAL_URL: optionalServiceUrl(),
   IMAGE_API: flag("off"),
   IMAGE_BROWSER: flag("off"),
+  WEBHOOK_PRIVATE_TARGETS: flag("off"),
   SVC_TEST_IMAGE_RETENTION_MS: optionalInteger(1000, LIMITS.imagePredictionRetentionMs),
   SVC_TEST_IMAGE_UPLOAD_MS: optionalInteger(1000, LIMITS.imageUploadValidityMs),
 }).superRefine(checkNeonRoute);

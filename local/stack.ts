@@ -78,7 +78,7 @@ export interface Stack {
   imageRelease: Identity | null;
   idp: IdpInfo;
   /** Secrets of this stack, for tests that call internal tiers directly. */
-  secrets: { runtime: string; imageRuntime: string; sidecar: string; upstash: string; storage: string };
+  secrets: { runtime: string; imageRuntime: string; sidecar: string; upstash: string; storage: string; metrics: string };
   /** neonBridge is null when DATABASE_URL is remote (Neon): the tiers then use Neon's own endpoints. */
   urls: { runtime: string; imageRuntime: string | null; sidecar: string; upstash: string; neonBridge: string | null };
   children: Child[];
@@ -120,7 +120,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const bridges = await startProtocolBridges(started, postgres.url, redis.url, secrets.upstash, logDir);
     const { upstashUrl, database } = bridges;
 
-    const engineSettings = developerEngineSettings();
+    // The runtimes and the sidecar serve /metrics to a bearer of the operator's scrape secret.
+    const engineSettings = { ...developerEngineSettings(), METRICS_SECRET: secrets.metrics };
     const runtime = await startRestartableRuntime(started, { name: "runtime", modelPath: model.path, encoderPath: encoder.path, secret: secrets.runtime, logDir, env: engineSettings });
     const imageRuntime = wantsImages(opts) ? await startImageRuntime(started, secrets.imageRuntime, logDir, engineSettings) : null;
 
@@ -139,7 +140,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       runtimeSecrets: { [RUNTIME_TOKEN_ENV]: secrets.runtime, [IMAGE_RUNTIME_TOKEN_ENV]: secrets.imageRuntime },
       edgeUrl: baseUrl,
       upstash: { url: upstashUrl, token: secrets.upstash },
-      extraEnv: opts.sidecarEnv,
+      extraEnv: { METRICS_SECRET: secrets.metrics, ...opts.sidecarEnv },
       logDir,
     });
 
@@ -202,7 +203,7 @@ function secret(): string {
 }
 
 function newSecrets(): Stack["secrets"] {
-  return { runtime: secret(), imageRuntime: secret(), sidecar: secret(), upstash: secret(), storage: secret() };
+  return { runtime: secret(), imageRuntime: secret(), sidecar: secret(), upstash: secret(), storage: secret(), metrics: secret() };
 }
 
 /** Postgres with the schema applied, Redis and the identity provider; the three start in parallel. */
@@ -327,6 +328,8 @@ function writeEdgeEnv(
       OIDC_CONSOLE_CLIENT_ID: CONSOLE_CLIENT_ID,
       // Grants point where the edge listens, whatever Host a request names.
       PUBLIC_URL: baseUrl,
+      // Webhook receivers on this machine (a developer's, a test's): never in production.
+      WEBHOOK_PRIVATE_TARGETS: "on",
       ...edgeVars,
     }),
     { mode: 0o600 },

@@ -104,6 +104,8 @@ export async function startSidecar(opts: {
       EDGE_URL: opts.edgeUrl,
       UPSTASH_REDIS_REST_URL: opts.upstash.url,
       UPSTASH_REDIS_REST_TOKEN: opts.upstash.token,
+      // Webhook receivers on this machine (a developer's, a test's): never in production.
+      WEBHOOK_PRIVATE_TARGETS: "on",
       ...opts.runtimeSecrets,
       ...opts.extraEnv,
     },

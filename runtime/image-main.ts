@@ -9,6 +9,7 @@
  *   RUNTIME_RELEASE_ID            release id to report (default: derived from the file name and fingerprint)
  *   RUNTIME_SECRET                bearer secret every call must carry (required), or RUNTIME_SECRET_FILE;
  *                                 `new,old` while rotating; SIGHUP reads the file again
+ *   METRICS_SECRET                the operator's scrape secret for GET /metrics (or METRICS_SECRET_FILE); unset: no /metrics
  *   RUNTIME_HOST, RUNTIME_PORT    where to listen (default host 127.0.0.1; port required, 0 picks one)
  *   RUNTIME_MAX_VISUAL_TOKENS     the most visual tokens one image may need (default and most LIMITS.imageVisualTokens)
  *   RUNTIME_THREADS               CPU threads for the backbone (default 2)
@@ -63,7 +64,7 @@ async function main(): Promise<void> {
     max_tokens_per_pass: engine.maxVisualTokens,
     engine: engine.description,
   });
-  const app = createImageRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted);
+  const app = createImageRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted, () => secrets.list("METRICS_SECRET")?.accepted);
   serveRuntime({ label: "image runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
 }
 

@@ -11,6 +11,8 @@
  *   RUNTIME_RELEASE_ID            release id to report (default: derived from the file name and fingerprint)
  *   RUNTIME_SECRET                bearer secret every call must carry (required), or RUNTIME_SECRET_FILE, a
  *                                 file holding it, read again on SIGHUP; `new,old` while rotating (both accepted)
+ *   METRICS_SECRET                the operator's scrape secret: GET /metrics answers its bearer (server.ts lists
+ *                                 the metrics); or METRICS_SECRET_FILE. Unset: no /metrics
  *   RUNTIME_HOST, RUNTIME_PORT    where to listen (default host 127.0.0.1; port required, 0 picks one)
  *   RUNTIME_MAX_TOKENS_PER_PASS   longest pass evaluated (default LIMITS.tokensPerPass)
  *   RUNTIME_THREADS               CPU threads for evaluation (default 2)
@@ -109,7 +111,7 @@ async function main(): Promise<void> {
     engine: choice && choice.tried.length > 0 ? `${engine.description}, after ${choice.tried.map((t) => `${t.build}: ${t.why}`).join("; ")}` : engine.description,
     ...(encoder ? { encoder: encoder.identity } : {}),
   });
-  const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted, encoder?.encoder);
+  const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted, encoder?.encoder, () => secrets.list("METRICS_SECRET")?.accepted);
   serveRuntime({ label: "runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
 }
 

@@ -39,9 +39,11 @@ export async function presentsSecret(c: Context, accepted: readonly string[]): P
  * Renders a thrown error as the envelope. A ServiceError answers its own status (with `Retry-After: 1`
  * on 503 and 529, which clients honour) and logs its operator note; anything else is a 500 whose log
  * line names the route pattern and the error class only, since a message may quote customer input.
+ * `answered` is told each error's code (the sidecar's svc_errors_total).
  */
-export function errorRenderer(tier: string): ErrorHandler {
+export function errorRenderer(tier: string, answered?: (code: string) => void): ErrorHandler {
   return (err, c) => {
+    answered?.(err instanceof ServiceError ? err.code : "internal_error");
     if (err instanceof ServiceError) {
       if (err.operatorNote) console.error(`${tier}: ${err.operatorNote}`);
       if (err.status === 503 || err.status === 529) c.header("retry-after", "1");

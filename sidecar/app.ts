@@ -4,7 +4,9 @@
  * server-shared/sidecar-protocol.ts.
  */
 import type { SecretReader } from "../server-shared/secrets.ts";
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
+import { METRICS_PATH, metricsHandler } from "../server-shared/metrics.ts";
+import type { SidecarMetrics } from "./metrics.ts";
 import type { Pool } from "@neondatabase/serverless";
 import type { LinkStatus } from "../contract/health.ts";
 import { readJson } from "../server-shared/body.ts";
@@ -45,6 +47,8 @@ export interface SidecarDeps {
   usage: UsageWriter;
   /** The readout's steps: SERVED_STEPS unless a benchmark's baseline asks otherwise (SIDECAR_SHARED_WORK). */
   steps?: Steps;
+  /** Prometheus metrics (sidecar/metrics.ts), served at /metrics to a bearer of METRICS_SECRET. */
+  metrics?: SidecarMetrics;
   /** Tests only (SVC_TEST_IMAGE_HOLD_MS): how long image preprocessing waits after writing its result. */
   imageHoldMs?: number;
   /** Tests only (SVC_TEST_CRASH_AFTER_IMAGE_ANSWER): the process kills itself right after an image decision's answer is handed over. */
@@ -83,6 +87,7 @@ class RegistryEntries {
 export function createSidecarApp(deps: SidecarDeps): Hono {
   const app = new Hono();
   app.use("/internal/*", sharedSecret(() => deps.secrets.list("SIDECAR_SECRET")?.accepted ?? [], "sidecar"));
+  if (deps.metrics) app.get(METRICS_PATH, metricsHandler(deps.metrics.metrics, () => deps.secrets.list("METRICS_SECRET")?.accepted));
 
   app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
 
@@ -119,6 +124,17 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
   });
 
   app.post(SIDECAR_PATHS.imageDecide, async (c) => {
+    try {
+      const answered = await imageDecision(c);
+      deps.metrics?.imageDecisions.inc({ outcome: "answered" });
+      return answered;
+    } catch (err) {
+      deps.metrics?.imageDecisions.inc({ outcome: "error" });
+      throw err;
+    }
+  });
+
+  async function imageDecision(c: Context): Promise<Response> {
     const call = await readJson(c, SidecarImageDecideRequest, SIDECAR_BODY);
     const timings = new Timings();
     const { entry, release } = await timings.time("registry", () => registry.get(call.release));
@@ -143,7 +159,7 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
     // Long enough for the answer to leave, too short for anything else to happen.
     if (deps.exitAfterImageAnswer) setTimeout(() => process.kill(process.pid, "SIGKILL"), 100);
     return orderedJson(c, { answers: new Map([[id, answer]]), usage, passes: 1 } satisfies SidecarDecideResponse);
-  });
+  }
 
   app.post(SIDECAR_PATHS.preprocessImage, async (c) => {
     const request = await readJson(c, PreprocessImageRequest, { maxBytes: 16 * 1024 });
@@ -151,7 +167,7 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
   });
 
   app.notFound(notFound);
-  app.onError(errorRenderer("sidecar"));
+  app.onError(errorRenderer("sidecar", (code) => deps.metrics?.errors.inc({ code })));
   return app;
 }
 

@@ -405,7 +405,7 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   fc.record({ kind: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 40 }) }),
 );
 
-const optionsArb: fc.Arbitrary<Required<LanesOptions>> = fc.record({
+const optionsArb: fc.Arbitrary<Required<Omit<LanesOptions, "observer">>> = fc.record({
   waitMs: fc.integer({ min: 1, max: 50 }),
   realtimeBeforeBulk: fc.integer({ min: 0, max: 5 }),
   pendingPerLane: fc.integer({ min: 0, max: 3 }),
@@ -415,7 +415,7 @@ const optionsArb: fc.Arbitrary<Required<LanesOptions>> = fc.record({
  * Drives one random history against the rules, tracking on the test side which jobs wait and how
  * many real-time starts each waiting bulk job has seen.
  */
-async function checkHistory(options: Required<LanesOptions>, actions: Action[]): Promise<void> {
+async function checkHistory(options: Required<Omit<LanesOptions, "observer">>, actions: Action[]): Promise<void> {
   const lanes = new Lanes(options);
   const work = new ControlledWork(lanes);
   const accepted: Job[] = [];
@@ -537,5 +537,37 @@ describe("Lanes: random histories (fast-check)", () => {
       }),
       { numRuns: 100 },
     );
+  });
+});
+
+describe("Lanes: what the observer (the sidecar's metrics) is told", () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("each start with how long it waited, each 529 and each 504, and nothing for a waiter that gave up", async () => {
+    const told: string[] = [];
+    const lanes = new Lanes({ observer: { started: (lane, waitedMs) => told.push(`start ${lane} ${waitedMs}`), refused: (lane, code) => told.push(`refuse ${lane} ${code}`) } });
+    const work = new ControlledWork(lanes);
+    const r0 = work.submit("realtime");
+    const b0 = work.submit("bulk");
+    work.submit("bulk"); // the bulk lane holds its one waiter: 529 at once
+    const abort = new AbortController();
+    work.submit("realtime", { signal: abort.signal });
+    abort.abort();
+    await vi.advanceTimersByTimeAsync(250);
+    r0.finish();
+    await flush();
+    expect(told).toEqual(["start realtime 0", "refuse bulk lane_full", "start bulk 250"]);
+
+    const r1 = work.submit("realtime");
+    await vi.advanceTimersByTimeAsync(LIMITS.laneWaitMs);
+    expect(told.slice(3)).toEqual(["refuse realtime timeout"]);
+    b0.finish();
+    await flush();
+    expect(r1.calls).toBe(0);
   });
 });

@@ -34,6 +34,13 @@ export interface LanesOptions {
   realtimeBeforeBulk?: number;
   /** Waiting executions per lane, not counting the one running. */
   pendingPerLane?: number;
+  /** Told of every start (with how long it waited) and every refusal: the sidecar's metrics. */
+  observer?: LaneObserver;
+}
+
+export interface LaneObserver {
+  started(lane: LaneName, waitedMs: number): void;
+  refused(lane: LaneName, code: "lane_full" | "timeout"): void;
 }
 
 const LABEL: Record<LaneName, string> = { realtime: "real-time", bulk: "bulk" };
@@ -74,6 +81,7 @@ export class Lanes {
   private readonly waitMs: number;
   private readonly realtimeBeforeBulk: number;
   private readonly pendingPerLane: number;
+  private readonly observer: LaneObserver | undefined;
   private running: LaneName | null = null;
   private readonly waiting: Record<LaneName, Waiter[]> = { realtime: [], bulk: [] };
 
@@ -81,6 +89,7 @@ export class Lanes {
     this.waitMs = options.waitMs ?? LIMITS.laneWaitMs;
     this.realtimeBeforeBulk = options.realtimeBeforeBulk ?? LIMITS.realtimeBeforeBulk;
     this.pendingPerLane = options.pendingPerLane ?? LIMITS.pendingPerLane;
+    this.observer = options.observer;
     if (!(this.waitMs > 0)) throw new RangeError(`waitMs must be positive, got ${this.waitMs}`);
     for (const [name, value] of [
       ["realtimeBeforeBulk", this.realtimeBeforeBulk],
@@ -101,10 +110,16 @@ export class Lanes {
   run<T>(lane: LaneName, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     // Nothing waits while the slot is free: every settlement starts the next waiter in the same tick.
-    if (this.running === null) return this.start(lane, work);
+    if (this.running === null) {
+      this.observer?.started(lane, 0);
+      return this.start(lane, work);
+    }
 
     const queue = this.waiting[lane];
-    if (queue.length >= this.pendingPerLane) return Promise.reject(new LaneFullError(lane, queue.length));
+    if (queue.length >= this.pendingPerLane) {
+      this.observer?.refused(lane, "lane_full");
+      return Promise.reject(new LaneFullError(lane, queue.length));
+    }
 
     return new Promise<T>((resolve, reject) => {
       // Leaving the queue is all a timeout or an abort does: the running execution keeps the slot until it settles.
@@ -120,7 +135,10 @@ export class Lanes {
       const waiter: Waiter = {
         enqueued: Date.now(),
         realtimeStarts: 0,
-        timer: setTimeout(() => leave(new LaneWaitTimeoutError(lane, Date.now() - waiter.enqueued)), this.waitMs),
+        timer: setTimeout(() => {
+          this.observer?.refused(lane, "timeout");
+          leave(new LaneWaitTimeoutError(lane, Date.now() - waiter.enqueued));
+        }, this.waitMs),
         start: () => {
           this.start(lane, work).then(resolve, reject);
         },
@@ -162,6 +180,7 @@ export class Lanes {
     if (waiter === undefined) return;
     clearTimeout(waiter.timer);
     waiter.release();
+    this.observer?.started(lane, Date.now() - waiter.enqueued);
     waiter.start();
   }
 

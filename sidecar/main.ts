@@ -16,6 +16,8 @@ import { BulkSteps } from "./bulk/steps.ts";
 import { JOB_TIMING, JobWorker } from "./jobs/worker.ts";
 import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
+import { WebhookSender } from "./webhooks.ts";
+import { sidecarMetrics } from "./metrics.ts";
 import { SidecarSettings } from "./settings.ts";
 import { SERVED_STEPS, type Steps } from "./decide/steps.ts";
 import { loggable } from "../server-shared/errors.ts";
@@ -37,7 +39,13 @@ const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 pool.on("error", (err: Error) => console.error(`sidecar: postgres pool error: ${loggable(err)}`));
 
 const usage = new UsageWriter(pool);
-const lanes = new Lanes();
+const metrics = sidecarMetrics({ pool, lanes: () => lanes.snapshot() });
+const lanes = new Lanes({
+  observer: {
+    started: (lane, waitedMs) => metrics.laneWait.observe({ lane }, waitedMs / 1000),
+    refused: (lane, code) => metrics.laneRefusals.inc({ lane, code }),
+  },
+});
 const steps: Steps = { ...SERVED_STEPS, shared: settings.SIDECAR_SHARED_WORK === "on" };
 const app = createSidecarApp({
   pool,
@@ -46,6 +54,7 @@ const app = createSidecarApp({
   lanes,
   usage,
   steps,
+  metrics,
   imageHoldMs: settings.SVC_TEST_IMAGE_HOLD_MS,
   exitAfterImageAnswer: settings.SVC_TEST_CRASH_AFTER_IMAGE_ANSWER === "on",
 });
@@ -76,6 +85,7 @@ const workers =
               secrets,
               edge,
               steps,
+              committed: (outcome) => metrics.bulkRecords.inc({ outcome }),
             }),
           ],
           { timing: jobTiming },
@@ -103,6 +113,18 @@ const sweeper =
     : null;
 sweeper?.start();
 
+// Webhook deliveries from the outbox the job transitions write.
+const webhookSender =
+  settings.BULK_WORKER === "on"
+    ? new WebhookSender({
+        pool,
+        privateTargets: settings.WEBHOOK_PRIVATE_TARGETS === "on",
+        leaseMs: settings.SVC_TEST_WEBHOOK_LEASE_MS,
+        attempted: (delivered) => metrics.webhookAttempts.inc({ outcome: delivered ? "delivered" : "failed" }),
+      })
+    : null;
+webhookSender?.start();
+
 process.on("SIGHUP", () => {
   const failed = secrets.reload();
   console.error(failed.length === 0 ? "sidecar: secrets read again" : `sidecar: could not read ${failed.join(", ")} again; kept the previous value`);
@@ -120,7 +142,7 @@ async function shutdown(): Promise<void> {
   stopping = true;
   console.error(`sidecar: stopping; draining for at most ${settings.SIDECAR_DRAIN_MS} ms`);
   const deadline = AbortSignal.timeout(settings.SIDECAR_DRAIN_MS);
-  const drained = Promise.all([...workers.map((worker) => worker.stop({ drain: deadline })), sweeper?.stop(), server.stop()]);
+  const drained = Promise.all([...workers.map((worker) => worker.stop({ drain: deadline })), sweeper?.stop(), webhookSender?.stop(), server.stop()]);
   await Promise.race([drained, new Promise((resolve) => deadline.addEventListener("abort", resolve, { once: true }))]);
   if (deadline.aborted) {
     console.error("sidecar: drain deadline reached; closing the requests still open");

@@ -4,6 +4,8 @@
  *   SIDECAR_SECRET      shared with the edge: every call must carry it, and the worker sends it to the
  *                       edge. Or SIDECAR_SECRET_FILE, a file holding it, read again on SIGHUP; `new,old`
  *                       while rotating (server-shared/secrets.ts)
+ *   METRICS_SECRET      the operator's scrape secret: GET /metrics (sidecar/metrics.ts) answers its bearer.
+ *                       Or METRICS_SECRET_FILE; read again on SIGHUP. Unset: no /metrics
  *   SIDECAR_URL         the address the edge reaches this sidecar at, exactly as the registry's
  *                       `sidecar_url` names it for the releases this sidecar serves
  *   SIDECAR_PORT        where to listen (0 picks a free port); SIDECAR_HOST defaults to 127.0.0.1
@@ -15,12 +17,16 @@
  *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
  *   SIDECAR_SHARED_WORK "on" (default) or "off": "off" evaluates every pass in full and keeps no
  *                       content-free reading (execute.ts Steps.shared): a benchmark's baseline only
+ *   WEBHOOK_PRIVATE_TARGETS "on": webhooks may go to loopback and private addresses (the local stack's
+ *                       receivers); default "off": public addresses only, checked after resolving
+ *                       (contract/webhooks.ts). Never on in production
  *   SIDECAR_DRAIN_MS    on SIGTERM, how long the lane and the bulk step in flight may take to finish
  *                       (default 25 000; keep it under the service manager's stop timeout)
  *
  * For tests only (shorter periods than the spec's; never set in production):
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
  *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS,
+ *   SVC_TEST_WEBHOOK_LEASE_MS (how long a webhook attempt holds its delivery),
  *   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER ("on": the process kills itself right after handing over an
  *   image decision's answer, the crash a settlement must survive)
  *
@@ -29,6 +35,7 @@
  */
 import { z } from "zod";
 import { LIMITS } from "../contract/limits.ts";
+import { WEBHOOK_LEASE_MS } from "./webhooks.ts";
 import { checkNeonRoute } from "../server-shared/neon-route.ts";
 import { flag, integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
 
@@ -46,12 +53,14 @@ export const SidecarSettings = z.object({
   SIDECAR_DRAIN_MS: integer(0, 10 * 60_000, 25_000),
   BULK_WORKER: flag("on"),
   SIDECAR_SHARED_WORK: flag("on"),
+  WEBHOOK_PRIVATE_TARGETS: flag("off"),
   SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
   SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),
   SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
   SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
   SVC_TEST_IMAGE_HOLD_MS: optionalInteger(0, 60_000),
+  SVC_TEST_WEBHOOK_LEASE_MS: optionalInteger(100, WEBHOOK_LEASE_MS),
   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER: flag("off"),
 }).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

@@ -4,7 +4,8 @@
  * whose records are all done completes (its worker died between its last commit and the
  * completion), and image credit held past its expiry is given back (an edge died between reserving
  * and settling); at most once per `cleanupEveryMs`, retention cleanup of batches and trainings (their
- * inputs read no more at once, their data after its period), usage rows and image assets (bulk/cleanup.ts). Several sidecars may sweep at once: every step is
+ * inputs read no more at once, their data after its period), usage rows and image assets (bulk/cleanup.ts),
+ * and webhook deliveries finished WEBHOOK_LIMITS.deliveryRetentionMs ago. Several sidecars may sweep at once: every step is
  * idempotent, and none decides what a job commits (its claim's fence does).
  *
  *     const sweeper = new Sweeper({ pool, edge, timing: SWEEPER_TIMING });
@@ -13,6 +14,7 @@
  */
 import type { Pool } from "@neondatabase/serverless";
 import { LIMITS } from "../contract/limits.ts";
+import { WEBHOOK_LIMITS } from "../contract/webhooks.ts";
 import { CreditStore } from "../server-shared/credit.ts";
 import { poolDb } from "../server-shared/db.ts";
 import { BatchStore } from "../server-shared/jobs/batches.ts";
@@ -107,5 +109,9 @@ export class Sweeper {
     await cleanJobs(this.batches, this.timing.retention.dataMs, this.deps.edge, this.log);
     await cleanJobs(this.trainings, this.timing.trainingDataMs, this.deps.edge, this.log);
     await runCleanup(this.batches, this.deps.pool, this.deps.edge, this.timing.retention, this.log);
+    await this.deps.pool.query(
+      "DELETE FROM webhook_deliveries WHERE status <> 'pending' AND finished_at <= now() - make_interval(secs => $1::double precision / 1000)",
+      [WEBHOOK_LIMITS.deliveryRetentionMs],
+    );
   }
 }

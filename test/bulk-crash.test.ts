@@ -5,7 +5,8 @@
  * mid-batch. At the end every
  * custom_id has exactly one committed result and the usage rows match the successful results one to
  * one: nothing lost, nothing duplicated. A training through sidecar kills registers its model once.
- * Then retention cleanup, on the same stack.
+ * Webhooks through the same kills: every job's end is delivered to a receiver on loopback, and a
+ * delivery whose attempt a kill interrupted is sent again. Then retention cleanup, on the same stack.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,10 +19,14 @@ import { startStack, type Stack } from "../local/stack.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
 import { Training } from "../contract/trainings.ts";
 import { seededRandom } from "./support/random.ts";
+import { verifyWebhook } from "../contract/webhook-signature.ts";
+import { WEBHOOK_EVENTS, WebhookEndpointWithSecret, WebhookEvent } from "../contract/webhooks.ts";
+import { startReceiver, type Received, type Receiver } from "./support/webhook-receiver.ts";
 import { animalSentences, noulFile as trainingFile } from "./support/training.ts";
 
 /** Leases of 2 s renewed every 0.5 s: a killed worker's batch is claimed again 2 s after the crash. */
-const SIDECAR_ENV = { SVC_TEST_BULK_LEASE_MS: "2000", SVC_TEST_BULK_RENEW_MS: "500", SVC_TEST_BULK_CLEANUP_EVERY_MS: "500" };
+/** A webhook attempt holds its delivery 2 s: one a killed sidecar was sending is taken again 2 s later. */
+const SIDECAR_ENV = { SVC_TEST_BULK_LEASE_MS: "2000", SVC_TEST_BULK_RENEW_MS: "500", SVC_TEST_BULK_CLEANUP_EVERY_MS: "500", SVC_TEST_WEBHOOK_LEASE_MS: "2000" };
 const RECORDS = 200;
 const KILLS = 6;
 
@@ -30,6 +35,8 @@ chmodSync(dataDir, 0o711);
 let stack: Stack;
 let key: string;
 let userToken: string;
+let receiver: Receiver;
+let endpoint: WebhookEndpointWithSecret;
 
 beforeAll(async () => {
   stack = await startStack({ dataDir, log: () => {}, sidecarEnv: SIDECAR_ENV });
@@ -41,9 +48,17 @@ beforeAll(async () => {
     body: JSON.stringify({ name: "crash" }),
   });
   key = CreatedKey.parse(await res.json()).secret;
+  receiver = await startReceiver();
+  const hook = await fetch(`${stack.baseUrl}/v1/webhooks`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: receiver.url, events: WEBHOOK_EVENTS }),
+  });
+  endpoint = WebhookEndpointWithSecret.parse(await hook.json());
 });
 
 afterAll(async () => {
+  await receiver?.close();
   await stack?.stop();
   rmSync(dataDir, { recursive: true, force: true });
 });
@@ -124,6 +139,8 @@ describe("a batch through sidecar crashes", () => {
     const usage = await rows<{ request_id: string }>("SELECT request_id FROM usage_records WHERE request_id LIKE $1", [`batch_${id}_%`]);
     expect(usage).toHaveLength(RECORDS);
     expect(new Set(usage.map((u) => u.request_id))).toEqual(new Set(ids.map((_, i) => `batch_${id}_${i + 1}`)));
+    // Its end is told once as an event (a repeat, if a kill fell mid-attempt, carries the same id).
+    expect(await eventsAbout(id)).toEqual([{ type: "batch.completed", status: "completed" }]);
   });
 
   it("finishes a batch whose runtime is killed mid-batch: each record answered after recovery or an error record after three attempts", { timeout: 300_000 }, async () => {
@@ -207,6 +224,46 @@ describe("a training through sidecar kills", () => {
     const releases = await rows<{ id: string; sidecar_url: string | null }>("SELECT id, sidecar_url FROM model_releases WHERE training_id = $1", [id]);
     expect(releases).toHaveLength(1);
     expect(releases[0]!.sidecar_url).not.toBeNull();
+    expect(await eventsAbout(id)).toEqual([{ type: "training.ready", status: "ready" }]);
+  });
+});
+
+describe("webhooks through a sidecar kill", () => {
+  it("sends again, with the same webhook-id, an event whose attempt a SIGKILL of the sidecar interrupted", { timeout: 120_000 }, async () => {
+    receiver.plan("hang");
+    const batch = Batch.parse(await api("/v1/batches", { idempotency_key: `hook-${Date.now()}`, input_bytes: 10 }));
+    expect(Batch.parse(await api(`/v1/batches/${batch.id}/cancel`, {})).status).toBe("cancelled");
+    // The sidecar is sending it, and the receiver holds the request open: the kill falls between the
+    // commit and any delivery.
+    const [first] = await receiver.waitFor(1, about(batch.id));
+    const [delivery] = await rows<{ status: string; attempts: number }>("SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1", [batch.id]);
+    expect(delivery).toEqual({ status: "pending", attempts: 1 });
+    await stack.restartSidecar("SIGKILL");
+
+    const [, second] = await receiver.waitFor(2, about(batch.id), 60_000);
+    expect(second!.headers["webhook-id"]).toBe(first!.headers["webhook-id"]);
+    await verifyWebhook(second!.body, second!.headers as Record<string, string>, endpoint.secret);
+    await until(async () => (await rows<{ status: string }>("SELECT status FROM webhook_deliveries WHERE job_id = $1", [batch.id]))[0]?.status === "delivered", 30_000);
+    expect(await rows("SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1", [batch.id])).toEqual([{ status: "delivered", attempts: 2 }]);
+  });
+
+  it("refuses plaintext, private and loopback endpoints on an edge configured as production is (WEBHOOK_PRIVATE_TARGETS off)", { timeout: 60_000 }, async () => {
+    const production = await stack.addEdge("miniflare", { WEBHOOK_PRIVATE_TARGETS: "off" });
+    const register = (url: string) =>
+      fetch(`${production.baseUrl}/v1/webhooks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${userToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ url, events: ["batch.completed"] }),
+      });
+    for (const url of [receiver.url, "http://hooks.example.com/in", "https://127.0.0.1/in", "https://localhost/in", "https://10.0.0.8/in", "https://[::1]/in", "https://169.254.169.254/latest"]) {
+      const res = await register(url);
+      expect(res.status, url).toBe(422);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_request");
+    }
+    const accepted = await register("https://hooks.example.com/in");
+    expect(accepted.status).toBe(201);
+    const { id } = WebhookEndpointWithSecret.parse(await accepted.json());
+    await fetch(`${production.baseUrl}/v1/webhooks/${id}`, { method: "DELETE", headers: { authorization: `Bearer ${userToken}` } });
   });
 });
 
@@ -284,6 +341,20 @@ async function stored(objectKey: string): Promise<boolean> {
   await res.body?.cancel();
   if (res.status !== 200 && res.status !== 404) throw new Error(`reading ${objectKey}: HTTP ${res.status}`);
   return res.status === 200;
+}
+
+const about = (jobId: string) => (r: Received) => WebhookEvent.parse(JSON.parse(r.body)).data.id === jobId;
+
+/** The events the receiver got about a job, once each (a repeat carries the same webhook-id), each verified. */
+async function eventsAbout(jobId: string): Promise<{ type: string; status: string }[]> {
+  const got = await receiver.waitFor(1, about(jobId), 30_000);
+  const byId = new Map(got.map((r) => [r.headers["webhook-id"], r]));
+  return Promise.all(
+    [...byId.values()].map(async (r) => {
+      const event = WebhookEvent.parse(await verifyWebhook(r.body, r.headers as Record<string, string>, endpoint.secret));
+      return { type: event.type, status: event.data.status };
+    }),
+  );
 }
 
 const noulFile = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `rec-${i}`, body: { state: `ticket ${i}`, questions: { q: { type: "noul" } } } })).join("\n") + "\n";

@@ -48,6 +48,8 @@ export interface BulkDeps {
   /** The readout's steps (SERVED_STEPS by default). */
   steps?: Steps;
   log?: (line: string) => void;
+  /** Told of each record committed (the sidecar's svc_bulk_records_total). */
+  committed?: (outcome: "answered" | "error") => void;
 }
 
 /**
@@ -186,7 +188,9 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     signal.throwIfAborted();
     const commit = { record, text: result.text, usage: result.usage };
     // A stopping worker makes no next claim.
-    return { released: await this.store.commit(claim, commit, turn.stopping() ? undefined : await this.claimRequest(turn.leaseMs)) };
+    const released = await this.store.commit(claim, commit, turn.stopping() ? undefined : await this.claimRequest(turn.leaseMs));
+    this.deps.committed?.(result.usage ? "answered" : "error");
+    return { released };
   }
 
   /**

@@ -24,6 +24,19 @@ import { ImageModel, ImageModelList } from "./image-models.ts";
 import { CreditBalance } from "./credit.ts";
 import { ModelItem, ModelList } from "./models.ts";
 import { EmptyRequest, ROUTES, type Credential, type Route } from "./routes.ts";
+import { WEBHOOK_TOLERANCE_SECONDS } from "./webhook-signature.ts";
+import {
+  CreateWebhookRequest,
+  DeletedWebhookEndpoint,
+  WEBHOOK_EVENTS,
+  WEBHOOK_LIMITS,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  WebhookEndpointWithSecret,
+  WebhookEvent,
+} from "./webhooks.ts";
 
 export const OPENAPI_PATH = "/v1/openapi.json";
 export const DOCS_PATH = "/docs";
@@ -34,6 +47,14 @@ export const DOCS_PATH = "/docs";
  */
 const COMPONENTS: Record<string, { schema: z.ZodType; io: Io }> = {
   DecisionRequest: { schema: DecisionRequest, io: "input" },
+  CreateWebhookRequest: { schema: CreateWebhookRequest, io: "input" },
+  WebhookEndpoint: { schema: WebhookEndpoint, io: "output" },
+  WebhookEndpointWithSecret: { schema: WebhookEndpointWithSecret, io: "output" },
+  WebhookEndpointList: { schema: WebhookEndpointList, io: "output" },
+  DeletedWebhookEndpoint: { schema: DeletedWebhookEndpoint, io: "output" },
+  WebhookDelivery: { schema: WebhookDelivery, io: "output" },
+  WebhookDeliveryList: { schema: WebhookDeliveryList, io: "output" },
+  WebhookEvent: { schema: WebhookEvent, io: "output" },
   Question: { schema: Question, io: "input" },
   DecisionResponse: { schema: DecisionResponse, io: "output" },
   Answer: { schema: Answer, io: "output" },
@@ -201,6 +222,27 @@ function operation(route: Route, images: boolean): JsonSchema {
   };
 }
 
+/** What the service POSTs to an account's webhook endpoints (contract/webhooks.ts), as OpenAPI 3.1 describes outgoing calls. */
+const WEBHOOKS: JsonSchema = {
+  jobEnded: {
+    post: {
+      summary: "A batch or a training entered a terminal status",
+      description:
+        `Sent to each endpoint subscribed to the event (${WEBHOOK_EVENTS.join(", ")}), at least once: drop repeats by \`webhook-id\`. ` +
+        "Signed in the Standard Webhooks format: `webhook-signature` is `v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<raw body>\">`, keyed with the base64 after `whsec_` of the endpoint's secret, " +
+        `space-separated when the previous secret also signs (${WEBHOOK_LIMITS.previousSecretMs / 3_600_000} hours after a rotation). Refuse a timestamp more than ${WEBHOOK_TOLERANCE_SECONDS} s from now. ` +
+        `A 2xx answer within ${WEBHOOK_LIMITS.attemptTimeoutMs / 1000} s delivers it; anything else is tried again ${WEBHOOK_LIMITS.retryDelaysMs.length} times over about a day.`,
+      parameters: [
+        { name: "webhook-id", in: "header", required: true, description: "The event's id, the same on every attempt.", schema: { type: "string" } },
+        { name: "webhook-timestamp", in: "header", required: true, description: "This attempt's time, in Unix seconds.", schema: { type: "string", pattern: "^[0-9]+$" } },
+        { name: "webhook-signature", in: "header", required: true, description: "`v1,<base64>`, one per signing secret, space-separated.", schema: { type: "string" } },
+      ],
+      requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },
+      responses: { "2XX": { description: "Received; no further attempt." } },
+    },
+  },
+};
+
 const cached = new Map<boolean, JsonSchema>();
 
 /**
@@ -238,6 +280,7 @@ function build(images: boolean): JsonSchema {
     servers: [{ url: "/", description: "This deployment" }],
     tags: [...new Set(routes.map((route) => route.tag))].map((name) => ({ name })),
     paths,
+    webhooks: WEBHOOKS,
     components: {
       schemas: Object.fromEntries(Object.entries(COMPONENTS).map(([name, { schema, io }]) => [name, jsonSchemaOf(schema, io)])),
       headers: RESPONSE_HEADERS,

@@ -22,7 +22,8 @@
  * A 2xx answer within `attemptTimeoutMs` delivers it; anything else (another status, a redirect, a
  * timeout, a refused connection) is retried after each wait of `retryDelaysMs` (about a day in all),
  * then marked failed. At least once: a sidecar that dies mid-attempt leaves it to be sent again.
- * After a rotation the previous secret also signs for `previousSecretMs`, so receivers can switch.
+ * After a rotation the previous secret also signs for `previousSecretMs`, so receivers can switch; a
+ * second rotation within that time replaces it (only the two latest secrets ever sign).
  *
  * Where an endpoint may point (`checkWebhookUrl`): HTTPS to a public address. Plain HTTP and
  * private, loopback, link-local and other non-public addresses are refused, at registration (names

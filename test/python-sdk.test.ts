@@ -7,9 +7,13 @@
  * access token: the suite gets the main account's, and a small training file (one training, ready in
  * seconds, test/support/training.ts); image assets, photos written by sharp here (Pillow is no tool
  * of the suite); the image credit, image models and image decisions, the main account as it is (no
- * credit, no image model). Either tool failing fails this test, with its output.
+ * credit, no image model); webhooks, real deliveries by the stack's sidecar to a receiver on loopback
+ * here (test/support/webhook-receiver.ts), whose requests the suite reads at a second loopback
+ * address and verifies with the SDK. Either tool failing fails this test, with its output.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -21,6 +25,7 @@ import { photo } from "./support/images.ts";
 import { contractDump, PYTHON_SDK_DIR, pythonSdkVenv, runTool } from "./support/python-sdk.ts";
 import { finishDirectly } from "./support/sdk.ts";
 import { animalSentences, noulFile } from "./support/training.ts";
+import { startReceiver, type Receiver } from "./support/webhook-receiver.ts";
 
 const PAGED_RECORDS = 45;
 /** The task of the suite's one training: what "group A" is, only the examples say (test/trainings.test.ts). */
@@ -28,13 +33,22 @@ const GROUP_A = { type: "noul", instructions: "Does this sentence belong to grou
 
 let venv: Awaited<ReturnType<typeof pythonSdkVenv>>;
 let workDir: string;
+let receiver: Receiver;
+let received: Server;
 
 beforeAll(async () => {
   workDir = mkdtempSync(join(tmpdir(), "python-sdk-"));
+  receiver = await startReceiver();
+  // What the receiver got, for the suite to verify: GET answers every request as {headers, body, at}.
+  received = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(receiver.received)));
+  await new Promise<void>((resolve) => received.listen(0, "127.0.0.1", resolve));
   venv = await pythonSdkVenv();
 }, 600_000);
 
-afterAll(() => {
+afterAll(async () => {
+  await receiver?.close();
+  received?.closeAllConnections();
+  await new Promise<void>((resolve) => (received ? received.close(() => resolve()) : resolve()));
   rmSync(workDir, { recursive: true, force: true });
 });
 
@@ -82,6 +96,8 @@ describe("the Python SDK", () => {
       SVC_TEST_TRAINING_FILE: trainingFile,
       SVC_TEST_IMAGE_DIR: imageDir,
       SVC_TEST_CONTRACT: contract,
+      SVC_TEST_WEBHOOK_URL: receiver.url,
+      SVC_TEST_WEBHOOK_RECEIVED: `http://127.0.0.1:${(received.address() as AddressInfo).port}/`,
       SVC_TEST_SECRETS_LEDGER: stack().ledgerPath,
       PYTHONDONTWRITEBYTECODE: "1",
     };

@@ -20,6 +20,20 @@ import { METADATA_LIMITS } from "../../contract/jobs.ts";
 import { ModelItem, ModelList, RetiredModel } from "../../contract/models.ts";
 import { CreatedKey, CreateKeyRequest, KEY_MODELS_MAX, KEY_SCOPES, KeyList, KeyMetadata } from "../../contract/keys.ts";
 import { EvaluationReport, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
+import { WEBHOOK_TOLERANCE_SECONDS } from "../../contract/webhook-signature.ts";
+import {
+  CreateWebhookRequest,
+  DeletedWebhookEndpoint,
+  WEBHOOK_DELIVERY_STATUSES,
+  WEBHOOK_EVENTS,
+  WEBHOOK_LIMITS,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  WebhookEndpointWithSecret,
+  WebhookEvent,
+} from "../../contract/webhooks.ts";
 import { must, pythonVenv, ROOT } from "./python-venv.ts";
 
 export { runTool, type ToolRun } from "./python-venv.ts";
@@ -70,8 +84,16 @@ export function contractDump(): object {
     KeyMetadata,
     CreatedKey,
     KeyList,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+    WebhookEndpointList,
+    DeletedWebhookEndpoint,
+    // What an endpoint receives (no route answers it): the body `webhooks.verify` reads.
+    WebhookEvent,
+    WebhookDelivery,
+    WebhookDeliveryList,
   };
-  const requests = { CreateImageAssetRequest, CreateKeyRequest };
+  const requests = { CreateImageAssetRequest, CreateKeyRequest, CreateWebhookRequest };
   return {
     components: {
       schemas: {
@@ -104,6 +126,10 @@ export function contractDump(): object {
       KEY_SCOPES,
       KEY_MODELS_MAX,
       METADATA_LIMITS,
+      WEBHOOK_EVENTS,
+      WEBHOOK_DELIVERY_STATUSES,
+      webhookEndpoints: WEBHOOK_LIMITS.endpoints,
+      WEBHOOK_TOLERANCE_SECONDS,
     },
   };
 }

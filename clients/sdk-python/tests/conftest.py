@@ -14,6 +14,10 @@ it. test/python-sdk.test.ts (the service's suite) starts the local stack and set
     SVC_TEST_IMAGE_DIR               photos written by sharp at test time: photo.jpg (a 320 x 240 JPEG)
                                      and photo.png (a 40 x 30 PNG); the stack has IMAGE_API and IMAGE_BROWSER on
     SVC_TEST_CONTRACT                the contract's JSON Schemas and constants, dumped from contract/
+    SVC_TEST_WEBHOOK_URL             a webhook receiver on loopback (test/support/webhook-receiver.ts),
+                                     which the stack may deliver to: it answers every delivery 200
+    SVC_TEST_WEBHOOK_RECEIVED        where GET answers what that receiver got: a JSON list of
+                                     {"headers": {...}, "body": "<raw>", "at": <ms>}
     SVC_TEST_SECRETS_LEDGER          where secrets the tests obtain are written for the log scan
 """
 
@@ -28,7 +32,7 @@ import pytest
 
 from decision_service import Client
 
-SETTINGS = ("SVC_API_KEY", "SVC_ACCESS_TOKEN", "SVC_BASE_URL", "SVC_DEFAULT_MODEL", "SVC_CONFIG_PATH")
+SETTINGS = ("SVC_API_KEY", "SVC_ACCESS_TOKEN", "SVC_BASE_URL", "SVC_DEFAULT_MODEL", "SVC_CONFIG_PATH", "SVC_WEBHOOK_SECRET")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Stack:
     access_token: str | None
     training_file: str | None
     image_dir: str | None
+    webhook_url: str | None
+    webhook_received: str | None
 
 
 def _read_stack() -> Stack | None:
@@ -62,6 +68,8 @@ def _read_stack() -> Stack | None:
         access_token=os.environ.get("SVC_TEST_ACCESS_TOKEN") or None,
         training_file=os.environ.get("SVC_TEST_TRAINING_FILE") or None,
         image_dir=os.environ.get("SVC_TEST_IMAGE_DIR") or None,
+        webhook_url=os.environ.get("SVC_TEST_WEBHOOK_URL") or None,
+        webhook_received=os.environ.get("SVC_TEST_WEBHOOK_RECEIVED") or None,
     )
 
 

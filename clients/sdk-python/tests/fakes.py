@@ -61,7 +61,7 @@ class FakeService:
                 fake.arrived(self)
                 fake.answer(self, n)
 
-            do_GET = do_POST = do_PUT = _any
+            do_GET = do_POST = do_PUT = do_DELETE = _any
 
             def finish(self) -> None:
                 try:

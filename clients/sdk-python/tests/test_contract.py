@@ -8,8 +8,9 @@ that test/python-sdk.test.ts writes (`SVC_TEST_CONTRACT`); each source present i
 the OpenAPI document has no component for (the trainings' answers) is read from its route's
 response there. The dump also carries the contract's constants, which the SDK's copies must equal,
 and the rules of the one request the SDK checks field by field before sending (an image asset's
-creation), which the SDK's copies must equal too, and the fields of a key's creation, which are
-`keys.create`'s arguments.
+creation), which the SDK's copies must equal too, and the fields of a key's and of a webhook
+endpoint's creation, which are `keys.create`'s and `webhooks.create`'s arguments. What a webhook
+endpoint receives (`WebhookEvent`) is no route's answer: only the dump has it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 
 import decision_service as sdk
 from decision_service.resources.keys import AsyncKeys, Keys
+from decision_service.resources.webhooks import AsyncWebhooks, Webhooks
 
 from .conftest import STACK
 
@@ -51,6 +53,13 @@ ROOTS: dict[type[Any], str] = {
     sdk.CreatedKey: "CreatedKey",
     sdk.KeyList: "KeyList",
     sdk.KeyMetadata: "KeyMetadata",
+    sdk.WebhookEndpoint: "WebhookEndpoint",
+    sdk.WebhookEndpointWithSecret: "WebhookEndpointWithSecret",
+    sdk.WebhookEndpointList: "WebhookEndpointList",
+    sdk.DeletedWebhookEndpoint: "DeletedWebhookEndpoint",
+    sdk.WebhookDeliveryList: "WebhookDeliveryList",
+    # The body of a delivery, which `webhooks.verify` reads: no route answers it.
+    sdk.WebhookEvent: "WebhookEvent",
 }
 # Where the OpenAPI document gives a root it has no component for: its route's success response.
 ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
@@ -59,7 +68,15 @@ ROUTE_BODIES: dict[str, tuple[str, str, str]] = {
     "EvaluationReport": ("/v1/trainings/{id}/report", "get", "200"),
     "RetiredModel": ("/v1/models/{model}/retire", "post", "200"),
     "UsageReport": ("/v1/usage", "get", "200"),
+    "WebhookEndpointWithSecret": ("/v1/webhooks", "post", "201"),
+    "WebhookEndpointList": ("/v1/webhooks", "get", "200"),
+    "WebhookEndpoint": ("/v1/webhooks/{id}", "get", "200"),
+    "DeletedWebhookEndpoint": ("/v1/webhooks/{id}", "delete", "200"),
+    "WebhookDeliveryList": ("/v1/webhooks/{id}/deliveries", "get", "200"),
 }
+# Roots no route answers, which only the contract dump has (the OpenAPI document describes routes),
+# and the classes only they reach.
+NOT_IN_ROUTES: dict[str, set[type[Any]]] = {"WebhookEvent": {sdk.WebhookEvent, sdk.WebhookEventData}}
 # Classes of the service's answers that are not in the contract: storage's answer to an upload.
 NOT_IN_CONTRACT = {sdk.UploadResult}
 
@@ -245,13 +262,17 @@ class Checker:
 @pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
 def test_the_sdks_models_match_the_contracts_json_schema(source: str, document: Schema) -> None:
     checker = Checker(document)
+    not_here: set[type[Any]] = set()
     for cls, name in ROOTS.items():
         root = _root(document, name)
+        if root is None and name in NOT_IN_ROUTES and source != "contract dump":
+            not_here |= NOT_IN_ROUTES[name]
+            continue
         assert root is not None, f"{source} has no schema {name}"
         checker.check_class(cls, root, root, name)
     assert checker.errors == [], f"the SDK's models differ from the contract ({source}):\n" + "\n".join(checker.errors)
     models = {v for v in vars(sdk._models).values() if _is_model(v) and not v.__name__.startswith("_")}
-    unchecked = models - checker.visited - NOT_IN_CONTRACT
+    unchecked = models - checker.visited - NOT_IN_CONTRACT - not_here
     assert unchecked == set(), f"{source} never reached {sorted(c.__name__ for c in unchecked)}"
 
 
@@ -284,6 +305,24 @@ def test_a_key_is_created_with_the_fields_the_sdk_sends(source: str, document: S
         assert sorted(sent) == sorted(fields), resource.__name__
     assert fields["scope"]["enum"] == list(sdk.KEY_SCOPES) == list(typing.get_args(sdk.KeyScope))
     assert fields["models"]["maxItems"] == sdk.KEY_MODELS_MAX
+
+
+@pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
+def test_a_webhook_endpoint_is_created_with_the_fields_the_sdk_sends(source: str, document: Schema) -> None:
+    # webhooks.create's keyword arguments are the request's fields, events its values.
+    request = _components(document).get("CreateWebhookRequest")
+    if request is None and source != "contract dump":
+        path = document.get("paths", {}).get("/v1/webhooks", {}).get("post")
+        assert path is not None, f"{source} has no POST /v1/webhooks"
+        request, _ = Checker(document).resolve(path["requestBody"]["content"]["application/json"]["schema"], {})
+    assert request is not None, f"{source} has no schema CreateWebhookRequest"
+    fields = request["properties"]
+    assert sorted(fields) == ["description", "events", "url"]
+    assert sorted(request["required"]) == ["events", "url"]
+    for resource in (Webhooks, AsyncWebhooks):
+        sent = [name for name in inspect.signature(resource.create).parameters if name not in ("self", "timeout")]
+        assert sorted(sent) == sorted(fields), resource.__name__
+    assert fields["events"]["items"]["enum"] == list(sdk.WEBHOOK_EVENTS) == list(typing.get_args(sdk.WebhookEventType))
 
 
 @pytest.mark.parametrize(("source", "document"), SOURCES, ids=[s for s, _ in SOURCES])
@@ -329,6 +368,10 @@ def test_the_sdks_constants_are_the_contracts() -> None:
     assert list(sdk.IMAGE_MODEL_STATES) == constants["IMAGE_MODEL_STATES"] == list(typing.get_args(sdk.ImageModelState))
     assert list(sdk.KEY_SCOPES) == constants["KEY_SCOPES"] == list(typing.get_args(sdk.KeyScope))
     assert sdk.KEY_MODELS_MAX == constants["KEY_MODELS_MAX"]
+    assert list(sdk.WEBHOOK_EVENTS) == constants["WEBHOOK_EVENTS"] == list(typing.get_args(sdk.WebhookEventType))
+    assert list(sdk.WEBHOOK_DELIVERY_STATUSES) == constants["WEBHOOK_DELIVERY_STATUSES"] == list(typing.get_args(sdk.WebhookDeliveryStatus))
+    assert sdk.WEBHOOK_ENDPOINTS_MAX == constants["webhookEndpoints"]
+    assert sdk.WEBHOOK_TOLERANCE_SECONDS == constants["WEBHOOK_TOLERANCE_SECONDS"]
     assert {"pairs": sdk.METADATA_PAIRS_MAX, "keyChars": sdk.METADATA_KEY_CHARS, "valueChars": sdk.METADATA_VALUE_CHARS} == constants["METADATA_LIMITS"]
 
 

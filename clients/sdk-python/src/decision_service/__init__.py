@@ -12,6 +12,8 @@ decision_service: the Python client of the decision service.
     client.image_credit.retrieve().balance_micro_usd  # prepaid credit for image decisions
     Client(access_token=token).usage.retrieve(group_by="key")  # the account's usage per key (the user's token)
     Client(access_token=token).keys.create(name="ci", scope="decisions")  # a limited API key (its secret, once)
+    Client(access_token=token).webhooks.create(url="https://example.com/hooks", events=["batch.completed"])
+    client.webhooks.verify(body, headers, secret)  # a received delivery's WebhookEvent (WebhookVerificationError)
 """
 
 from ._client import AsyncClient, Client
@@ -37,6 +39,10 @@ from ._constants import (
     TERMINAL_STATUSES,
     TRAINING_STATUSES,
     TRAINING_TERMINAL_STATUSES,
+    WEBHOOK_DELIVERY_STATUSES,
+    WEBHOOK_ENDPOINTS_MAX,
+    WEBHOOK_EVENTS,
+    WEBHOOK_TOLERANCE_SECONDS,
 )
 from ._errors import (
     APIConnectionError,
@@ -58,6 +64,7 @@ from ._errors import (
     RateLimitError,
     ServiceUnavailableError,
     UnprocessableEntityError,
+    WebhookVerificationError,
 )
 from ._input import BatchInput, ImageInput, TrainingInput
 from ._models import (
@@ -135,6 +142,16 @@ from ._models import (
     UsageCounts,
     UsageGroup,
     UsageReport,
+    DeletedWebhookEndpoint,
+    WebhookDelivery,
+    WebhookDeliveryList,
+    WebhookDeliveryStatus,
+    WebhookEndpoint,
+    WebhookEndpointList,
+    WebhookEndpointWithSecret,
+    WebhookEvent,
+    WebhookEventData,
+    WebhookEventType,
 )
 from ._questions import (
     ChoiceQuestion,
@@ -292,6 +309,21 @@ __all__ = [
     "UsageGroup",
     "UsageReport",
     "VERSION",
+    "WEBHOOK_DELIVERY_STATUSES",
+    "WEBHOOK_ENDPOINTS_MAX",
+    "WEBHOOK_EVENTS",
+    "WEBHOOK_TOLERANCE_SECONDS",
+    "DeletedWebhookEndpoint",
+    "WebhookDelivery",
+    "WebhookDeliveryList",
+    "WebhookDeliveryStatus",
+    "WebhookEndpoint",
+    "WebhookEndpointList",
+    "WebhookEndpointWithSecret",
+    "WebhookEvent",
+    "WebhookEventData",
+    "WebhookEventType",
+    "WebhookVerificationError",
     "choice",
     "noul",
     "saved_access_token",

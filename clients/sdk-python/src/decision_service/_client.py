@@ -24,6 +24,7 @@ from .resources.keys import AsyncKeys, Keys
 from .resources.models import AsyncModels, Models
 from .resources.trainings import AsyncTrainings, Trainings
 from .resources.usage import AsyncUsageReports, UsageReports
+from .resources.webhooks import AsyncWebhooks, Webhooks
 
 
 def _decision_call(
@@ -82,9 +83,11 @@ class Client(_Settings):
 
     `api_key` (SVC_API_KEY) is what models, decisions and batches take; `access_token`
     (SVC_ACCESS_TOKEN), a signed-in user's access token, is what trainings, retiring a trained model,
-    the account's API keys (`keys`) and usage, and a session's image models and image decisions
-    take; image assets and the image credit take either (the API key when the client has one). A client needs at least one; a method whose
-    credential it lacks raises ConfigurationError before sending anything.
+    the account's API keys (`keys`), usage and webhook endpoints (`webhooks`), and a session's image
+    models and image decisions take; image assets and the image credit take either (the API key when
+    the client has one). A client needs at least one; a method whose credential it lacks raises
+    ConfigurationError before sending anything. `webhook_secret` (SVC_WEBHOOK_SECRET) is the
+    endpoint secret `webhooks.verify` checks received deliveries with when it is given none.
     """
 
     models: Models
@@ -96,6 +99,7 @@ class Client(_Settings):
     image_credit: ImageCredit
     usage: UsageReports
     keys: Keys
+    webhooks: Webhooks
 
     def __init__(
         self,
@@ -106,8 +110,9 @@ class Client(_Settings):
         default_model: str | None = None,
         timeout: float | None = None,
         max_retries: int | None = None,
+        webhook_secret: str | None = None,
     ) -> None:
-        self._settings = resolve(api_key, access_token, base_url, default_model, timeout, max_retries)
+        self._settings = resolve(api_key, access_token, base_url, default_model, timeout, max_retries, webhook_secret)
         self._transport = SyncTransport(self._settings)
         self.models = Models(self._transport)
         self.batches = Batches(self._transport, lambda: self._settings.default_model)
@@ -118,6 +123,7 @@ class Client(_Settings):
         self.image_credit = ImageCredit(self._transport)
         self.usage = UsageReports(self._transport)
         self.keys = Keys(self._transport)
+        self.webhooks = Webhooks(self._transport, lambda: self._settings.webhook_secret)
 
     def system_one(
         self,
@@ -178,6 +184,7 @@ class AsyncClient(_Settings):
     image_credit: AsyncImageCredit
     usage: AsyncUsageReports
     keys: AsyncKeys
+    webhooks: AsyncWebhooks
 
     def __init__(
         self,
@@ -188,8 +195,9 @@ class AsyncClient(_Settings):
         default_model: str | None = None,
         timeout: float | None = None,
         max_retries: int | None = None,
+        webhook_secret: str | None = None,
     ) -> None:
-        self._settings = resolve(api_key, access_token, base_url, default_model, timeout, max_retries)
+        self._settings = resolve(api_key, access_token, base_url, default_model, timeout, max_retries, webhook_secret)
         self._transport = AsyncTransport(self._settings)
         self.models = AsyncModels(self._transport)
         self.batches = AsyncBatches(self._transport, lambda: self._settings.default_model)
@@ -200,6 +208,7 @@ class AsyncClient(_Settings):
         self.image_credit = AsyncImageCredit(self._transport)
         self.usage = AsyncUsageReports(self._transport)
         self.keys = AsyncKeys(self._transport)
+        self.webhooks = AsyncWebhooks(self._transport, lambda: self._settings.webhook_secret)
 
     async def system_one(
         self,

@@ -1,7 +1,7 @@
 """
 The service's numbers this client depends on. They are written once in the wire contract
 (contract/limits.ts, contract/batches.ts, contract/trainings.ts, contract/jobs.ts, contract/images.ts,
-contract/image-models.ts);
+contract/image-models.ts, contract/webhooks.ts, contract/webhook-signature.ts);
 tests/test_contract.py checks these copies against it.
 """
 
@@ -78,3 +78,21 @@ KEY_SCOPES: Final = ("decisions", "decisions_and_batches")
 """What a scoped API key may call: decisions (decisions, models, image assets and credit), or those and batches."""
 KEY_MODELS_MAX: Final = 16
 """The most model names an API key may be limited to."""
+
+WEBHOOK_EVENTS: Final = (
+    "batch.completed",
+    "batch.failed",
+    "batch.cancelled",
+    "batch.expired",
+    "training.ready",
+    "training.rejected",
+    "training.failed",
+    "training.cancelled",
+    "training.expired",
+)
+"""The events a webhook endpoint may subscribe to: a batch or a training entering a terminal status."""
+WEBHOOK_DELIVERY_STATUSES: Final = ("pending", "delivered", "failed")
+WEBHOOK_ENDPOINTS_MAX: Final = 16
+"""Webhook endpoints an account may have at once (then ConflictError, 409 `webhook_endpoint_limit`)."""
+WEBHOOK_TOLERANCE_SECONDS: Final = 300
+"""How far a delivery's `webhook-timestamp` may be from the receiver's clock before `webhooks.verify` refuses it as a replay."""

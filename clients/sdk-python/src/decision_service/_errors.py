@@ -46,6 +46,20 @@ class InputError(DecisionServiceError):
     """Input refused before anything is sent (a batch file over the limits, an unreadable file)."""
 
 
+class WebhookVerificationError(DecisionServiceError):
+    """
+    A received webhook that `client.webhooks.verify` refuses: a `webhook-id`, `webhook-timestamp` or
+    `webhook-signature` header missing, a timestamp too far from now (a replay, or a clock off), no
+    `v1` signature of the secret over exactly this body, or a body that is not a webhook event.
+    Answer it with a 400 and do nothing else::
+
+        try:
+            event = client.webhooks.verify(request.body, request.headers)
+        except WebhookVerificationError:
+            return Response(status=400)
+    """
+
+
 class APIError(DecisionServiceError):
     """An error answer of the service, or no answer at all."""
 
@@ -133,8 +147,9 @@ class NotFoundError(APIError):
 class ConflictError(APIError):
     """
     409: the batch or training is not in a state that allows this (submit before upload, results or a
-    report before the end), or a create repeats an idempotency key with another input size
-    (`idempotency_conflict`).
+    report before the end), a create repeats an idempotency key with another input size
+    (`idempotency_conflict`), or the account already has as many webhook endpoints as it may
+    (`webhook_endpoint_limit`: delete one first).
     """
 
 

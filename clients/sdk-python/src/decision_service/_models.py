@@ -1,7 +1,7 @@
 """
 What the service answers, as typed, frozen pydantic models read from its JSON. The wire shapes are
 the contract's (contract/decision.ts, models.ts, batches.ts, trainings.ts, images.ts, image-models.ts,
-credit.ts, usage.ts, keys.ts); tests/test_contract.py compares every
+credit.ts, usage.ts, keys.ts, webhooks.ts); tests/test_contract.py compares every
 class here with the contract's JSON Schema, field by field, so the two cannot drift apart.
 
 Fields the service adds later are ignored, so an older client keeps working. A field that may be
@@ -43,6 +43,19 @@ UsageGroup: TypeAlias = Literal["day", "key"]
 KeyScope: TypeAlias = Literal["decisions", "decisions_and_batches"]
 """What a scoped API key may call: decisions (decisions, models, image assets and credit), or those and batches."""
 KeyStatus: TypeAlias = Literal["active", "revoked", "expired"]
+WebhookEventType: TypeAlias = Literal[
+    "batch.completed",
+    "batch.failed",
+    "batch.cancelled",
+    "batch.expired",
+    "training.ready",
+    "training.rejected",
+    "training.failed",
+    "training.cancelled",
+    "training.expired",
+]
+"""What a webhook endpoint may subscribe to: a batch or a training entering a terminal status (`training.ready`: serving)."""
+WebhookDeliveryStatus: TypeAlias = Literal["pending", "delivered", "failed"]
 
 
 # Each model says frozen=True in its class line, where type checkers read it (as a frozen dataclass's).
@@ -71,11 +84,12 @@ class _Response(_Model, frozen=True):
 _Item = TypeVar("_Item")
 
 
-class _CursorPage(_Response, Generic[_Item], frozen=True):
+class _Pages(_Response, Generic[_Item], frozen=True):
     """
     A page of a cursor-paginated list, as the service answers it. Iterating it gives every item of
     this page and of every page after it, each fetched when the loop reaches it (as the SDKs users
-    know do); `iter_pages()` gives the pages.
+    know do); `iter_pages()` gives the pages. A kind of page says where the next page starts
+    (`_next_page_cursor`): the service's `next_cursor`, or the last item's id.
 
         for batch in client.batches.list():
             print(batch.id)
@@ -84,16 +98,18 @@ class _CursorPage(_Response, Generic[_Item], frozen=True):
     object: Literal["list"]
     data: list[_Item]
     has_more: bool
-    next_cursor: str | None
-    """Pass as `after` for the next (older) page; None on the last page."""
 
     _fetch: Callable[[str], Any] | None = PrivateAttr(default=None)
+
+    def _next_page_cursor(self) -> str | None:
+        """The cursor of the next page; None on the last page."""
+        raise NotImplementedError
 
     def iter_pages(self) -> Iterator[Self]:
         page = self
         yield page
-        while page.has_more and page.next_cursor is not None and page._fetch is not None:
-            page = page._fetch(page.next_cursor)
+        while page.has_more and (cursor := page._next_page_cursor()) is not None and page._fetch is not None:
+            page = page._fetch(cursor)
             yield page
 
     def __iter__(self) -> Iterator[_Item]:  # type: ignore[override]
@@ -101,7 +117,17 @@ class _CursorPage(_Response, Generic[_Item], frozen=True):
             yield from page.data
 
 
-_Page = TypeVar("_Page", bound=_CursorPage[Any])
+class _CursorPage(_Pages[_Item], Generic[_Item], frozen=True):
+    """A page whose answer names the next page's cursor (`next_cursor`)."""
+
+    next_cursor: str | None
+    """Pass as `after` for the next (older) page; None on the last page."""
+
+    def _next_page_cursor(self) -> str | None:
+        return self.next_cursor
+
+
+_Page = TypeVar("_Page", bound=_Pages[Any])
 
 
 class AsyncPages(Generic[_Item, _Page]):
@@ -124,8 +150,8 @@ class AsyncPages(Generic[_Item, _Page]):
     async def iter_pages(self) -> AsyncIterator[_Page]:
         page = await self._fetch(self._after)
         yield page
-        while page.has_more and page.next_cursor is not None:
-            page = await self._fetch(page.next_cursor)
+        while page.has_more and (cursor := page._next_page_cursor()) is not None:
+            page = await self._fetch(cursor)
             yield page
 
     async def __aiter__(self) -> AsyncIterator[_Item]:
@@ -808,6 +834,97 @@ class CreatedKey(KeyMetadata, frozen=True):
 class KeyList(_Response, frozen=True):
     keys: list[KeyMetadata]
     """Every key of the account, newest first."""
+
+
+class WebhookEndpoint(_Response, frozen=True):
+    """An HTTPS endpoint of the account that is told when its jobs end (never its secret)."""
+
+    id: str
+    object: Literal["webhook_endpoint"]
+    url: str
+    events: list[str]
+    """The events it subscribes to (WEBHOOK_EVENTS names them)."""
+    description: str | None
+    created_at: str
+    secret_rotated_at: str | None
+    """When the secret was last rotated; None if never."""
+
+
+class WebhookEndpointWithSecret(WebhookEndpoint, frozen=True):
+    """An endpoint as its creation and a rotation answer it: with its signing secret, shown only then."""
+
+    secret: str
+    """`whsec_...`: what `webhooks.verify` checks the deliveries' signatures with; never shown again."""
+
+
+class WebhookEndpointList(_Response, frozen=True):
+    object: Literal["list"]
+    data: list[WebhookEndpoint]
+    """Every endpoint of the account, newest first."""
+
+
+class DeletedWebhookEndpoint(_Response, frozen=True):
+    id: str
+    object: Literal["webhook_endpoint"]
+    deleted: Literal[True]
+
+
+class WebhookEventData(_Model, frozen=True):
+    """The job a webhook event is about, as it ended (fetch it for the rest)."""
+
+    object: Literal["batch", "training"]
+    id: str
+    status: str
+    metadata: dict[str, str] | None
+    """The job's own string pairs given at create; None when none were."""
+
+
+class WebhookEvent(_Model, frozen=True):
+    """What an endpoint receives, as `webhooks.verify` reads it from a delivery's body."""
+
+    type: str
+    """The event, e.g. `batch.completed` (one of WEBHOOK_EVENTS)."""
+    timestamp: str
+    """When the change committed (RFC 3339, UTC)."""
+    data: WebhookEventData
+
+
+class WebhookDelivery(_Model, frozen=True):
+    """One event's delivery to one endpoint, as its log shows it."""
+
+    id: str
+    object: Literal["webhook_delivery"]
+    event_id: str
+    """The event's id: the `webhook-id` header, the same on every attempt."""
+    event_type: str
+    job_id: str
+    """The batch or training the event is about."""
+    status: WebhookDeliveryStatus
+    attempts: int
+    created_at: str
+    last_attempt_at: str | None
+    last_status_code: int | None
+    """The receiver's HTTP status at the last attempt; None when none came (timeout, refused, not allowed)."""
+    last_error: str | None
+    """Why the last attempt failed: `http_status`, `timeout`, `connection_failed`, `address_not_allowed` or `redirect`."""
+    next_attempt_at: str | None
+    """When a pending delivery is tried next; None otherwise."""
+    finished_at: str | None
+
+
+class WebhookDeliveryList(_Pages[WebhookDelivery], frozen=True):
+    """
+    A page of an endpoint's delivery log, newest first; iterating it gives every delivery from it on
+    (`_Pages`). The next page starts after this page's last delivery (`next_cursor`).
+    """
+
+    @property
+    def next_cursor(self) -> str | None:
+        """The last delivery's id, to pass as `after` for the next (older) page; None on the last page."""
+        return self.data[-1].id if self.has_more and self.data else None
+
+    def _next_page_cursor(self) -> str | None:
+        return self.next_cursor
 
 
 _M = TypeVar("_M", bound=pydantic.BaseModel)

@@ -1,6 +1,6 @@
 """
 Where a client's settings come from: the constructor's argument, else its environment variable
-(`SVC_API_KEY`, `SVC_ACCESS_TOKEN`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The
+(`SVC_API_KEY`, `SVC_ACCESS_TOKEN`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`, `SVC_WEBHOOK_SECRET`), else its default. The
 command-line tool's saved credentials (~/.svc/config.json) are never read by a client: a program
 says which credentials it uses, and one that wants the access token `svc login` saved asks for it
 with `saved_access_token()`. The service publishes no default address, so a base URL is required; it
@@ -11,6 +11,9 @@ signed-in user's access token (trainings, retiring a trained model, a session's 
 image decisions); image assets and the image credit take either (the API key when the client has
 one). A client needs at least one; a method whose kind of credential the client lacks raises
 ConfigurationError before any request.
+
+The webhook secret (`webhook_secret`, SVC_WEBHOOK_SECRET) is no credential: it is what
+`client.webhooks.verify` checks a received delivery's signature with when it is given none.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class Settings:
     default_model: str
     timeout: float
     max_retries: int
+    webhook_secret: str | None = None
+    """An endpoint's signing secret (`whsec_...`), which `webhooks.verify` uses when it is given none."""
 
     def credential(self, kind: Credential | tuple[Credential, ...]) -> str:
         """
@@ -74,6 +79,7 @@ def resolve(
     default_model: str | None,
     timeout: float | None,
     max_retries: int | None,
+    webhook_secret: str | None = None,
 ) -> Settings:
     key = (api_key if api_key is not None else _env("SVC_API_KEY")) or None
     token = (access_token if access_token is not None else _env("SVC_ACCESS_TOKEN")) or None
@@ -99,6 +105,7 @@ def resolve(
         default_model=model,
         timeout=float(seconds),
         max_retries=retries,
+        webhook_secret=(webhook_secret if webhook_secret is not None else _env("SVC_WEBHOOK_SECRET")) or None,
     )
 
 

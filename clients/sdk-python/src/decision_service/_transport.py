@@ -36,7 +36,7 @@ _RETRIED = frozenset({429, 529})
 _BACKOFF_INITIAL = 0.5
 _BACKOFF_MAX = 8.0
 
-Method = Literal["GET", "POST", "PUT"]
+Method = Literal["GET", "POST", "PUT", "DELETE"]
 
 
 @dataclass(frozen=True)

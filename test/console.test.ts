@@ -13,16 +13,18 @@ import { createRequire } from "node:module";
 import fc from "fast-check";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, query, remember, stack, withDb } from "./support/api.ts";
+import { call, createKey, query, remember, stack, withDb } from "./support/api.ts";
 import { chromiumPath } from "./support/chromium.ts";
 import { animalSentences, noulFile } from "./support/training.ts";
+import { startReceiver } from "./support/webhook-receiver.ts";
 import { creditFor, textTokensOf } from "../contract/credit.ts";
 import { DEMO_QUESTION, DEMO_QUESTION_ID, demoImage, demoImages } from "../local/demo-images.ts";
 import { imageTrainingFile as scriptTrainingFile, trainImageModel, uploadImage, type LabelledImage } from "../local/image-api.ts";
 import { imageTrainingFile, missingForTraining, type PickedImage } from "../console/src/image-training.ts";
 import { addDays, count, countTicks, dayName, dollars, labelEvery, plural } from "../console/src/usage.ts";
 import { Usage, USAGE_DAYS } from "../contract/usage.ts";
-import { parseApiKey } from "../contract/keys.ts";
+import { KeyList, parseApiKey } from "../contract/keys.ts";
+import { WEBHOOK_LIMITS, WEBHOOK_SECRET_PATTERN, WebhookDeliveryList, WebhookEndpoint } from "../contract/webhooks.ts";
 import { validateTrainingFile } from "../contract/training-file.ts";
 import { IMAGE_BASE_ALIAS, LIMITS } from "../contract/limits.ts";
 import { getUserAccessToken } from "../local/user-token.ts";
@@ -636,6 +638,144 @@ describe("the web console", () => {
     await close();
   }, 180_000);
 
+  it("creates a key for less than everything: an expiry in the past refused with the API's message, then one until a date, for decisions, for one model, listed so and as GET /v1/keys has it", async () => {
+    const login = `limited-${process.pid}-${Date.now()}`;
+    const { tab, close } = await signedInTab(login);
+    await expect.poll(() => tab.getByRole("heading", { name: "API keys" }).isVisible()).toBe(true);
+    await tab.getByLabel("New key's name").fill("limited");
+    await tab.getByLabel("Expires (optional)").fill("2020-01-01T00:00");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    await expect.poll(() => tab.getByRole("alert").innerText()).toMatch(/expires_at must be in the future \(invalid_request, 422\)/);
+    expect(await tab.getByTestId("new-secret").count()).toBe(0);
+
+    // The field's local time; the page sends it as RFC 3339 in UTC.
+    const local = "2030-06-15T12:30";
+    await tab.getByLabel("Expires (optional)").fill(local);
+    await tab.getByLabel("May call").selectOption("decisions");
+    await tab.getByLabel("Models (optional, comma separated)").fill(" svc-shared, ");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    const secret = remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    expect(await tab.getByRole("alert").count()).toBe(0);
+    // The form is ready for the next key: everything again.
+    expect(await tab.getByLabel("Expires (optional)").inputValue()).toBe("");
+    expect(await tab.getByLabel("May call").inputValue()).toBe("everything");
+    const expiresAt = await tab.evaluate<string>(`new Date(${JSON.stringify(local)}).toISOString()`);
+    const shownAt = await tab.evaluate<string>(`new Date(${JSON.stringify(expiresAt)}).toLocaleString()`);
+    const row = tab.getByRole("row", { name: /limited/ });
+    await expect.poll(() => row.innerText()).toContain(shownAt);
+    expect(await row.innerText()).toMatch(new RegExp(`^limited\\s+${parseApiKey(secret)!.id}\\s+active\\s+${shownAt.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\s+decisions\\s+svc-shared\\s`));
+    await checkPage("keys-limited", tab);
+
+    // The API agrees.
+    const token = remember(await getUserAccessToken({ issuer: stack().issuer, login }));
+    const listed = KeyList.parse((await call("/v1/keys", { token })).body).keys;
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({ id: parseApiKey(secret)!.id, name: "limited", status: "active", scope: "decisions", models: ["svc-shared"] });
+    expect(new Date(listed[0]!.expires_at!).toISOString()).toBe(expiresAt);
+
+    // A key with no limits is listed as such.
+    await tab.getByLabel("New key's name").fill("unlimited");
+    await tab.getByRole("button", { name: "Create key" }).click();
+    remember((await tab.getByTestId("new-secret").textContent())!.trim());
+    await expect.poll(() => tab.getByRole("row", { name: /unlimited/ }).innerText()).toMatch(/active\s+never\s+everything\s+any\s/);
+    await close();
+  });
+
+  it("manages webhook endpoints: one added (refusals shown by the form) with its secret shown once, its delivery of batch.cancelled logged as delivered with 200, the secret rotated and the endpoint deleted after confirmations", async () => {
+    const login = `webhooks-${process.pid}-${Date.now()}`;
+    const receiver = await startReceiver();
+    const { tab, close } = await signedInTab(login);
+    try {
+      await tab.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Webhooks", exact: true }).click();
+      await tab.waitForURL(`${base()}/console/webhooks`);
+      await expect.poll(() => tab.getByText("No endpoints yet.").isVisible()).toBe(true);
+      await checkPage("webhooks-empty", tab);
+
+      // Plain HTTP to a public host: the API's refusal, next to the form.
+      await tab.getByLabel("Endpoint URL").fill("http://example.com/hooks");
+      await tab.getByLabel("batch.cancelled").check();
+      await tab.getByRole("button", { name: "Add endpoint" }).click();
+      await expect.poll(() => tab.getByRole("alert").innerText()).toMatch(/url must use https:\/\/ \(got http:\) \(invalid_request, 422\)/);
+
+      // The receiver on loopback (the local stack allows it), told of cancelled batches.
+      await tab.getByLabel("Endpoint URL").fill(receiver.url);
+      expect(await tab.getByLabel("batch.cancelled").isChecked()).toBe(true);
+      await tab.getByLabel("Description (optional)").fill("console receiver");
+      await tab.getByRole("button", { name: "Add endpoint" }).click();
+      const secret = remember((await tab.getByTestId("webhook-secret").textContent())!.trim());
+      expect(secret).toMatch(WEBHOOK_SECRET_PATTERN);
+      expect(await tab.getByRole("status").filter({ hasText: "shown only now" }).innerText()).toContain(`Endpoint ${receiver.url} added.`);
+      expect(await tab.getByRole("alert").count()).toBe(0);
+      const row = tab.getByRole("row", { name: new RegExp(`^${receiver.url}`) });
+      await expect.poll(() => row.innerText()).toMatch(/batch\.cancelled\s+console receiver\s/);
+      await checkPage("webhooks-secret", tab);
+      await tab.getByRole("button", { name: "Done" }).click();
+      expect(await tab.getByTestId("webhook-secret").count()).toBe(0);
+      const token = remember(await getUserAccessToken({ issuer: stack().issuer, login }));
+      const [endpoint] = (await call<{ data: WebhookEndpoint[] }>("/v1/webhooks", { token })).body.data;
+      expect(endpoint).toMatchObject({ url: receiver.url, events: ["batch.cancelled"], description: "console receiver", secret_rotated_at: null });
+
+      // A batch created and cancelled with an API key: its event, sent to the receiver and logged.
+      const key = await createKey(token, "webhooks");
+      const batch = await call<{ id: string }>("/v1/batches", { token: key.secret, body: { idempotency_key: `console-${randomUUID()}`, input_bytes: 10 } });
+      expect(batch.status, JSON.stringify(batch.body)).toBe(201);
+      expect((await call<{ status: string }>(`/v1/batches/${batch.body.id}/cancel`, { token: key.secret, body: {} })).body.status).toBe("cancelled");
+      await receiver.waitFor(1, (r) => r.body.includes(batch.body.id), 30_000);
+      await tab.getByRole("button", { name: `Deliveries to ${receiver.url}`, exact: true }).click();
+      const log = tab.getByRole("table", { name: "Deliveries" });
+      await expect
+        .poll(
+          async () => {
+            await tab.getByRole("button", { name: "Refresh" }).click();
+            return (await log.isVisible()) ? log.getByRole("row").nth(1).innerText() : "";
+          },
+          { timeout: 30_000 },
+        )
+        .toMatch(new RegExp(`^batch\\.cancelled\\s+${batch.body.id}\\s+delivered\\s+1\\s+200\\s`))
+        .catch(showing(tab, "webhooks-deliveries"));
+      expect(await log.getByRole("row").count()).toBe(2);
+      const deliveries = WebhookDeliveryList.parse((await call(`/v1/webhooks/${endpoint!.id}/deliveries`, { token })).body);
+      expect(deliveries.data).toMatchObject([{ event_type: "batch.cancelled", job_id: batch.body.id, status: "delivered", attempts: 1, last_status_code: 200 }]);
+      expect(await tab.getByRole("button", { name: "Load more" }).count()).toBe(0);
+      await checkPage("webhooks-deliveries", tab);
+
+      // Rotated after the confirmation: the new secret shown once.
+      await tab.getByRole("button", { name: `Rotate secret of ${receiver.url}`, exact: true }).click();
+      await expect.poll(() => tab.getByRole("alertdialog").isVisible()).toBe(true);
+      await tab.getByRole("alertdialog").getByRole("button", { name: "Rotate secret" }).click();
+      await expect.poll(async () => (await tab.getByTestId("webhook-secret").count()) > 0 && (await tab.getByTestId("webhook-secret").textContent())!.trim() !== secret).toBe(true);
+      const rotated = remember((await tab.getByTestId("webhook-secret").textContent())!.trim());
+      expect(rotated).toMatch(WEBHOOK_SECRET_PATTERN);
+      expect(await tab.getByRole("status").filter({ hasText: "shown only now" }).innerText()).toMatch(/rotated: the previous one also signs for 24 hours/);
+      expect((await call<WebhookEndpoint>(`/v1/webhooks/${endpoint!.id}`, { token })).body.secret_rotated_at).not.toBeNull();
+      await expect.poll(() => row.innerText()).toMatch(/secret rotated/);
+
+      // The account's last place taken (through the API): the form says so.
+      const origin = new URL(receiver.url).origin;
+      for (let i = 1; i < WEBHOOK_LIMITS.endpoints; i++) {
+        const made = await call<{ secret: string }>("/v1/webhooks", { token, body: { url: `${origin}/extra-${i}`, events: ["batch.completed"] } });
+        expect(made.status).toBe(201);
+        remember(made.body.secret);
+      }
+      await tab.getByLabel("Endpoint URL").fill(`${origin}/one-too-many`);
+      await tab.getByLabel("training.ready").check();
+      await tab.getByRole("button", { name: "Add endpoint" }).click();
+      await expect.poll(() => tab.getByRole("alert").innerText()).toMatch(/\(webhook_endpoint_limit, 409\)/);
+
+      // Deleted after the confirmation: gone from the list, and from the API.
+      await tab.getByRole("button", { name: `Delete ${receiver.url}`, exact: true }).click();
+      await expect.poll(() => tab.getByRole("alertdialog").isVisible()).toBe(true);
+      await checkPage("webhooks-delete-confirmation", tab);
+      await tab.getByRole("alertdialog").getByRole("button", { name: "Delete endpoint" }).click();
+      await expect.poll(() => row.count()).toBe(0);
+      expect(await tab.getByRole("table", { name: "Deliveries" }).count()).toBe(0);
+      expect((await call(`/v1/webhooks/${endpoint!.id}`, { token })).status).toBe(404);
+    } finally {
+      await close();
+      await receiver.close();
+    }
+  }, 120_000);
+
   it("works from the keyboard: a skip link first, a key created with Enter, the confirmation focused on Cancel and closed by Escape", async () => {
     const keyboard = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await keyboard.newPage();
@@ -678,6 +818,8 @@ describe("the web console", () => {
     await small.getByLabel("New key's name").fill("phone");
     await small.getByRole("button", { name: "Create key" }).click();
     remember((await small.getByTestId("new-secret").textContent())!.trim());
+    // A key's expiry, scope and models in one column.
+    await expect.poll(() => small.getByRole("row", { name: /phone/ }).innerText()).toMatch(/^phone\s+active\s+none\s/);
     await fits("keys");
     await small.getByRole("button", { name: "Use it in Try a decision" }).click();
     await small.getByRole("button", { name: "Decide" }).click();
@@ -686,6 +828,15 @@ describe("the web console", () => {
     await small.getByRole("link", { name: "Training" }).click();
     await expect.poll(() => small.getByRole("heading", { name: "New image model from your photos" }).isVisible()).toBe(true);
     await fits("training");
+    // An endpoint (on loopback, where nobody listens), its secret shown, its empty delivery log open.
+    await small.getByRole("link", { name: "Webhooks" }).click();
+    await small.getByLabel("Endpoint URL").fill("http://127.0.0.1:9/a-rather-long-path/for-a-phone-screen/hooks");
+    await small.getByLabel("batch.completed").check();
+    await small.getByRole("button", { name: "Add endpoint" }).click();
+    remember((await small.getByTestId("webhook-secret").textContent())!.trim());
+    await small.getByRole("button", { name: /^Deliveries to / }).click();
+    await expect.poll(() => small.getByText(/No deliveries yet/).isVisible()).toBe(true);
+    await fits("webhooks");
     // The decision above shows on Usage a moment after its answer.
     await small.getByRole("link", { name: "Usage" }).click();
     const chart = small.getByRole("img", { name: /^Requests and batch records per UTC day/ });

@@ -17,6 +17,7 @@ import { ModelsPage } from "./pages/Models.tsx";
 import { TrainingsPage } from "./pages/Trainings.tsx";
 import { TryPage } from "./pages/Try.tsx";
 import { UsagePage } from "./pages/Usage.tsx";
+import { WebhooksPage } from "./pages/Webhooks.tsx";
 import { navigate, PAGES, usePath } from "./router.ts";
 import { ConsoleContext, type ConsoleState, type KeyInUse as Key } from "./state.ts";
 
@@ -108,6 +109,7 @@ function CurrentPage({ path }: { path: string }) {
   if (path === "/console/trainings") return <TrainingsPage />;
   if (path === "/console/images") return <ImagesPage />;
   if (path === "/console/usage") return <UsagePage />;
+  if (path === "/console/webhooks") return <WebhooksPage />;
   return <KeysPage />;
 }
 

@@ -115,6 +115,28 @@ export function KeyInUse() {
   );
 }
 
+/**
+ * Copies a secret shown once to the clipboard, and says so on the button; where the browser does not
+ * allow it, `onError` is told to ask for a copy by hand. Give it a `key` per secret, so that a new
+ * secret starts uncopied.
+ */
+export function CopyButton({ text, onError }: { text: string; onError(message: string): void }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <Button
+      color="indigo"
+      onClick={() =>
+        void navigator.clipboard.writeText(text).then(
+          () => setCopied(true),
+          () => onError("the browser did not allow copying: select the secret and copy it"),
+        )
+      }
+    >
+      {copied ? "Copied" : "Copy secret"}
+    </Button>
+  );
+}
+
 export function ErrorCallout({ error }: { error: string | null }) {
   if (!error) return null;
   return (

@@ -10,6 +10,7 @@ export const PAGES = [
   { path: "/console/trainings", title: "Training" },
   { path: "/console/images", title: "Image decisions", images: true },
   { path: "/console/usage", title: "Usage" },
+  { path: "/console/webhooks", title: "Webhooks" },
 ] as const;
 
 export function navigate(path: string): void {

@@ -5,7 +5,7 @@
  *
  *     POST   /v1/webhooks {"url": "https://example.com/hooks", "events": ["batch.completed"]}
  *              -> 201 WebhookEndpoint with `secret` (whsec_..., shown at creation and rotation only)
- *     GET    /v1/webhooks                         -> {data: [WebhookEndpoint, ...]}, newest first
+ *     GET    /v1/webhooks                         -> {object: "list", data: [WebhookEndpoint, ...]}, newest first
  *     GET    /v1/webhooks/{id}                    -> WebhookEndpoint
  *     DELETE /v1/webhooks/{id}                    -> {id, object, deleted: true}; its pending deliveries go with it
  *     POST   /v1/webhooks/{id}/rotate_secret {}   -> WebhookEndpoint with the new `secret`
@@ -35,9 +35,20 @@ import { TERMINAL_STATUSES } from "./batches.ts";
 import { fields } from "./fields.ts";
 import { TRAINING_TERMINAL_STATUSES } from "./trainings.ts";
 
-/** The events an endpoint may subscribe to: a batch or a training entering a terminal status (`training.ready`: API ready). */
-export const WEBHOOK_EVENTS = [...TERMINAL_STATUSES.map((s) => `batch.${s}` as const), ...TRAINING_TERMINAL_STATUSES.map((s) => `training.${s}` as const)];
-export const WebhookEventType = z.enum(WEBHOOK_EVENTS as [string, ...string[]], { error: `an event must be one of ${WEBHOOK_EVENTS.join(", ")}` });
+/**
+ * The events an endpoint may subscribe to: a batch or a training entering a terminal status
+ * (`training.ready`: API ready). `<kind>.<status>` for each of TERMINAL_STATUSES and
+ * TRAINING_TERMINAL_STATUSES, as the outbox trigger names them (`jobEvents` checks the two agree).
+ */
+export const WEBHOOK_EVENTS = [
+  "batch.completed", "batch.failed", "batch.cancelled", "batch.expired",
+  "training.ready", "training.rejected", "training.failed", "training.cancelled", "training.expired",
+] as const;
+export const WebhookEventType = z.enum(WEBHOOK_EVENTS, { error: `an event must be one of ${WEBHOOK_EVENTS.join(", ")}` });
+export type WebhookEventType = z.infer<typeof WebhookEventType>;
+
+/** `<kind>.<status>` for every terminal status of both kinds of job: what the trigger can write. */
+export const jobEvents = (): string[] => [...TERMINAL_STATUSES.map((s) => `batch.${s}`), ...TRAINING_TERMINAL_STATUSES.map((s) => `training.${s}`)];
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;

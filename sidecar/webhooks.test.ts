@@ -4,11 +4,16 @@
  * machine's resolver, so those cases give the sender a resolver that answers what the case needs
  * (`fakeDnsAnswering`); the receiver is real, and must see nothing.
  */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Pool } from "@neondatabase/serverless";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newWebhookSecret } from "../contract/webhook-signature.ts";
 import { startReceiver, type Receiver } from "../test/support/webhook-receiver.ts";
-import { WebhookSender, type Lookup } from "./webhooks.ts";
+import { BUN } from "../local/tiers.ts";
+import { pinned, WebhookSender, type Lookup } from "./webhooks.ts";
 
 const fakeDnsAnswering = (...addresses: string[]): Lookup => async () => addresses;
 
@@ -48,5 +53,32 @@ describe("the webhook sender's address check (production: private targets off)",
     receiver.plan(307);
     const local = new WebhookSender({ pool, privateTargets: true });
     expect(await local.attempt(due(receiver.url))).toEqual({ delivered: false, status: 307, error: "redirect" });
+  });
+});
+
+describe("a production attempt goes to the address it checked (DNS rebinding reaches nothing else)", () => {
+  it("keeps the name for Host and TLS, and connects to the checked address", () => {
+    const request = pinned(new URL("https://hooks.example.com:8443/in?x=1"), "93.184.215.14");
+    expect(request.target.href).toBe("https://93.184.215.14:8443/in?x=1");
+    expect(request.host).toEqual({ host: "hooks.example.com:8443" });
+    expect(request.tls).toEqual({ tls: { serverName: "hooks.example.com" } });
+    expect(pinned(new URL("https://hooks.example.com/in"), "2606:2800:21f:cb07:6820:80da:af6b:8b2c").target.host).toBe("[2606:2800:21f:cb07:6820:80da:af6b:8b2c]");
+    // A literal address is already what was checked.
+    expect(pinned(new URL("https://93.184.215.14/in"), "93.184.215.14")).toEqual({ target: new URL("https://93.184.215.14/in"), host: {}, tls: {} });
+  });
+
+  it("under Bun, as the sidecar runs: the pinned request reaches the checked address and TLS verifies the certificate against the name", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-pin-"));
+    try {
+      const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+      execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=hooks.test", "-addext", "subjectAltName=DNS:hooks.test"], { stdio: "ignore" });
+      const printed = execFileSync(BUN, [join(import.meta.dirname, "../test/support/pinned-webhook-fetch.ts"), cert, key], { encoding: "utf8", timeout: 30_000 });
+      const { port, outcomes } = JSON.parse(printed) as { port: number; outcomes: Record<string, string> };
+      expect(outcomes["hooks.test"]).toBe(`200 hooks.test:${port}`);
+      // The certificate names hooks.test only: a request pinned for another name is refused by TLS.
+      expect(outcomes["elsewhere.test"]).toMatch(/^error .*(ALTNAME|CERT)/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -8,7 +8,10 @@
  * arrives at least once; receivers drop repeats by `webhook-id`.
  *
  * Before each attempt the endpoint's address is checked again (contract/webhooks.ts): with
- * `privateTargets` off (production), every address its name resolves to must be public.
+ * `privateTargets` off (production), every address its name resolves to must be public, and the
+ * request goes to the address checked (`pinned`: TLS still verifies the certificate against the
+ * name), so a name that answers a public address to the check and a private one a moment later
+ * (DNS rebinding) reaches nothing private.
  *
  *     const sender = new WebhookSender({ pool, privateTargets: false });
  *     sender.start();
@@ -56,6 +59,21 @@ const Due = z.object({
 type Due = z.infer<typeof Due>;
 
 export type AttemptOutcome = { delivered: true; status: number } | { delivered: false; status: number | null; error: "http_status" | "redirect" | "timeout" | "connection_failed" | "address_not_allowed" };
+
+/** A request bound to one address: its URL with the address for host, the name's Host header and TLS server name. */
+export interface Pinned {
+  target: URL;
+  host: { host?: string };
+  tls: { tls?: { serverName: string } };
+}
+
+/** `url` sent to `address` (one the check passed): the connection cannot go where a second lookup would point. */
+export function pinned(url: URL, address: string): Pinned {
+  if (url.hostname.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(url.hostname)) return { target: url, host: {}, tls: {} };
+  const target = new URL(url);
+  target.hostname = address.includes(":") ? `[${address}]` : address;
+  return { target, host: { host: url.host }, tls: { tls: { serverName: url.hostname } } };
+}
 
 export class WebhookSender {
   private readonly log: (line: string) => void;
@@ -127,22 +145,25 @@ export class WebhookSender {
   async attempt(due: Due): Promise<AttemptOutcome> {
     const checked = checkWebhookUrl(due.url, { privateTargets: this.deps.privateTargets });
     if ("error" in checked) return { delivered: false, status: null, error: "address_not_allowed" };
-    const url = checked.url;
+    let request: Pinned = { target: checked.url, host: {}, tls: {} };
     if (!this.deps.privateTargets) {
       let addresses: string[];
       try {
-        addresses = await this.lookup(url.hostname.replace(/^\[(.*)\]$/, "$1"));
+        addresses = await this.lookup(checked.url.hostname.replace(/^\[(.*)\]$/, "$1"));
       } catch {
         return { delivered: false, status: null, error: "connection_failed" };
       }
       if (addresses.length === 0 || !addresses.every(isPublicAddress)) return { delivered: false, status: null, error: "address_not_allowed" };
+      request = pinned(checked.url, addresses[0]!);
     }
     const timestamp = Math.floor(Date.now() / 1000);
     const secrets = due.previous_secret ? [due.secret, due.previous_secret] : [due.secret];
     try {
-      const res = await fetch(url, {
+      const res = await fetch(request.target, {
         method: "POST",
+        ...request.tls,
         headers: {
+          ...request.host,
           "content-type": "application/json",
           "user-agent": "svc-webhooks/1",
           "webhook-id": due.event_id,

@@ -4,7 +4,7 @@
  * (`script` from util-linux), Ctrl-C is a real SIGINT, the browser sign-in walks the local identity
  * provider's real pages to the CLI's own loopback listener, and the packed tarballs are installed
  * with npm and run by plain Node without Bun; `svc train` follows one real training on the shared
- * runtime. A loopback fake (test/support/fake-service.ts) stands in for the service only where a
+ * runtime; `svc webhooks` registers a real loopback receiver and reads its real delivery. A loopback fake (test/support/fake-service.ts) stands in for the service only where a
  * test must prove that nothing was sent to it.
  */
 import { randomBytes } from "node:crypto";
@@ -18,6 +18,8 @@ import { DecisionResponse } from "../contract/decision.ts";
 import { parseJson, type JsonMap } from "../contract/json.ts";
 import { ModelList } from "../contract/models.ts";
 import { Training, TrainingList } from "../contract/trainings.ts";
+import { verifyWebhook } from "../contract/webhook-signature.ts";
+import { WEBHOOK_EVENTS, WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEndpointWithSecret, WebhookEvent } from "../contract/webhooks.ts";
 import { VERSION } from "../clients/sdk-ts/src/index.ts";
 import { browseSignIn } from "./support/browser.ts";
 import { buildClients, inTerminal, ROOT, shellQuote, start, SVC, svc, userEnv, type Outcome } from "./support/cli.ts";
@@ -25,6 +27,7 @@ import { call, newAccount, query, remember, stack } from "./support/api.ts";
 import { fakeServiceAnswering, type Fake } from "./support/fake-service.ts";
 import { plainNodeEnv, run } from "./support/plain-node.ts";
 import { animalSentences, noulFile } from "./support/training.ts";
+import { startReceiver } from "./support/webhook-receiver.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
 
@@ -98,9 +101,11 @@ describe("svc arguments", () => {
     ["batches"],
     ["train"],
     ["keys"],
+    ["webhooks"],
     ...["run", "create", "status", "cancel", "list", "results"].map((c) => ["batches", c]),
     ...["create", "status", "list", "cancel", "retire"].map((c) => ["train", c]),
     ...["create", "list", "revoke"].map((c) => ["keys", c]),
+    ...["create", "list", "get", "delete", "rotate-secret", "deliveries"].map((c) => ["webhooks", c]),
   ];
 
   it("answers --help on every command and sub-command, on standard output, exit 0", async () => {
@@ -116,6 +121,10 @@ describe("svc arguments", () => {
     expect((await svc(["train", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
     expect((await svc(["keys", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
     expect((await svc(["keys", "create", "--help"], { env: userEnv(home) })).stdout).toMatch(/--expires-at TIME[\s\S]*--expires-in DURATION[\s\S]*--scope SCOPE[\s\S]*--model M[\s\S]*--json/);
+    expect((await svc(["webhooks", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
+    const create = (await svc(["webhooks", "create", "--help"], { env: userEnv(home) })).stdout;
+    expect(create).toMatch(/--url URL[\s\S]*--events EVENTS[\s\S]*--description TEXT[\s\S]*--json/);
+    for (const event of WEBHOOK_EVENTS) expect(create).toContain(event);
   });
 
   it("refuses unknown flags, unknown commands and extra arguments with exit 2", async () => {
@@ -952,6 +961,123 @@ describe("svc keys", () => {
   });
 });
 
+describe("svc webhooks", () => {
+  const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+
+  it("create prints the secret alone on stdout; list, get, a real delivery in deliveries, rotate-secret and delete; --json of each parses", { timeout: 120_000 }, async () => {
+    const receiver = await startReceiver();
+    try {
+      const user = await newAccount();
+      const env = userEnv(signedInHome(user));
+      const created = await svc(["webhooks", "create", "--url", receiver.url, "--events", "batch.cancelled, training.ready", "--description", "cli hook"], { env });
+      expectExit(created, 0);
+      const secret = remember(created.stdout.trimEnd());
+      expect(created.stdout).toMatch(/^whsec_[A-Za-z0-9+/]{43}=\n$/);
+      const id = new RegExp(`^Created webhook endpoint (${UUID}): batch.cancelled, training.ready to ${receiver.url.replaceAll(".", "\\.")}\\.$`, "m").exec(created.stderr)?.[1];
+      expect(id, created.stderr).toBeDefined();
+      expect(created.stderr).toMatch(/shown only now/);
+      expect(created.stderr).not.toContain(secret);
+
+      const listed = await svc(["webhooks", "list"], { env });
+      expectExit(listed, 0);
+      const [header, row, end] = listed.stdout.split("\n");
+      expect(header).toMatch(/^ID\s+EVENTS\s+DESCRIPTION\s+URL$/);
+      expect(row).toMatch(new RegExp(`^${id}\\s+batch\\.cancelled,training\\.ready\\s+cli hook\\s+${receiver.url.replaceAll(".", "\\.")}$`));
+      expect(end).toBe("");
+      const json = WebhookEndpointList.parse(JSON.parse((await svc(["webhooks", "list", "--json"], { env })).stdout));
+      expect(json.data).toEqual([expect.objectContaining({ id, url: receiver.url, events: ["batch.cancelled", "training.ready"], description: "cli hook" })]);
+      expect(JSON.stringify(json)).not.toContain(secret);
+      const shown = await svc(["webhooks", "get", id!], { env });
+      expectExit(shown, 0);
+      expect(shown.stdout).toMatch(new RegExp(`^id\\s+${id}\\nurl\\s+${receiver.url.replaceAll(".", "\\.")}\\nevents\\s+batch\\.cancelled, training\\.ready\\ndescription\\s+cli hook\\ncreated\\s+\\S+\\n$`));
+      expect(WebhookEndpoint.strict().parse(JSON.parse((await svc(["webhooks", "get", id!, "--json"], { env })).stdout))).toEqual(json.data[0]);
+
+      // A batch of the account cancelled: its event reaches the receiver, signed with the printed secret, and shows in the log.
+      const batch = await call<Batch>("/v1/batches", { token: user.key.secret, body: { idempotency_key: `cli-wh-${Date.now()}`, input_bytes: 10 } });
+      expect(batch.status, JSON.stringify(batch.body)).toBe(201);
+      expect((await call<Batch>(`/v1/batches/${batch.body.id}/cancel`, { token: user.key.secret, body: {} })).body.status).toBe("cancelled");
+      const [received] = await receiver.waitFor(1, (r) => WebhookEvent.parse(JSON.parse(r.body)).data.id === batch.body.id);
+      expect(await verifyWebhook(received!.body, received!.headers, secret)).toMatchObject({ type: "batch.cancelled", data: { id: batch.body.id } });
+      const readLog = async () => {
+        const outcome = await svc(["webhooks", "deliveries", id!, "--json"], { env });
+        expectExit(outcome, 0);
+        return WebhookDeliveryList.parse(JSON.parse(outcome.stdout));
+      };
+      let log = await readLog();
+      for (const deadline = Date.now() + 30_000; log.data[0]?.status !== "delivered" && Date.now() < deadline; ) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        log = await readLog();
+      }
+      expect(log).toMatchObject({ has_more: false, data: [{ job_id: batch.body.id, event_type: "batch.cancelled", status: "delivered", attempts: 1, last_status_code: 200, event_id: received!.headers["webhook-id"] }] });
+      const table = await svc(["webhooks", "deliveries", id!, "--limit", "5"], { env });
+      expectExit(table, 0);
+      expect(table.stdout.split("\n")[0]).toMatch(/^ID\s+EVENT\s+JOB\s+STATUS\s+ATTEMPTS\s+LAST\s+CREATED$/);
+      expect(table.stdout.split("\n")[1]).toMatch(new RegExp(`^${log.data[0]!.id}\\s+batch\\.cancelled\\s+${batch.body.id}\\s+delivered\\s+1\\s+200\\s+\\S+$`));
+
+      const rotated = await svc(["webhooks", "rotate-secret", id!, "--json"], { env });
+      expectExit(rotated, 0);
+      const endpoint = WebhookEndpointWithSecret.parse(JSON.parse(rotated.stdout));
+      remember(endpoint.secret);
+      expect(endpoint).toMatchObject({ id, secret_rotated_at: expect.any(String) });
+      expect(endpoint.secret).not.toBe(secret);
+      expect(rotated.stderr).toMatch(/the previous one also signs until \d{4}-/);
+      expect(rotated.stderr).not.toContain(endpoint.secret);
+
+      const deleted = await svc(["webhooks", "delete", id!], { env });
+      expectExit(deleted, 0);
+      expect(deleted.stdout).toBe(`${id} deleted\n`);
+      for (const args of [["delete", id!], ["get", id!], ["deliveries", id!]]) {
+        const gone = await svc(["webhooks", ...args], { env });
+        expectExit(gone, 1);
+        expect(gone.stderr).toMatch(/^svc: 404 not_found: /m);
+      }
+      expect((await svc(["webhooks", "list"], { env })).stdout).toBe("No webhook endpoints.\n");
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("refuses a bad --events, a missing --url or --events or a bad --limit before sending anything (exit 2); the service's refusals exit 1; needs the browser sign-in", async () => {
+    const fake = await countingFake();
+    const toFake = userEnv(signedInHome(account, { baseUrl: fake.url }));
+    const HOOK_URL = ["--url", "https://hooks.example.com/"];
+    for (const [args, message] of [
+      [["create", ...HOOK_URL, "--events", "batch.done"], /--events takes event names separated by commas; "batch.done" is not one of batch.completed, batch.failed, /],
+      [["create", ...HOOK_URL, "--events", "batch.completed,"], /an empty name is not one of/],
+      [["create", ...HOOK_URL, "--events", "batch.failed,batch.failed"], /--events names an event twice/],
+      [["create", ...HOOK_URL], /--events is required/],
+      [["create", "--events", "batch.failed"], /--url is required/],
+      [["create", ...HOOK_URL, "--events"], /--events needs a value/],
+      [["get"], /missing argument/],
+      [["delete"], /missing argument/],
+      [["rotate-secret", "a", "b"], /too many arguments/],
+      [["deliveries", "x", "--limit", "0"], /--limit is an integer from 1 to 100/],
+      [["deliveries", "x", "--limit", "many"], /--limit is an integer from 1 to 100/],
+      [["list", "extra"], /this command takes no arguments/],
+    ] as const) {
+      const outcome = await svc(["webhooks", ...args], { env: toFake });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(message);
+      expect(outcome.stdout).toBe("");
+    }
+    expect(fake.requests).toBe(0);
+    const nobody = userEnv(newHome(), { SVC_API_KEY: account.key.secret, SVC_BASE_URL: fake.url });
+    for (const args of [["list"], ["create", ...HOOK_URL, "--events", "batch.failed"], ["deliveries", crypto.randomUUID()]]) {
+      const outcome = await svc(["webhooks", ...args], { env: nobody });
+      expectExit(outcome, 2);
+      expect(outcome.stderr).toMatch(/not signed in: webhook management takes your browser sign-in, not an API key; run `svc login/);
+    }
+    expect(fake.requests).toBe(0);
+    // What only the service can tell (a plain-http public address) is its 422, exit 1; nothing is created.
+    const env = userEnv(signedInHome(await newAccount()));
+    const refused = await svc(["webhooks", "create", "--url", "http://hooks.example.com/", "--events", "batch.failed"], { env });
+    expectExit(refused, 1);
+    expect(refused.stderr).toMatch(/^svc: 422 invalid_request: .*https/m);
+    expect(refused.stdout).toBe("");
+    expect((await svc(["webhooks", "list"], { env })).stdout).toBe("No webhook endpoints.\n");
+  });
+});
+
 describe("the packed packages", () => {
   it("install with `npm install -g` from their tarballs and run under plain Node without Bun", { timeout: 300_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-pack-"));
@@ -994,7 +1120,7 @@ describe("secrets", () => {
     const token = remember(randomBytes(32).toString("base64url"));
     const session = { issuer: stack().issuer, client_id: "svc-cli", access_token: token, expires_at: new Date(Date.now() + 3_600_000).toISOString() };
     writeFileSync(configOf(home), JSON.stringify({ base_url: stack().baseUrl, api_key: key, session }));
-    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"], ["train", "status", "00000000-0000-4000-8000-000000000000"], ["keys", "list"], ["keys", "create", "x"]]) {
+    for (const args of [["models"], ["decide", "--state", "s", "--questions", '{"q":{"type":"noul"}}'], ["batches", "list"], ["train", "list"], ["train", "status", "00000000-0000-4000-8000-000000000000"], ["keys", "list"], ["keys", "create", "x"], ["webhooks", "list"]]) {
       const outcome = await svc(args, { env: userEnv(home) });
       expectExit(outcome, 1);
       for (const secret of [key, token]) {

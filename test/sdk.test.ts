@@ -1,7 +1,8 @@
 /**
  * The TypeScript SDK (clients/sdk-ts) against the real stack: every resource (image assets with
  * photos written at test time; image decisions as far as an account without a trained image model
- * goes; API keys limited in time, scope and models, used and refused), every error class the stack can produce on demand, retries, the connection cap, the URL
+ * goes; API keys limited in time, scope and models, used and refused; webhook endpoints, and a real
+ * delivery to a loopback receiver checked with `webhooks.verify`), every error class the stack can produce on demand, retries, the connection cap, the URL
  * policy, where settings come from, and the packed tarball installed and run by plain Node without
  * Bun. Answers the real stack cannot give on demand (529, 503, 504, a hang, a
  * dropped connection, a redirect) come from the named fakes of test/support/fake-service.ts.
@@ -10,7 +11,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
-import { afterEach, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import {
   APIConnectionError,
   APIConnectionTimeoutError,
@@ -63,9 +64,18 @@ import {
   type UsageReport,
   type WithRequestId,
   USAGE_DAYS,
+  WEBHOOK_EVENTS,
+  WEBHOOK_LIMITS,
+  WebhookVerificationError,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+  type WebhookEndpointWithSecret,
+  type WebhookEvent,
 } from "../clients/sdk-ts/src/index.ts";
 import { requireCredentials, resolveSettings, SettingsError, writeSaved } from "../clients/sdk-ts/src/settings.ts";
 import { API_KEY_PATTERN } from "../contract/keys.ts";
+import { WebhookVerificationError as ContractVerificationError } from "../contract/webhook-signature.ts";
+import { WEBHOOK_SECRET_PATTERN } from "../contract/webhooks.ts";
 import { stringifyJson } from "../contract/json.ts";
 import type { Training } from "../contract/trainings.ts";
 import { setSettings } from "../ops/accounts.ts";
@@ -82,6 +92,7 @@ import {
 import { photo, sha256 } from "./support/images.ts";
 import { plainNodeEnv, run } from "./support/plain-node.ts";
 import { finishDirectly, recordingFetch, rejection, SETTINGS, withEnv, type Sent } from "./support/sdk.ts";
+import { startReceiver, type Received, type Receiver } from "./support/webhook-receiver.ts";
 
 type Account = Awaited<ReturnType<typeof newAccount>>;
 
@@ -805,7 +816,7 @@ describe("client.trainings", () => {
     for (const call of calls) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, webhooks, image models and image decisions take the signed-in user's access token, not an API key; pass \{ accessToken \} to new Client\(\) or set SVC_ACCESS_TOKEN/);
     }
     const tokenOnly = new Client({ accessToken: account.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
     expect(await rejection(tokenOnly.systemOne({ state: "s", questions: { q: noul() } }))).toMatchObject({ name: "ConfigurationError", message: expect.stringMatching(/^no API key: .*SVC_API_KEY/) });
@@ -1131,7 +1142,7 @@ describe("image decisions, image models and the image credit", () => {
     for (const call of [() => keyOnly.imageModels.list(), () => keyOnly.imageDecisions.create({ state: "", questions: SHAPE, images })]) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token, not an API key/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, webhooks, image models and image decisions take the signed-in user's access token, not an API key/);
     }
     expect(recorder.sent).toEqual([]);
     const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
@@ -1218,7 +1229,7 @@ describe("client.usage", () => {
     const recorder = recordingFetch();
     const err = await rejection(stackClient(account.key.secret, { fetch: recorder.fetch }).usage.retrieve());
     expect(err).toBeInstanceOf(ConfigurationError);
-    expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token/);
+    expect((err as Error).message).toMatch(/^no access token: training, usage, key management, webhooks, image models and image decisions take the signed-in user's access token/);
     expect(recorder.sent).toEqual([]);
     const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
     expect(await rejection(confused.usage.retrieve())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
@@ -1323,11 +1334,178 @@ describe("client.keys", () => {
     for (const call of [() => keyOnly.keys.create({ name: "x" }), () => keyOnly.keys.list(), () => keyOnly.keys.revoke(account.key.id)]) {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(ConfigurationError);
-      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, image models and image decisions take the signed-in user's access token/);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, webhooks, image models and image decisions take the signed-in user's access token/);
     }
     expect(recorder.sent).toEqual([]);
     const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
     expect(await rejection(confused.keys.list())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
+  });
+});
+
+describe("client.webhooks", () => {
+  let receiver: Receiver;
+  beforeAll(async () => {
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await receiver?.close();
+  });
+
+  /** An endpoint the stack made: its secret goes to the end-of-run log scan. */
+  const remembered = <E extends WebhookEndpointWithSecret>(endpoint: E): E => {
+    remember(endpoint.secret);
+    return endpoint;
+  };
+  /** A batch of `user` created and cancelled before upload: its `batch.cancelled` event comes at once. */
+  const cancelledBatch = async (user: Account): Promise<string> => {
+    const batches = stackClient(user.key.secret).batches;
+    const batch = await batches.create({ inputBytes: 10 });
+    remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
+    expect((await batches.cancel(batch.id)).status).toBe("cancelled");
+    return batch.id;
+  };
+  /** The one delivery the receiver got about `jobId`. */
+  const deliveryOf = async (jobId: string): Promise<Received> => {
+    const [received] = await receiver.waitFor(1, (r) => (JSON.parse(r.body) as WebhookEvent).data.id === jobId);
+    return received!;
+  };
+
+  it("create, list, retrieve, a real delivery verified with its secret, rotateSecret (either secret verifies), deliveries page by page, delete", { timeout: 120_000 }, async () => {
+    const user = await newAccount();
+    const recorder = recordingFetch();
+    const session = new Client({ accessToken: user.userToken, baseURL: stack().baseUrl, fetch: recorder.fetch });
+    const endpoint = remembered(await session.webhooks.create({ url: receiver.url, events: ["batch.cancelled"], description: "sdk" }));
+    expect(recorder.sent[0]!.headers.get("authorization")).toBe(`Bearer ${user.userToken}`);
+    expect(JSON.parse(recorder.sent[0]!.body!)).toEqual({ url: receiver.url, events: ["batch.cancelled"], description: "sdk" });
+    expect(endpoint).toMatchObject({ object: "webhook_endpoint", url: receiver.url, events: ["batch.cancelled"], description: "sdk", secret_rotated_at: null });
+    expect(endpoint.secret).toMatch(WEBHOOK_SECRET_PATTERN);
+    expect(endpoint._request_id).toMatch(/^req_/);
+    expectTypeOf(endpoint).toExtend<WebhookEndpointWithSecret>();
+
+    const { secret: first, ...metadata } = endpoint;
+    const listed = await session.webhooks.list();
+    expect(listed).toEqual({ object: "list", data: [metadata] });
+    expect(await session.webhooks.retrieve(endpoint.id)).toEqual(metadata);
+    expectTypeOf(listed.data).toEqualTypeOf<WebhookEndpoint[]>();
+    expect(JSON.stringify(listed)).not.toContain(first);
+
+    // A real delivery, verified with the secret create gave: as an argument, as the client's option, from SVC_WEBHOOK_SECRET.
+    const firstJob = await cancelledBatch(user);
+    const delivered = await deliveryOf(firstJob);
+    const event = await session.webhooks.verify(delivered.body, delivered.headers, first);
+    expect(event).toMatchObject({ type: "batch.cancelled", data: { object: "batch", id: firstJob, status: "cancelled", metadata: null } });
+    expectTypeOf(event).toEqualTypeOf<WebhookEvent>();
+    const receiving = new Client({ apiKey: user.key.secret, baseURL: stack().baseUrl, webhookSecret: first });
+    expect(await receiving.webhooks.verify(delivered.body, delivered.headers)).toEqual(event);
+    expect(inspect(receiving, { depth: 10, showHidden: true }).includes(first)).toBe(false);
+    await withEnv({ SVC_WEBHOOK_SECRET: first, SVC_API_KEY: user.key.secret, SVC_BASE_URL: stack().baseUrl }, async () => {
+      expect(await new Client().webhooks.verify(delivered.body, new Headers(delivered.headers as Record<string, string>))).toEqual(event);
+    });
+    // Refused: a tampered body, another secret, a delivery too old, a header missing.
+    for (const [body, headers, secret, opts] of [
+      [delivered.body.replace("cancelled", "completed"), delivered.headers, first, {}],
+      [delivered.body, delivered.headers, `whsec_${Buffer.alloc(32, 7).toString("base64")}`, {}],
+      [delivered.body, delivered.headers, first, { now: new Date(Date.now() + 10 * 60_000) }],
+      [delivered.body, { ...delivered.headers, "webhook-signature": undefined }, first, {}],
+    ] as const) {
+      const err = await rejection(session.webhooks.verify(body, headers, secret, opts));
+      expect(err).toBeInstanceOf(WebhookVerificationError);
+      expect(err).toBeInstanceOf(ContractVerificationError);
+    }
+    // A delivery held back is accepted with a wider tolerance.
+    expect(await session.webhooks.verify(delivered.body, delivered.headers, first, { now: new Date(Date.now() + 10 * 60_000), toleranceSeconds: 3600 })).toEqual(event);
+
+    const rotated = remembered(await session.webhooks.rotateSecret(endpoint.id));
+    expect(recorder.sent.at(-1)).toMatchObject({ method: "POST", url: `${stack().baseUrl}/v1/webhooks/${endpoint.id}/rotate_secret`, body: "{}" });
+    expect(rotated).toMatchObject({ id: endpoint.id, secret_rotated_at: expect.any(String) });
+    expect(rotated.secret).toMatch(WEBHOOK_SECRET_PATTERN);
+    expect(rotated.secret).not.toBe(first);
+    const secondJob = await cancelledBatch(user);
+    const afterRotation = await deliveryOf(secondJob);
+    for (const secret of [rotated.secret, first]) expect((await session.webhooks.verify(afterRotation.body, afterRotation.headers, secret)).data.id).toBe(secondJob);
+    // The delivery before the rotation was signed with the first secret alone.
+    expect(await rejection(session.webhooks.verify(delivered.body, delivered.headers, rotated.secret))).toBeInstanceOf(WebhookVerificationError);
+
+    // Both deliveries in the log, newest first; a page of one, then the next after its last id.
+    let log: WebhookDelivery[] = [];
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      log = await session.webhooks.deliveries.list(endpoint.id).toArray();
+      if (log.length === 2 && log.every((d) => d.status === "delivered")) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(log.map((d) => [d.job_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_error])).toEqual([
+      [secondJob, "batch.cancelled", "delivered", 1, 200, null],
+      [firstJob, "batch.cancelled", "delivered", 1, 200, null],
+    ]);
+    expect(log.map((d) => d.event_id)).toEqual([afterRotation.headers["webhook-id"], delivered.headers["webhook-id"]]);
+    const page = await session.webhooks.deliveries.list(endpoint.id, { limit: 1 });
+    expect(page).toEqual({ object: "list", data: [log[0]], has_more: true });
+    expect(page._request_id).toMatch(/^req_/);
+    const before = recorder.sent.length;
+    const pages = [];
+    for await (const each of session.webhooks.deliveries.list(endpoint.id, { limit: 1 }).pages()) pages.push(each.data.map((d) => d.id));
+    expect(pages).toEqual([[log[0]!.id], [log[1]!.id]]);
+    expect(recorder.sent.slice(before).map((s) => [...new URL(s.url).searchParams])).toEqual([[["limit", "1"]], [["limit", "1"], ["after", log[0]!.id]]]);
+    expect((await session.webhooks.deliveries.list(endpoint.id, { after: log[0]!.id })).data.map((d) => d.id)).toEqual([log[1]!.id]);
+
+    expect(await session.webhooks.delete(endpoint.id)).toEqual({ id: endpoint.id, object: "webhook_endpoint", deleted: true });
+    expect(recorder.sent.at(-1)).toMatchObject({ method: "DELETE", url: `${stack().baseUrl}/v1/webhooks/${endpoint.id}` });
+    for (const gone of [() => session.webhooks.retrieve(endpoint.id), () => session.webhooks.delete(endpoint.id), () => session.webhooks.deliveries.list(endpoint.id)]) {
+      expect(await rejection(gone())).toMatchObject({ name: "NotFoundError", status: 404, code: "not_found" });
+    }
+    expect((await session.webhooks.list()).data).toEqual([]);
+  });
+
+  it(`the ${WEBHOOK_LIMITS.endpoints + 1}th endpoint is a ConflictError (409 webhook_endpoint_limit); what the service refuses is a 422; another account's endpoint is not found`, { timeout: 60_000 }, async () => {
+    const user = await newAccount();
+    const session = new Client({ accessToken: user.userToken, baseURL: stack().baseUrl });
+    const made: WebhookEndpointWithSecret[] = [];
+    for (let i = 0; i < WEBHOOK_LIMITS.endpoints; i++) made.push(remembered(await session.webhooks.create({ url: `http://127.0.0.1:9/${i}`, events: [WEBHOOK_EVENTS[i % WEBHOOK_EVENTS.length]!] })));
+    const err = await rejection(session.webhooks.create({ url: "http://127.0.0.1:9/more", events: ["batch.failed"] }));
+    expect(err).toBeInstanceOf(ConflictError);
+    expect(err).toMatchObject({ status: 409, code: "webhook_endpoint_limit", requestId: expect.stringMatching(/^req_/) });
+    expect((await session.webhooks.list()).data.map((e) => e.id)).toEqual(made.map((e) => e.id).reverse());
+
+    const fresh = new Client({ accessToken: (await newAccount()).userToken, baseURL: stack().baseUrl });
+    for (const [params, message] of [
+      [{ url: "http://127.0.0.1:9/", events: ["batch.running"] }, /event must be one of/],
+      [{ url: "http://hooks.example.com/", events: ["batch.failed"] }, /https/],
+      [{ url: "http://127.0.0.1:9/", events: [] }, /at least one event/],
+    ] as const) {
+      // The types refuse an unknown event; a JavaScript caller can still send one, and the service says no.
+      const refused = await rejection(fresh.webhooks.create(params as unknown as Parameters<typeof fresh.webhooks.create>[0]));
+      expect(refused).toBeInstanceOf(UnprocessableEntityError);
+      expect(refused).toMatchObject({ status: 422, code: "invalid_request" });
+      expect((refused as Error).message).toMatch(message);
+    }
+    expect(await rejection(fresh.webhooks.retrieve(made[0]!.id))).toBeInstanceOf(NotFoundError);
+    expect(await rejection(fresh.webhooks.rotateSecret(made[0]!.id))).toBeInstanceOf(NotFoundError);
+    expect((await session.webhooks.retrieve(made[0]!.id)).secret_rotated_at).toBeNull();
+  });
+
+  it("take the access token: a client without one sends nothing; verify needs a secret, and sends nothing", async () => {
+    const recorder = recordingFetch();
+    const keyOnly = stackClient(account.key.secret, { fetch: recorder.fetch });
+    const id = crypto.randomUUID();
+    for (const call of [
+      () => keyOnly.webhooks.create({ url: receiver.url, events: ["batch.failed"] }),
+      () => keyOnly.webhooks.list(),
+      () => keyOnly.webhooks.retrieve(id),
+      () => keyOnly.webhooks.delete(id),
+      () => keyOnly.webhooks.rotateSecret(id),
+      () => keyOnly.webhooks.deliveries.list(id),
+    ]) {
+      const err = await rejection(call());
+      expect(err).toBeInstanceOf(ConfigurationError);
+      expect((err as Error).message).toMatch(/^no access token: training, usage, key management, webhooks, image models and image decisions take the signed-in user's access token/);
+    }
+    const noSecret = await rejection(keyOnly.webhooks.verify("{}", { "webhook-id": "msg_1", "webhook-timestamp": "1", "webhook-signature": "v1,x" }));
+    expect(noSecret).toBeInstanceOf(ConfigurationError);
+    expect((noSecret as Error).message).toMatch(/^no webhook secret: pass the endpoint's secret .* or set SVC_WEBHOOK_SECRET/);
+    expect(recorder.sent).toEqual([]);
+    const confused = stackClient(account.key.secret, { accessToken: account.key.secret });
+    expect(await rejection(confused.webhooks.list())).toMatchObject({ name: "AuthenticationError", status: 401, code: "wrong_credential_kind" });
   });
 });
 

@@ -8,7 +8,7 @@ import type { Fetch } from "../../clients/sdk-ts/src/index.ts";
 import { withDb } from "./api.ts";
 
 /** The variables the SDK reads, and the command-line tool's, which it must not. */
-export const SETTINGS = ["SVC_API_KEY", "SVC_ACCESS_TOKEN", "SVC_BASE_URL", "SVC_DEFAULT_MODEL", "SVC_CONFIG_PATH"];
+export const SETTINGS = ["SVC_API_KEY", "SVC_ACCESS_TOKEN", "SVC_BASE_URL", "SVC_DEFAULT_MODEL", "SVC_WEBHOOK_SECRET", "SVC_CONFIG_PATH"];
 
 export interface Sent {
   method: string;

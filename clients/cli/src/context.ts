@@ -1,8 +1,8 @@
 /**
  * What a `svc` command runs with (runs in a user's terminal): its streams, the environment, the
  * signal that Ctrl-C aborts, the settings, and an SDK client made from them: with the API key, or for
- * training and key management with the signed-in user's access token (the session `svc login` saved,
- * or SVC_ACCESS_TOKEN).
+ * training, key and webhook management with the signed-in user's access token (the session `svc
+ * login` saved, or SVC_ACCESS_TOKEN).
  *
  *     const client = ctx.client({ timeout: 10_000 });
  *     const { models } = await client.models.list({ signal: ctx.signal });
@@ -32,6 +32,8 @@ export interface Context {
    * SettingsError, naming key management, when there is none.
    */
   keysClient(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
+  /** The same, for webhook endpoints (`svc webhooks`); the SettingsError names webhook management. */
+  webhooksClient(options?: Pick<ClientOptions, "timeout" | "fetch">): Client;
   /** One line of status on standard error. */
   status(line: string): void;
 }
@@ -52,6 +54,7 @@ export function createContext(io: Pick<Context, "env" | "stdin" | "stdout" | "st
     },
     trainingClient: (options = {}) => sessionClient("training", options),
     keysClient: (options = {}) => sessionClient("key management", options),
+    webhooksClient: (options = {}) => sessionClient("webhook management", options),
     status: (line) => void io.stderr.write(`${line}\n`),
   };
   return ctx;

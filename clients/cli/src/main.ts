@@ -12,6 +12,7 @@ import { keys } from "./commands/keys.ts";
 import { login, logout } from "./commands/login.ts";
 import { models } from "./commands/models.ts";
 import { train } from "./commands/train.ts";
+import { webhooks } from "./commands/webhooks.ts";
 import { describeError, EXIT, UsageError } from "./errors.ts";
 import { VERSION } from "./sdk.ts";
 
@@ -22,17 +23,17 @@ const TOP: Listing = {
     "Settings: SVC_API_KEY, SVC_BASE_URL (the service's address, without /v1/...), SVC_DEFAULT_MODEL",
     "(default svc-shared), SVC_CONFIG_PATH (default ~/.svc/config.json). With SVC_API_KEY set, the",
     "environment names the key and the address; otherwise the key and address saved by `svc login`",
-    "are used, SVC_BASE_URL overriding the saved address. `svc train` and `svc keys` take the browser",
-    "sign-in saved by `svc login` instead of a key (or SVC_ACCESS_TOKEN, a user access token, with",
-    "SVC_BASE_URL).",
+    "are used, SVC_BASE_URL overriding the saved address. `svc train`, `svc keys` and `svc webhooks`",
+    "take the browser sign-in saved by `svc login` instead of a key (or SVC_ACCESS_TOKEN, a user access",
+    "token, with SVC_BASE_URL).",
     "",
     "Exit codes: 0 success, 1 the service refused or could not be reached, 2 invalid input, settings",
     "or file access, 130 interrupted.",
   ].join("\n"),
-  commands: [login, logout, models, decide, batches, train, keys],
+  commands: [login, logout, models, decide, batches, train, keys, webhooks],
 };
 
-const GROUPS: Group[] = [batches, train, keys];
+const GROUPS: Group[] = [batches, train, keys, webhooks];
 
 /** The command `argv` names and the arguments left for it; a string is help text to print. */
 function find(argv: string[]): { command: Command; rest: string[] } | string {

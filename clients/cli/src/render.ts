@@ -1,6 +1,7 @@
 /**
- * Readable output of `svc decide`, `svc models` and `svc keys list` (runs in a user's terminal): each answer with its
- * probabilities and a small bar per option, in the order the request gave its questions and options.
+ * Readable output of `svc decide`, `svc models`, `svc keys list` and `svc webhooks` (runs in a
+ * user's terminal): each answer with its probabilities and a small bar per option, in the order the
+ * request gave its questions and options; keys, webhook endpoints and deliveries as tables.
  *
  *     money  noul  false (p(true) = 0.283)
  *       true   0.283  ██████░░░░░░░░░░░░░░
@@ -11,7 +12,7 @@
  *       2 high    0.337  ███████░░░░░░░░░░░░░
  */
 import { stringifyJson } from "../../../contract/json.ts";
-import type { Answer, DecisionResponse, KeyMetadata, ModelItem } from "./sdk.ts";
+import type { Answer, DecisionResponse, KeyMetadata, ModelItem, WebhookDelivery, WebhookEndpoint } from "./sdk.ts";
 
 const BAR_WIDTH = 20;
 /** Labels longer than this are cut, so a bar stays on its line. */
@@ -94,10 +95,29 @@ function cell(text: string): string {
 /** `svc keys list`: a row per key, newest first; `all`, `any` and `never` where the key has no limit. */
 export function renderKeys(keys: readonly KeyMetadata[]): string {
   if (keys.length === 0) return "No keys.\n";
-  const table = [
+  return table([
     ["NAME", "ID", "STATUS", "SCOPE", "MODELS", "EXPIRES"],
     ...keys.map((k) => [cell(k.name), k.id, k.status, k.scope ?? "all", k.models === null ? "any" : cell(k.models.join(",")), k.expires_at ?? "never"]),
-  ];
-  const widths = table[0]!.map((_, col) => Math.max(...table.map((row) => row[col]!.length)));
-  return `${table.map((row) => row.map((text, col) => text.padEnd(widths[col]!)).join("  ").trimEnd()).join("\n")}\n`;
+  ]);
+}
+
+/** `svc webhooks list`: a row per endpoint, newest first; the URL last, whole. */
+export function renderWebhooks(endpoints: readonly WebhookEndpoint[]): string {
+  if (endpoints.length === 0) return "No webhook endpoints.\n";
+  return table([["ID", "EVENTS", "DESCRIPTION", "URL"], ...endpoints.map((e) => [e.id, e.events.join(","), e.description === null ? "-" : cell(e.description), e.url])]);
+}
+
+/** `svc webhooks deliveries`: a row per delivery, newest first; LAST is the receiver's status, or why no answer came. */
+export function renderDeliveries(deliveries: readonly WebhookDelivery[]): string {
+  if (deliveries.length === 0) return "No deliveries.\n";
+  return table([
+    ["ID", "EVENT", "JOB", "STATUS", "ATTEMPTS", "LAST", "CREATED"],
+    ...deliveries.map((d) => [d.id, d.event_type, d.job_id, d.status, String(d.attempts), String(d.last_status_code ?? d.last_error ?? "-"), d.created_at]),
+  ]);
+}
+
+/** Rows as columns two spaces apart, each as wide as its widest cell. */
+function table(rows: readonly string[][]): string {
+  const widths = rows[0]!.map((_, col) => Math.max(...rows.map((row) => row[col]!.length)));
+  return `${rows.map((row) => row.map((text, col) => text.padEnd(widths[col]!)).join("  ").trimEnd()).join("\n")}\n`;
 }

@@ -6,14 +6,15 @@
  *     const reply = await client.systemOne({ state: "I was charged twice", questions: { refund: noul("Refund?") } });
  *
  * Each setting comes from the constructor's option, else its environment variable (`SVC_API_KEY`,
- * `SVC_ACCESS_TOKEN`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`), else its default. The command-line
- * tool's saved credentials are never read: a program says which credentials it uses. The service
- * publishes no default address, so a base URL is required. It must be https, or http to a loopback
- * host; redirects are never followed.
+ * `SVC_ACCESS_TOKEN`, `SVC_BASE_URL`, `SVC_DEFAULT_MODEL`, `SVC_WEBHOOK_SECRET`), else its default.
+ * The command-line tool's saved credentials are never read: a program says which credentials it
+ * uses. The service publishes no default address, so a base URL is required. It must be https, or
+ * http to a loopback host; redirects are never followed.
  *
  * Two credentials, as the service has two: the account's API key for decisions, models and batches,
  * and the signed-in user's access token for training (`client.trainings`, `client.models.retire`), the
- * account's API keys (`client.keys`), its usage (`client.usage`) and a session's image models and decisions (`client.imageModels`,
+ * account's API keys (`client.keys`), its usage (`client.usage`), its webhook endpoints
+ * (`client.webhooks`) and a session's image models and decisions (`client.imageModels`,
  * `client.imageDecisions`), which the service refuses an API key for. Image assets and the image credit (`client.imageAssets`,
  * `client.imageCredit`) take either: the API key when the client has one. A client needs at least
  * one; a call whose credential the client lacks throws ConfigurationError before anything is sent.
@@ -33,6 +34,7 @@ import { Keys } from "./resources/keys.ts";
 import { Models } from "./resources/models.ts";
 import { Trainings } from "./resources/trainings.ts";
 import { UsageReports } from "./resources/usage.ts";
+import { Webhooks } from "./resources/webhooks.ts";
 import { Semaphore } from "./semaphore.ts";
 
 export interface ClientOptions {
@@ -41,9 +43,11 @@ export interface ClientOptions {
   /**
    * The signed-in user's access token of the identity provider, which training, usage and a session's
    * image routes take instead of an API key (`trainings`, `models.retire`, `keys`, `usage`,
-   * `imageModels`, `imageDecisions`); `SVC_ACCESS_TOKEN` when absent.
+   * `webhooks`, `imageModels`, `imageDecisions`); `SVC_ACCESS_TOKEN` when absent.
    */
   accessToken?: string | undefined;
+  /** The signing secret (whsec_...) `webhooks.verify` checks deliveries with when it is given none; `SVC_WEBHOOK_SECRET` when absent. */
+  webhookSecret?: string | undefined;
   /** The service's address, without `/v1/...`; `SVC_BASE_URL` when absent. */
   baseURL?: string | undefined;
   /** The model of requests that name none; `SVC_DEFAULT_MODEL`, else `svc-shared`. */
@@ -75,6 +79,8 @@ export class Client {
   readonly usage: UsageReports;
   /** The account's API keys: create (limited in time, scope and models), list, revoke; with the access token. */
   readonly keys: Keys;
+  /** The account's webhook endpoints and their deliveries, with the access token; `verify` for a receiver. */
+  readonly webhooks: Webhooks;
   private readonly transport: Transport;
 
   /**
@@ -123,6 +129,7 @@ export class Client {
     this.imageCredit = new ImageCredit(this.transport);
     this.usage = new UsageReports(this.transport);
     this.keys = new Keys(this.transport);
+    this.webhooks = new Webhooks(this.transport, nonEmpty(options.webhookSecret) ?? env("SVC_WEBHOOK_SECRET"));
   }
 
   /**

@@ -40,7 +40,7 @@ export type Credential = "api_key" | "access_token";
 const MISSING_CREDENTIAL: Record<Credential, string> = {
   api_key: "no API key: this call takes the account's API key; pass { apiKey } to new Client() or set SVC_API_KEY",
   access_token:
-    "no access token: training, usage, key management, image models and image decisions take the signed-in user's access token, not an API key; pass { accessToken } to new Client() or set SVC_ACCESS_TOKEN (`svc login` saves one, which @decision-service/sdk/settings resolveSession reads)",
+    "no access token: training, usage, key management, webhooks, image models and image decisions take the signed-in user's access token, not an API key; pass { accessToken } to new Client() or set SVC_ACCESS_TOKEN (`svc login` saves one, which @decision-service/sdk/settings resolveSession reads)",
 };
 
 export interface TransportSettings {
@@ -55,7 +55,7 @@ export interface TransportSettings {
 }
 
 export interface Call {
-  method: "GET" | "POST" | "PUT";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** A path under the base URL (`/v1/models`), sent with the credential `auth` names. */
   path?: string;
   /** The credential of a `path` call, or several: the first of them the client has (the API key when absent). */

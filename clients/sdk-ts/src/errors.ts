@@ -19,6 +19,13 @@ import { ErrorEnvelope } from "../../../contract/errors.ts";
 import { IMAGE_REFUSALS, type ImageRefusal } from "../../../contract/images.ts";
 import { REQUEST_ID_HEADER } from "../../../contract/limits.ts";
 
+/**
+ * A received webhook that `client.webhooks.verify` refuses: a header missing, a timestamp too far
+ * from now, no signature of the secret over the body, a body that is not JSON. The contract's own
+ * class, so the SDK and the service's signer agree on it.
+ */
+export { WebhookVerificationError } from "../../../contract/webhook-signature.ts";
+
 export interface APIErrorInit {
   status?: number | undefined;
   code?: string | undefined;

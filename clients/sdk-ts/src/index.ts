@@ -9,8 +9,8 @@
  *     });
  *
  * Training (`client.trainings`, `client.models.retire`), the account's API keys (`client.keys`), its
- * usage (`client.usage`) and a session's image models and decisions (`client.imageModels`,
- * `client.imageDecisions`) take the signed-in user's access token instead of the API key:
+ * usage (`client.usage`), its webhook endpoints (`client.webhooks`) and a session's image models
+ * and decisions (`client.imageModels`, `client.imageDecisions`) take the signed-in user's access token instead of the API key:
  * `new Client({ accessToken })` or SVC_ACCESS_TOKEN. Image assets
  * (`client.imageAssets.upload("cat.jpg")`) and the image credit (`client.imageCredit`) take either.
  *
@@ -61,6 +61,7 @@ export {
   RateLimitError,
   ServiceUnavailableError,
   UnprocessableEntityError,
+  WebhookVerificationError,
 } from "./errors.ts";
 export { type BatchInput, type InputRecord } from "./input.ts";
 export { Batches, type BatchRun, type CreateBatchParams, type ListBatchesParams, type RunOptions, type WaitOptions } from "./resources/batches.ts";
@@ -72,10 +73,19 @@ export { ImageModels } from "./resources/image-models.ts";
 export { Keys, type CreateKeyParams } from "./resources/keys.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
-export { PagePromise, type CursorPage } from "./resources/pages.ts";
+export { PagePromise, type CursorPage, type ListPage } from "./resources/pages.ts";
 export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
 export { type TrainingExample, type TrainingInput } from "./training-input.ts";
 export { UsageReports, type RetrieveUsageParams } from "./resources/usage.ts";
+export {
+  WebhookDeliveries,
+  Webhooks,
+  type CreateWebhookParams,
+  type ListDeliveriesParams,
+  type VerifyOptions,
+  type WebhookEventName,
+  type WebhookHeaders,
+} from "./resources/webhooks.ts";
 export { VERSION } from "./version.ts";
 export { BATCH_STATUSES, TERMINAL_STATUSES, isTerminal, type Batch, type BatchList, type BatchStatus, type Upload } from "../../../contract/batches.ts";
 export type { ModelItem, ModelList, RetiredModel } from "../../../contract/models.ts";
@@ -110,5 +120,18 @@ export { IMAGE_MODEL_STATES, type ImageModel, type ImageModelList, type ImageMod
 export type { CreditBalance } from "../../../contract/credit.ts";
 // The contract's `Usage` (GET /v1/usage) is `UsageReport` here: `Usage` is a decision's token usage.
 export { USAGE_DAYS, USAGE_GROUPS, type Usage as UsageReport, type UsageBucket, type UsageCounts, type UsageGroup } from "../../../contract/usage.ts";
+export {
+  WEBHOOK_DELIVERY_STATUSES,
+  WEBHOOK_EVENTS,
+  WEBHOOK_LIMITS,
+  type DeletedWebhookEndpoint,
+  type WebhookDelivery,
+  type WebhookDeliveryList,
+  type WebhookEndpoint,
+  type WebhookEndpointList,
+  type WebhookEndpointWithSecret,
+  type WebhookEvent,
+} from "../../../contract/webhooks.ts";
+export { WEBHOOK_TOLERANCE_SECONDS } from "../../../contract/webhook-signature.ts";
 export { IMAGE_BASE_ALIAS, LIMITS, SHARED_ALIAS, REQUEST_ID_HEADER } from "../../../contract/limits.ts";
 export { METADATA_LIMITS } from "../../../contract/jobs.ts";

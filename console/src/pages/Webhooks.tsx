@@ -10,6 +10,7 @@ import { Badge, Box, Button, Callout, Card, Checkbox, Code, Flex, Heading, Table
 import { useCallback, useEffect, useState, type ComponentProps } from "react";
 import {
   WEBHOOK_EVENTS,
+  type WebhookEventType,
   WEBHOOK_LIMITS,
   WebhookDeliveryList,
   WebhookEndpointList,
@@ -190,7 +191,7 @@ export function WebhooksPage() {
 function NewEndpoint({ onCreated }: { onCreated(endpoint: WebhookEndpointWithSecret): Promise<void> }) {
   const { session } = useConsole();
   const [url, setUrl] = useState("");
-  const [events, setEvents] = useState<string[]>([]);
+  const [events, setEvents] = useState<WebhookEventType[]>([]);
   const [description, setDescription] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [sending, setSending] = useState(false);

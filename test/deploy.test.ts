@@ -48,6 +48,8 @@ describe("wrangler.toml's production environment", () => {
     for (const name of Object.keys(vars)) expect(name).not.toMatch(/SECRET|TOKEN|PASSWORD|DATABASE_URL|KEY_ID/);
     expect(Object.keys(vars)).not.toContain("NEON_LOCAL_BRIDGE");
     expect(Object.keys(vars).filter((name) => name.startsWith("SVC_TEST_"))).toEqual([]);
+    // Webhooks go to public HTTPS addresses only in production.
+    expect(vars.WEBHOOK_PRIVATE_TARGETS).toBe("off");
   });
 
   it("makes settings the edge accepts: the database reached at Neon's own endpoints, grants signed for R2's S3 endpoint", async () => {

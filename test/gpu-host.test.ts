@@ -197,6 +197,8 @@ describe("the example env files", () => {
     expect(names).toContain("SIDECAR_SECRET_FILE");
     expect(names).not.toContain("SIDECAR_SECRET");
     expect(env.SVC_RUNTIME_SECRET_FILE).toBe("/etc/decision-service/secrets/runtime-gemma");
+    expect(env.WEBHOOK_PRIVATE_TARGETS).toBe("off");
+    expect(env.METRICS_SECRET_FILE).toMatch(/^\/etc\/decision-service\/secrets\//);
     expect(env.DATABASE_URL).toMatch(/^postgres:\/\/.+\.neon\.tech\/.+\?sslmode=require$/);
 
     // The values themselves pass the sidecar's settings, secrets read from their files.

@@ -100,6 +100,20 @@ const ROUTES: Route[] = [
     maxBytes: LIMITS.actionBodyBytes,
   })),
   {
+    name: "POST /v1/webhooks",
+    url: () => `${stack().baseUrl}/v1/webhooks`,
+    token: () => account.userToken,
+    body: () => ({ url: "http://127.0.0.1:9/hostile", events: ["batch.failed", "training.ready"], description: "hostile" }),
+    maxBytes: LIMITS.controlBodyBytes,
+  },
+  {
+    name: "POST /v1/webhooks/{id}/rotate_secret",
+    url: () => `${stack().baseUrl}/v1/webhooks/${crypto.randomUUID()}/rotate_secret`,
+    token: () => account.userToken,
+    body: () => ({ note: "ignored" }),
+    maxBytes: LIMITS.actionBodyBytes,
+  },
+  {
     name: "POST /v1/models/{model}/retire",
     url: () => `${stack().baseUrl}/v1/models/ft:svc-shared:none/retire`,
     token: () => account.userToken,

@@ -176,8 +176,10 @@ export function checkWebhookUrl(raw: string, opts: { privateTargets: boolean }):
   return { url };
 }
 
-const unbracket = (host: string) => host.replace(/^\[(.*)\]$/, "$1");
-const isIpLiteral = (host: string) => host.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(host);
+/** A URL's hostname as an address or name to resolve: an IPv6 literal without its brackets. */
+export const unbracket = (host: string) => host.replace(/^\[(.*)\]$/, "$1");
+/** Whether a URL's hostname is an address rather than a name (WHATWG URL writes every IPv4 form dotted). */
+export const isIpLiteral = (host: string) => host.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(host);
 
 /** IPv4 ranges that are not public (RFC 6890 and friends), as [first octets as a number, prefix length]. */
 const V4_PRIVATE: readonly [string, number][] = [

@@ -21,7 +21,7 @@ import { BatchStore } from "../server-shared/jobs/batches.ts";
 import { TrainingStore } from "../server-shared/jobs/trainings.ts";
 import { cleanJobs, runCleanup, type Retention } from "./bulk/cleanup.ts";
 import type { EdgeLink } from "./bulk/grants.ts";
-import { loggable } from "../server-shared/errors.ts";
+import { Periodic } from "./periodic.ts";
 
 /** How often expiry, completion and the credit sweep run. */
 export const SWEEP_EVERY_MS = 5000;
@@ -57,9 +57,7 @@ export class Sweeper {
   private readonly trainings: TrainingStore;
   private readonly credit: CreditStore;
   private lastCleanup = 0;
-  private loop: Promise<void> | null = null;
-  private stopping = false;
-  private wake: (() => void) | null = null;
+  private readonly loop: Periodic;
 
   constructor(private readonly deps: SweeperDeps) {
     this.timing = deps.timing ?? SWEEPER_TIMING;
@@ -68,34 +66,18 @@ export class Sweeper {
     this.batches = new BatchStore(db);
     this.trainings = new TrainingStore(db);
     this.credit = new CreditStore(db);
+    this.loop = new Periodic("sidecar: sweeper", SWEEP_EVERY_MS, async () => {
+      await this.sweep();
+      return false;
+    }, this.log);
   }
 
   start(): void {
-    this.loop ??= this.run();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    this.wake?.();
-    await this.loop;
-  }
-
-  private async run(): Promise<void> {
-    while (!this.stopping) {
-      try {
-        await this.sweep();
-      } catch (err) {
-        // Postgres away, a bug: say so without content; the next sweep tries again.
-        this.log(`sidecar: sweeper: ${loggable(err)}`);
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, SWEEP_EVERY_MS);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One sweep: expiry, completion and credit every time; retention cleanup once per interval. */

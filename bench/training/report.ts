@@ -9,6 +9,7 @@
  *     printTask(results, heads);
  */
 import type { QuestionFigures } from "../../contract/trainings.ts";
+import type { QuestionType } from "../../contract/calibration.ts";
 import { applyPlatt, applyTemperature, fitPlatt, fitTemperature } from "../../sidecar/decide/calibration.ts";
 import { primaryInterval } from "../../sidecar/train/acceptance.ts";
 import { figuresOf } from "../../sidecar/train/evaluate.ts";
@@ -30,6 +31,8 @@ export interface TaskResults {
   /** Training-part sizes whose served zero-shot answers fit a release calibration. */
   calibrationSizes: number[];
   serving: { zeroShot: Served[]; trained: Served[]; applyHeadMs: number } | null;
+  /** Training items of a choice task read both ways for the option-order check (printOrderBias). */
+  orderCheck: number;
 }
 
 export interface FittedHead {
@@ -149,7 +152,7 @@ export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
   const { task } = r;
   const metric = task.type === "noul" ? "AUROC" : "top-1";
   const rows = rowsOf(r, heads);
-  console.log(`\n### ${task.name}: ${task.type === "noul" ? "yes/no" : `choice of ${task.outcomes.length}`} (${task.outcomes.join(" | ")})`);
+  console.log(`\n### ${task.name}: ${task.type === "noul" ? "yes/no" : `${task.type} of ${task.outcomes.length}`} (${task.outcomes.join(" | ")})`);
   console.log(`question: ${JSON.stringify(task.question)}`);
   console.log(`held-out: ${task.heldOut.length} items (${task.outcomes.map((_, k) => task.heldOut.filter((x) => x.truth === k).length).join("/")}); training part: ${task.usable.training} usable, the first ${task.training.length} used\n`);
   console.log(`| readout | training examples | items | ${metric} | 95 % interval | accuracy | ECE | log loss | Brier | note |`);
@@ -195,31 +198,38 @@ export function printTask(r: TaskResults, heads: FittedHead[]): Row[] {
  * the "both option orders" step is the mean of the key-order reading (the contextual step's answer)
  * and the reversed one, each contextually calibrated (execute.ts answerOf), so the reversed reading
  * is 2 x both - key. How often reversing the options flips the answer, and top-1 of each way of
- * reading them: key order (served), reversed, their mean (the both-orders step), their geometric mean.
+ * reading them: key order, reversed, their mean (the both-orders step), their geometric mean. On the
+ * training part first (`--order-check N` items: where the served reading was chosen), then on the
+ * held-out part (reported, never chosen on).
  */
 function printOrderBias(r: TaskResults): void {
   const { task } = r;
-  const items = task.heldOut.filter((x) => r.zeroShot("contextual", x.id) && r.zeroShot("both-orders", x.id));
-  if (items.length === 0) return;
-  const argmax = (p: readonly number[]) => p.reduce((best, v, i) => (v > p[best]! ? i : best), 0);
-  const normalised = (p: number[]) => {
-    const sum = p.reduce((a, b) => a + b, 0);
-    return p.map((v) => v / sum);
-  };
-  const reads = items.map((x) => {
-    const key = r.zeroShot("contextual", x.id)!.p;
-    const both = r.zeroShot("both-orders", x.id)!.p;
-    const reversed = normalised(key.map((k, i) => Math.max(1e-9, 2 * both[i]! - k)));
-    const geometric = normalised(key.map((k, i) => Math.sqrt(Math.max(1e-12, k) * reversed[i]!)));
-    return { key, reversed, both, geometric, truth: x.truth };
-  });
-  const top1 = (pick: (x: (typeof reads)[number]) => number[]) => reads.filter((x) => argmax(pick(x)) === x.truth).length / reads.length;
-  const flips = reads.filter((x) => argmax(x.key) !== argmax(x.reversed)).length;
-  console.log(`
-option-order bias (${items.length} held-out items, read both ways): reversing the options flips the answer on ${flips} (${((100 * flips) / items.length).toFixed(1)} %)`);
-  console.log(
-    `  top-1: key order (served) ${f3(top1((x) => x.key))}, reversed ${f3(top1((x) => x.reversed))}, mean of both ${f3(top1((x) => x.both))}, geometric mean of both ${f3(top1((x) => x.geometric))} (both: 2 content passes)`,
-  );
+  for (const [part, all] of [
+    ["training", task.training.slice(0, r.orderCheck)],
+    ["held-out", task.heldOut],
+  ] as const) {
+    const items = all.filter((x) => r.zeroShot("contextual", x.id) && r.zeroShot("both-orders", x.id));
+    if (items.length === 0) continue;
+    const argmax = (p: readonly number[]) => p.reduce((best, v, i) => (v > p[best]! ? i : best), 0);
+    const normalised = (p: number[]) => {
+      const sum = p.reduce((a, b) => a + b, 0);
+      return p.map((v) => v / sum);
+    };
+    const reads = items.map((x) => {
+      const key = r.zeroShot("contextual", x.id)!.p;
+      const both = r.zeroShot("both-orders", x.id)!.p;
+      const reversed = normalised(key.map((k, i) => Math.max(1e-9, 2 * both[i]! - k)));
+      const geometric = normalised(key.map((k, i) => Math.sqrt(Math.max(1e-12, k) * reversed[i]!)));
+      return { key, reversed, both, geometric, truth: x.truth };
+    });
+    const top1 = (pick: (x: (typeof reads)[number]) => number[]) => reads.filter((x) => argmax(pick(x)) === x.truth).length / reads.length;
+    const flips = reads.filter((x) => argmax(x.key) !== argmax(x.reversed)).length;
+    console.log(`
+option-order bias (${items.length} ${part} items, read both ways): reversing the options flips the answer on ${flips} (${((100 * flips) / items.length).toFixed(1)} %)`);
+    console.log(
+      `  top-1: key order ${f3(top1((x) => x.key))}, reversed ${f3(top1((x) => x.reversed))}, mean of both ${f3(top1((x) => x.both))}, geometric mean of both ${f3(top1((x) => x.geometric))} (both: 2 content passes)`,
+    );
+  }
 }
 
 /**
@@ -278,13 +288,13 @@ export function printTargets(task: Task, rows: Row[]): void {
 
 /** The three first tries, answered by every zero-shot step (and by the release calibrations fitted on the tasks). */
 export function printUserQuestions(
-  questions: { id: string; name: string; type: "noul" | "choice"; options: string[] }[],
-  prefixes: (type: "noul" | "choice") => StepPrefix[],
+  questions: { id: string; name: string; type: QuestionType; options: string[] }[],
+  prefixes: (type: QuestionType) => StepPrefix[],
   zeroShot: (prefix: string, id: string) => ZeroShot | undefined,
-  calibrations: { noul: ((p: number[]) => number[]) | null; choice: ((p: number[]) => number[]) | null; fittedOn: number },
+  calibrations: Record<QuestionType, ((p: number[]) => number[]) | null> & { fittedOn: number },
 ): void {
   console.log(`\n### tried as a user would (zero-shot, each step prefix; the last line applies the release calibration fitted on ${calibrations.fittedOn} training answers of the task of the same type)\n`);
-  const shown = (type: "noul" | "choice", options: string[], p: number[]) =>
+  const shown = (type: QuestionType, options: string[], p: number[]) =>
     type === "noul" ? `p(yes) ${p[0]!.toFixed(2)}` : options.map((o, i) => `${o} ${p[i]!.toFixed(2)}`).join(", ");
   for (const q of questions) {
     console.log(`${q.name}`);

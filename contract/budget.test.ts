@@ -19,6 +19,19 @@ describe("requestTokenBound", () => {
     expect(bound).toBe(1 + PASS_ALLOWANCE_BYTES + 13 + 6 + (1 + PASS_ALLOWANCE_BYTES + CONTENT_FREE_STATE_MAX_BYTES + 6));
   });
 
+  it("counts both option orders of a small choice, and one reading of a larger single-pass choice", () => {
+    const choice = (n: number) => Question.parse({ type: "choice", criteria: Object.fromEntries(Array.from({ length: n }, (_, i) => [`o${i}`, null])) });
+    const oneReading = (n: number) => {
+      const items = Array.from({ length: n }, (_, i) => contentBytes(`o${i}`));
+      return passBound(7, 0, items) + passBound(CONTENT_FREE_STATE_MAX_BYTES, 0, items);
+    };
+    const small = LIMITS.choiceBothOrdersMaxOptions;
+    expect(questionTokenBound(7, choice(2))).toBe(2 * oneReading(2));
+    expect(questionTokenBound(7, choice(small))).toBe(2 * oneReading(small));
+    expect(questionTokenBound(7, choice(small + 1))).toBe(oneReading(small + 1));
+    expect(questionTokenBound(7, choice(LIMITS.choiceOptionsPerPass))).toBe(oneReading(LIMITS.choiceOptionsPerPass));
+  });
+
   it("counts each state once per pass and each option once, plus the worst final pass, for a chunked choice", () => {
     const n = 60;
     const criteria = Object.fromEntries(Array.from({ length: n }, (_, i) => [`o${i}`, i === 0 ? "x".repeat(100) : null]));

@@ -15,7 +15,9 @@
  *
  * Passes: a noul or a score question is one pass, a choice of at most LIMITS.choiceOptionsPerPass
  * options too, and each of these may be read a second time about a content-free state of at most
- * CONTENT_FREE_STATE_MAX_BYTES (contextual calibration); a choice of more than
+ * CONTENT_FREE_STATE_MAX_BYTES (contextual calibration); a choice of at most
+ * LIMITS.choiceBothOrdersMaxOptions options is read so twice (its options in key order and reversed);
+ * a choice of more than
  * LIMITS.choiceOptionsPerPass options is read in ceil(n / per pass) chunk passes, each option in
  * exactly one of them, plus one final pass over at most LIMITS.choiceOptionsPerPass leaders.
  */
@@ -56,7 +58,8 @@ export function questionTokenBound(stateBytes: number, q: Question): number {
   const items = itemBytes(q);
   const perPass = LIMITS.choiceOptionsPerPass;
   if (q.type !== "choice" || items.length <= perPass) {
-    return passBound(stateBytes, instructions, items) + passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, items);
+    const readings = q.type === "choice" && items.length <= LIMITS.choiceBothOrdersMaxOptions ? 2 : 1;
+    return readings * (passBound(stateBytes, instructions, items) + passBound(CONTENT_FREE_STATE_MAX_BYTES, instructions, items));
   }
   const chunks = Math.ceil(items.length / perPass);
   // Every option sits in exactly one chunk; the final pass offers at most `perPass` of the largest.

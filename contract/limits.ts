@@ -18,6 +18,12 @@ export const LIMITS = {
   choiceOptions: { min: 2, max: 255 },
   /** Options one model pass offers; a larger choice is read in chunks plus one final pass over the leaders. */
   choiceOptionsPerPass: 26,
+  /**
+   * A choice of at most this many options is read twice, its options in key order and reversed, and
+   * the two readings averaged: a choice's options have no order (key order only breaks ties), so its
+   * answer should not follow where an option is listed. Ordered alternatives are a score's levels.
+   */
+  choiceBothOrdersMaxOptions: 8,
   scoreLevels: { min: 2, max: 10 },
   bulkFileBytes: 25 * 1024 * 1024,
   bulkFileRecords: 10_000,

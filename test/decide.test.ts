@@ -214,24 +214,27 @@ describe("a decision", () => {
     expect(severity.score).toBeGreaterThanOrEqual(0);
     expect(severity.score).toBeLessThanOrEqual(4);
 
-    // Every question's pass about the state, in request order, then every question's pass about the
-    // content-free state (none kept yet): Yes/No in four forms each; the options' own words, in key
-    // order; five digits (a level is structured JSON, so levels cannot be read by their words).
-    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 3, 5, 8, 3, 5]);
+    // Every question's passes about the state, in request order, then every question's passes about
+    // the content-free state (none kept yet): Yes/No in four forms each; the options' own words, in
+    // key order and then reversed (a choice's options have no order); five digits (a level is
+    // structured JSON, so levels cannot be read by their words).
+    expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 3, 3, 5, 8, 3, 3, 5]);
     const texts = counting.scored.map((s) => s.request.segments.map((g) => g.text).join(""));
-    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([false, false, false, true, true, true]);
+    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([false, false, false, false, true, true, true, true]);
     // The state is each pass's prefix, its own segment.
     for (const { request } of counting.scored) expect(request.prefix_segments).toBe(1);
     expect(texts[1]).toContain("- billing: money, invoices, charges\n- bug: a defect in the product\n- other\n");
-    expect(result.passes).toBe(6);
-    // What the runtime evaluated (each prefix once), and the logical input: the state once and each question's own tokens.
-    const [content, free] = [counting.scored.slice(0, 3), counting.scored.slice(3)];
+    expect(texts[2]).toContain("- other\n- bug: a defect in the product\n- billing: money, invoices, charges\n");
+    expect(result.passes).toBe(8);
+    // What the runtime evaluated (each prefix once), and the logical input: the state once and each
+    // question's own tokens once (the reversed reading repeats the choice's).
+    const [content, free] = [counting.scored.slice(0, 4), counting.scored.slice(4)];
     const prefix = content[0]!.response.prefix_tokens!;
     expect(prefix).toBeGreaterThan(0);
     expect(result.usage).toEqual({
       input_tokens: sum(counting.scored.map((s) => s.response.evaluated_tokens!)),
-      output_tokens: 6,
-      billable_input_tokens: prefix + sum(content.map((s) => s.response.prompt_tokens - prefix)),
+      output_tokens: 8,
+      billable_input_tokens: prefix + sum([content[0]!, content[1]!, content[3]!].map((s) => s.response.prompt_tokens - prefix)),
     });
     // Within each group one pass at most evaluates the shared prefix (none, when the runtime still
     // held it from the pass before); the others evaluate their own tokens only.
@@ -248,7 +251,7 @@ describe("a decision", () => {
     expect(refund.noul).toBeCloseTo(0.5, 12);
     for (const p of kind.probabilities.values()) expect(p).toBeCloseTo(1 / 3, 12);
     for (const p of severity.probabilities.values()) expect(p).toBeCloseTo(1 / 5, 12);
-    // Without the step the model's own prior shows, and each question is read once.
+    // Without the steps the model's own prior shows, and each question is read once.
     const raw = await run(real, release, { ...MIXED, state: CONTENT_FREE_STATE }, undefined, { ...SERVED_STEPS, contextual: false, bothOrders: false });
     expect((raw.answers.get("refund") as NoulAnswer).noul).not.toBeCloseTo(0.5, 6);
     expect([...(raw.answers.get("kind") as ChoiceAnswer).probabilities.values()][0]).not.toBeCloseTo(1 / 3, 6);
@@ -260,19 +263,21 @@ describe("a decision", () => {
     const distinct = { type: "choice", instructions: "Which continent is it in?", criteria: { Europe: null, Asia: null, Africa: null } };
     const shared = { type: "choice", instructions: "Which country is it?", criteria: { "North Korea": null, "North Macedonia": null, Chad: null } };
     const result = await run(counting, release, { state: "Paris", questions: { distinct, shared } });
-    // Both questions' passes about the state, then their content-free passes.
-    const [words, letters] = counting.scored.map((s) => s.request);
+    // Both questions' passes about the state (each in key order, then reversed), then their content-free passes.
+    const [words, wordsReversed, letters, lettersReversed] = counting.scored.map((s) => s.request);
     expect(words!.label_tokens).toEqual(await Promise.all([" Europe", " Asia", " Africa"].map(async (w) => (await tokenizeOne(w)).tokens[0])));
     expect(words!.segments[1]!.text).toContain("Options:\n- Europe\n- Asia\n- Africa\nAnswer:");
     // Letters, each in two forms (" A" and "A").
     expect(letters!.label_tokens).toHaveLength(6);
     expect(letters!.segments[1]!.text).toContain("A: North Korea\nB: North Macedonia\nC: Chad\nAnswer:");
+    // The second readings offer the options reversed, letters given by position.
+    expect(wordsReversed!.segments[1]!.text).toContain("Options:\n- Africa\n- Asia\n- Europe\nAnswer:");
+    expect(lettersReversed!.segments[1]!.text).toContain("A: Chad\nB: North Macedonia\nC: North Korea\nAnswer:");
     expect([...(result.answers.get("shared") as ChoiceAnswer).probabilities.keys()]).toEqual(["North Korea", "North Macedonia", "Chad"]);
   });
 
-  it("with the both-orders step (measured by the benchmarks, not served), answers a two-option choice the same whichever order its options are given in", async () => {
-    const steps = { ...SERVED_STEPS, bothOrders: true };
-    const ask = (criteria: Record<string, null>) => run(real, release, { state: "wonderful", questions: { q: { type: "choice", criteria } } }, undefined, steps);
+  it("answers a two-option choice the same whichever order its options are given in (both orders are read)", async () => {
+    const ask = (criteria: Record<string, null>) => run(real, release, { state: "wonderful", questions: { q: { type: "choice", criteria } } });
     const forward = (await ask({ positive: null, negative: null })).answers.get("q") as ChoiceAnswer;
     const backward = (await ask({ negative: null, positive: null })).answers.get("q") as ChoiceAnswer;
     expect([...backward.probabilities.keys()]).toEqual(["negative", "positive"]);
@@ -285,7 +290,7 @@ describe("a decision", () => {
     const second = await run(real, release, mixed());
     expect(second.answers).toEqual(first.answers);
     // The second finds the content-free readings kept.
-    expect(second.passes).toBe(first.passes - 3);
+    expect(second.passes).toBe(first.passes - 4);
   });
 
   it("evaluates the state once: a request's passes after the first evaluate only their own tokens, and answer as each pass alone would", async () => {
@@ -322,21 +327,21 @@ describe("a decision", () => {
   it("keeps content-free readings per runtime: a question asked again runs its content pass only, with the same numbers", async () => {
     const first = new CountingRuntime(real);
     const computed = await run(first, release, mixed());
-    expect(first.scored).toHaveLength(6);
+    expect(first.scored).toHaveLength(8);
     const again = new CountingRuntime(real);
     const kept = await run(again, release, mixed());
-    // Three content passes; the content-free readings come from the store.
-    expect(again.scored).toHaveLength(3);
+    // Four content passes (the choice's two orders); the content-free readings come from the store.
+    expect(again.scored).toHaveLength(4);
     expect(again.scored.every((s) => !s.request.segments[0]!.text.startsWith("State:\nN/A\n"))).toBe(true);
     expect(kept.answers).toEqual(computed.answers);
-    expect(kept.passes).toBe(3);
-    expect(kept.usage.output_tokens).toBe(3);
+    expect(kept.passes).toBe(4);
+    expect(kept.usage.output_tokens).toBe(4);
     expect(kept.usage.input_tokens).toBe(sum(again.scored.map((s) => s.response.evaluated_tokens!)));
-    // The same questions about another state: still one pass per question.
+    // The same questions about another state: still one pass per question and option order.
     const other = new CountingRuntime(real);
     await run(other, release, { ...mixed(), state: "The app crashes when I open the settings page." });
-    expect(other.scored).toHaveLength(3);
-    expect(contentFreeReadings.count).toBe(3);
+    expect(other.scored).toHaveLength(4);
+    expect(contentFreeReadings.count).toBe(4);
   });
 
   it("keeps a state's evaluation for the account that sent it: another account's identical state is evaluated again", async () => {
@@ -364,12 +369,12 @@ describe("a decision", () => {
   it("evaluates every pass in full without sharing (the benchmarks' baseline), keeping nothing", async () => {
     const counting = new CountingRuntime(real);
     const result = await run(counting, release, mixed(), undefined, { ...SERVED_STEPS, shared: false });
-    expect(counting.scored).toHaveLength(6);
+    expect(counting.scored).toHaveLength(8);
     for (const { request, response } of counting.scored) {
       expect(request.prefix_segments).toBeUndefined();
       expect(response.evaluated_tokens).toBe(response.prompt_tokens);
     }
-    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 6 });
+    expect(result.usage).toEqual({ input_tokens: sum(counting.scored.map((s) => s.response.prompt_tokens)), output_tokens: 8 });
     expect(contentFreeReadings.count).toBe(0);
   });
 
@@ -534,8 +539,9 @@ describe("runtime identity", () => {
     const err = await run(wrong, release, request).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(wrong.tokenized).toHaveLength(0);
-    // Its one pass (the content-free reading was kept by the first request), whose stamp is refused.
-    expect(wrong.scored).toHaveLength(1);
+    // Its two content passes (both option orders, in flight together; the content-free readings were
+    // kept by the first request): the first one's stamp is refused.
+    expect(wrong.scored).toHaveLength(PASSES_IN_FLIGHT);
   });
 
   it("fails the decision with IdentityMismatchError when a pass comes back from another fingerprint", async () => {

@@ -50,9 +50,10 @@ describe("POST /v1/systemone", () => {
     expect(severity.score).toBeLessThanOrEqual(2);
 
     expect(Number.isInteger(response.usage.input_tokens)).toBe(true);
-    // Each question is read about the state, and about the content-free state unless the sidecar
-    // already keeps that reading (other tests on this stack ask the same questions).
-    expect([3, 6]).toContain(response.usage.output_tokens);
+    // Each question is read about the state (the 3-option choice twice: its options in key order and
+    // reversed), and about the content-free state unless the sidecar already keeps that reading
+    // (other tests on this stack ask the same questions).
+    expect([4, 8]).toContain(response.usage.output_tokens);
     // The logical input: the state once and each question once, whatever the runtime had kept.
     expect(response.usage.billable_input_tokens).toBeGreaterThan(0);
     const usage = await usageRows(reply.requestId!);

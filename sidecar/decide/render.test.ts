@@ -100,10 +100,14 @@ describe("rendering within the contract's budget", () => {
   it("a question's passes, its worst final pass included, are within questionTokenBound", () => {
     fc.assert(
       fc.property(rendering, words, state, question, (r, w, s, q) => {
-        // The served plan: the both-orders step is measured by the benchmarks, not served, nor reserved.
-        const plan = planQuestion(r, asText(s), q, { words: w, contextual: SERVED_STEPS.contextual, bothOrders: SERVED_STEPS.bothOrders });
-        const total = plannedPasses(plan).reduce((sum, p) => sum + passTokenBound(p), 0) + (plan.finalPassBound ?? 0);
-        expect(total).toBeLessThanOrEqual(questionTokenBound(contentBytes(s), q));
+        // The served plan (a small choice read in both option orders, reserved by the edge as such), and every plan beside it.
+        const plans = [SERVED_STEPS, { contextual: true, bothOrders: true }, { contextual: true, bothOrders: false }, { contextual: false, bothOrders: false }].map((steps) =>
+          planQuestion(r, asText(s), q, { words: w, contextual: steps.contextual, bothOrders: steps.bothOrders }),
+        );
+        for (const plan of plans) {
+          const total = plannedPasses(plan).reduce((sum, p) => sum + passTokenBound(p), 0) + (plan.finalPassBound ?? 0);
+          expect(total).toBeLessThanOrEqual(questionTokenBound(contentBytes(s), q));
+        }
       }),
       { numRuns: 300 },
     );

@@ -83,11 +83,11 @@ export const FINALIST_MASS = 0.99;
  */
 export const CONTENT_FREE_STATE = "N/A";
 /**
- * With the `bothOrders` step, a choice of at most this many options is read in key order and in
- * reverse, and the two averaged. The step is measured by the benchmarks and not served: on sentences
- * it hurt (execute.ts SERVED_STEPS), so the edge's reservation (contract/budget.ts) does not count it.
+ * With the `bothOrders` step (served: steps.ts SERVED_STEPS), a choice of at most this many options is
+ * read in key order and in reverse, and the two averaged; the edge's reservation (contract/budget.ts)
+ * counts both readings.
  */
-export const BOTH_ORDERS_MAX_OPTIONS = 8;
+export const BOTH_ORDERS_MAX_OPTIONS = LIMITS.choiceBothOrdersMaxOptions;
 
 // Gemma's chat turn markers (the default model's template), used by the chat framing only.
 const TURN_OPEN: Segment = { text: "<start_of_turn>user\n", special: true };

@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts", "contract/**/*.test.ts", "server-shared/**/*.test.ts", "edge/**/*.test.ts", "sidecar/**/*.test.ts", "runtime/**/*.test.ts", "local/**/*.test.ts", "ops/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "contract/**/*.test.ts", "server-shared/**/*.test.ts", "edge/**/*.test.ts", "sidecar/**/*.test.ts", "runtime/**/*.test.ts", "local/**/*.test.ts", "ops/**/*.test.ts", "bench/**/*.test.ts"],
     // One isolated stack shared by the API tests; its logs are scanned for secrets at the end.
     globalSetup: ["test/support/global-stack.ts"],
     testTimeout: 60_000,

@@ -42,7 +42,8 @@ export interface StepPrefix {
  */
 export function stepPrefixes(type: QuestionType): StepPrefix[] {
   const prefix = (key: string, name: string, steps: Pick<Steps, "contextual" | "bothOrders">): StepPrefix => {
-    const served = steps.contextual === SERVED_STEPS.contextual && steps.bothOrders === SERVED_STEPS.bothOrders;
+    // Both orders applies to a choice only: a yes/no or a score reads the same either way.
+    const served = steps.contextual === SERVED_STEPS.contextual && (type !== "choice" || steps.bothOrders === SERVED_STEPS.bothOrders);
     return { key, name: served ? `${name} (served)` : name, steps: { ...SERVED_STEPS, ...steps, calibration: false }, served };
   };
   const prefixes = [prefix("rendering", "rendering only", { contextual: false, bothOrders: false }), prefix("contextual", "+ contextual calibration", { contextual: true, bothOrders: false })];

@@ -62,6 +62,12 @@
  * 1,693 tokens take 143 ms, 10 of 8,013 take 447 ms), so there the passes saved count more than the
  * tokens saved, and the 4x target of (a), met on CPUs, is not met on this GPU.
  *
+ * Since 2026-11-27 a choice of up to 8 options is read in both option orders (issue 36, steps.ts
+ * SERVED_STEPS), so (a)'s 4-option choice takes two content passes and two content-free ones: today
+ * and shared run 12 and 6 passes, the same as when filed and one more than the figures above, which
+ * are of the single-order readout. The second reading re-reads the choice's own tokens (about 40 here),
+ * so shared evaluates about 2 % above the bound, which counts each question's tokens once.
+ *
  * In (c) a record is one short pass (39 tokens): the label read took the per-pass cost of reading
  * probabilities from about 56 ms to a few (runtime/engine.ts readLabels), which is most of the gain
  * over the filing time; sharing adds the content-free reading kept (one pass a record instead of

@@ -106,9 +106,10 @@
  * read 0.333 [0.283, 0.387]. Measured on 2026-11-27 (runtime eaa760122422, render-v3).
  * Cost: reading one example (a hidden-state pass pooling the state, and its embedding: about 20 ms)
  * 0.5-0.9 s; fitting the six input sets 0.8-12 s at 300 examples, 3-49 s at 1,000. Served (24
- * decisions each, interleaved): reviews zero-shot 263 ms median, trained 491 ms; news 295 and 570 ms;
- * spam 336 and 683 ms; newsgroups 306 and 560 ms, one pass each (the zero-shot readout's content-free
- * pass is kept, so it runs one pass per decision too).
+ * decisions each, interleaved): reviews zero-shot 263 ms median, trained 491 ms; spam 336 and 683 ms,
+ * one pass each (the zero-shot readout's content-free pass is kept); news 372 and 587 ms, newsgroups
+ * 419 and 598 ms (2026-11-27), the zero-shot choice in two passes (both option orders), the trained
+ * one in one.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";

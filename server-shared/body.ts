@@ -33,7 +33,8 @@ export interface ReadJsonOptions {
 export async function readJson<T>(c: Context, schema: z.ZodType<T>, options: ReadJsonOptions = {}): Promise<T> {
   const { maxBytes = LIMITS.decisionBodyBytes, maxDepth = LIMITS.jsonDepth, emptyIsObject = false } = options;
   const text = await readText(c.req.raw, maxBytes);
-  if (emptyIsObject && text.trim() === "") return validate(schema, new Map());
+  // No body at all; whitespace alone is not JSON, and is refused below like any other text that is not.
+  if (emptyIsObject && text === "") return validate(schema, new Map());
   let value: unknown;
   try {
     value = parseJson(text, { maxDepth });

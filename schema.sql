@@ -371,19 +371,22 @@ CREATE VIEW model_registry AS
     LEFT JOIN model_aliases a ON a.release_id = r.id
    GROUP BY r.id, b.id;
 
--- One bulk record's commit, in one round trip (sidecar/bulk/worker.ts): under the batch's row lock,
--- checks the claim's fence (token, unexpired lease, batch not terminal, account active), marks the
--- record done (once: a second commit of a line changes nothing), writes its result and, for an
--- answer, its usage row, counts it, completes the batch when it was the last record, and releases the
--- lease. Returns 'committed', 'fenced' (nothing written; the lease is not this worker's) or
--- 'duplicate' (nothing written; the lease released).
-CREATE FUNCTION bulk_commit(
-  p_batch uuid, p_token uuid, p_line integer, p_custom_id text, p_result text,
-  p_release text, p_input_tokens integer, p_output_tokens integer, p_billable integer
+-- A claim's records committed together, in one round trip (sidecar/bulk/steps.ts): under the batch's
+-- row lock, checks the claim's fence (token, unexpired lease, batch not terminal, account active),
+-- marks each record done (once: a line already done is skipped, and its first result and usage row
+-- stay), writes each result and, for an answer, its usage row, counts them, completes the batch when
+-- its last record is done, and releases the lease. The arrays hold one entry per record, in the same
+-- order; an entry without a release is an error record. Returns 'committed', 'fenced' (nothing
+-- written; the lease is not this worker's) or 'duplicate' (every line was done already: nothing
+-- written; the lease released).
+CREATE FUNCTION bulk_commit_records(
+  p_batch uuid, p_token uuid, p_lines integer[], p_custom_ids text[], p_results text[],
+  p_releases text[], p_input_tokens integer[], p_output_tokens integer[], p_billable integer[]
 ) RETURNS text AS $$
 DECLARE
   b batches%ROWTYPE;
-  answered boolean := p_release IS NOT NULL;
+  v_answered integer;
+  v_failed integer;
 BEGIN
   SELECT * INTO b FROM batches WHERE id = p_batch FOR UPDATE;
   IF NOT FOUND OR b.lease_token IS DISTINCT FROM p_token OR b.lease_expires_at <= now()
@@ -391,19 +394,33 @@ BEGIN
      OR NOT EXISTS (SELECT 1 FROM accounts WHERE id = b.account_id AND status = 'active') THEN
     RETURN 'fenced';
   END IF;
-  UPDATE batch_records SET done = true WHERE batch_id = p_batch AND line = p_line AND NOT done;
-  IF NOT FOUND THEN
+  WITH given AS (
+    SELECT DISTINCT ON (t.line) t.*
+      FROM unnest(p_lines, p_custom_ids, p_results, p_releases, p_input_tokens, p_output_tokens, p_billable)
+        AS t(line, custom_id, result, release_id, input_tokens, output_tokens, billable)
+     ORDER BY t.line),
+  marked AS (
+    UPDATE batch_records r SET done = true FROM given
+     WHERE r.batch_id = p_batch AND r.line = given.line AND NOT r.done
+    RETURNING r.line),
+  fresh AS (SELECT given.* FROM given JOIN marked ON marked.line = given.line),
+  stored AS (
+    INSERT INTO batch_results (batch_id, line, custom_id, result)
+    SELECT p_batch, fresh.line, fresh.custom_id, fresh.result::json FROM fresh),
+  used AS (
+    INSERT INTO usage_records (account_id, key_id, release_id, source, request_id, input_tokens, output_tokens, billable_input_tokens)
+    SELECT b.account_id, NULL, fresh.release_id, 'bulk', 'batch_' || p_batch || '_' || fresh.line,
+           fresh.input_tokens, fresh.output_tokens, fresh.billable
+      FROM fresh WHERE fresh.release_id IS NOT NULL)
+  SELECT count(*) FILTER (WHERE fresh.release_id IS NOT NULL), count(*) FILTER (WHERE fresh.release_id IS NULL)
+    INTO v_answered, v_failed FROM fresh;
+  IF v_answered + v_failed = 0 THEN
     UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = p_batch;
     RETURN 'duplicate';
   END IF;
-  INSERT INTO batch_results (batch_id, line, custom_id, result) VALUES (p_batch, p_line, p_custom_id, p_result::json);
-  IF answered THEN
-    INSERT INTO usage_records (account_id, key_id, release_id, source, request_id, input_tokens, output_tokens, billable_input_tokens)
-    VALUES (b.account_id, NULL, p_release, 'bulk', 'batch_' || p_batch || '_' || p_line, p_input_tokens, p_output_tokens, p_billable);
-  END IF;
   UPDATE batches
-     SET completed_records = completed_records + answered::int,
-         failed_records = failed_records + (NOT answered)::int,
+     SET completed_records = completed_records + v_answered,
+         failed_records = failed_records + v_failed,
          lease_token = NULL, lease_expires_at = NULL,
          status = CASE WHEN EXISTS (SELECT 1 FROM batch_records WHERE batch_id = p_batch AND NOT done) THEN status ELSE 'completed' END,
          finished_at = CASE WHEN EXISTS (SELECT 1 FROM batch_records WHERE batch_id = p_batch AND NOT done) THEN finished_at ELSE now() END
@@ -412,7 +429,7 @@ BEGIN
 END
 $$ LANGUAGE plpgsql;
 
--- A claim's batch and, for a running batch, its next record (bulk_claim below).
+-- A claim's batch and, for a running batch, one of its next records (bulk_claim_records below: a row each).
 CREATE TYPE bulk_claim_row AS (
   id uuid, status text, account_id uuid, object_key text, expires_at timestamptz, models jsonb,
   requests_per_second integer, tokens_per_second bigint,
@@ -425,14 +442,15 @@ CREATE FUNCTION release_retired(p_release text) RETURNS boolean
   LANGUAGE sql STABLE
   RETURN EXISTS (SELECT 1 FROM model_releases WHERE id = p_release AND retired_at IS NOT NULL);
 
--- The bulk worker's claim (sidecar/bulk/worker.ts), in one round trip: leases to p_token, for
+-- The bulk worker's claim (sidecar/bulk/steps.ts), in one round trip: leases to p_token, for
 -- p_lease_ms, the batch that waited longest for a turn (never one of a disabled account or past its
 -- deadline, never one leased to another worker) and has work this worker can do: a queued batch to
 -- validate, or a running batch with a pending record whose release is served here (p_served), or
 -- that has none or a retired one (an error record), and that is not waiting after a transient
--- failure. For a running batch it returns that record, with the revision of its release's row when
--- that release is served at p_self (null otherwise). No row: nothing to do.
-CREATE FUNCTION bulk_claim(p_token uuid, p_lease_ms double precision, p_served text[], p_self text)
+-- failure. For a running batch it returns up to p_records such records, a row each in line order,
+-- each with the revision of its release's row when that release is served at p_self (null
+-- otherwise). No row: nothing to do.
+CREATE FUNCTION bulk_claim_records(p_token uuid, p_lease_ms double precision, p_served text[], p_self text, p_records integer)
 RETURNS SETOF bulk_claim_row AS $$
   WITH claimed AS (
     UPDATE batches b
@@ -461,12 +479,38 @@ RETURNS SETOF bulk_claim_row AS $$
        WHERE r.batch_id = claimed.id AND NOT r.done
          AND (r.release_id IS NULL OR r.release_id = ANY (p_served) OR release_retired(r.release_id))
          AND (r.not_before IS NULL OR r.not_before <= now())
-       ORDER BY line LIMIT 1) r ON claimed.status = 'running'
+       ORDER BY line LIMIT greatest(p_records, 1)) r ON claimed.status = 'running'
+   ORDER BY r.line
 $$ LANGUAGE sql;
 
--- A record's commit (bulk_commit) and the worker's next claim (bulk_claim), in one round trip: the
--- lease is released by the commit before the claim looks for the batch that waited longest, so the
--- batches still take turns.
+-- A claim's commit (bulk_commit_records) and the worker's next claim (bulk_claim_records), in one
+-- round trip: the lease is released by the commit before the claim looks for the batch that waited
+-- longest, so the batches still take turns.
+CREATE FUNCTION bulk_commit_records_and_claim(
+  p_batch uuid, p_token uuid, p_lines integer[], p_custom_ids text[], p_results text[],
+  p_releases text[], p_input_tokens integer[], p_output_tokens integer[], p_billable integer[],
+  p_next_token uuid, p_lease_ms double precision, p_served text[], p_self text, p_records integer
+) RETURNS SETOF bulk_claim_row AS $$
+  SELECT bulk_commit_records(p_batch, p_token, p_lines, p_custom_ids, p_results, p_releases, p_input_tokens, p_output_tokens, p_billable);
+  SELECT * FROM bulk_claim_records(p_next_token, p_lease_ms, p_served, p_self, p_records);
+$$ LANGUAGE sql;
+
+-- The single-record forms the sidecars of before issue 37 call, kept so that they keep working while
+-- the hosts are upgraded one at a time (docs/deploy.md section 11): each is the form above for one
+-- record. A later migration may drop them once no sidecar of that version runs.
+CREATE FUNCTION bulk_commit(
+  p_batch uuid, p_token uuid, p_line integer, p_custom_id text, p_result text,
+  p_release text, p_input_tokens integer, p_output_tokens integer, p_billable integer
+) RETURNS text AS $$
+  SELECT bulk_commit_records(p_batch, p_token, ARRAY[p_line], ARRAY[p_custom_id], ARRAY[p_result],
+                             ARRAY[p_release], ARRAY[p_input_tokens], ARRAY[p_output_tokens], ARRAY[p_billable]);
+$$ LANGUAGE sql;
+
+CREATE FUNCTION bulk_claim(p_token uuid, p_lease_ms double precision, p_served text[], p_self text)
+RETURNS SETOF bulk_claim_row AS $$
+  SELECT * FROM bulk_claim_records(p_token, p_lease_ms, p_served, p_self, 1);
+$$ LANGUAGE sql;
+
 CREATE FUNCTION bulk_commit_and_claim(
   p_batch uuid, p_token uuid, p_line integer, p_custom_id text, p_result text,
   p_release text, p_input_tokens integer, p_output_tokens integer, p_billable integer,

@@ -21,6 +21,7 @@
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { Batch } from "../contract/batches.ts";
 import { Question } from "../contract/decision.ts";
 import { startStack } from "../local/stack.ts";
@@ -120,6 +121,14 @@ try {
   // passes to the busy time.)
   const wallMs = Date.parse(batch.finished_at) - Date.parse(batch.submitted_at!);
   const directSecond = await direct(half, records);
+  // Its phases: from submit to the first commit (the worker's idle poll, reading and validating the
+  // file, the first claim), then the records, first commit to last.
+  const db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  const commits = (await db.query<{ first: Date; last: Date }>("SELECT min(committed_at) AS first, max(committed_at) AS last FROM batch_results WHERE batch_id = $1", [created.id])).rows[0]!;
+  await db.end();
+  const startMs = commits.first.getTime() - Date.parse(batch.submitted_at!);
+  const runningMs = commits.last.getTime() - commits.first.getTime();
 
   // Busy with any pass: the real-time requests' passes ran inside the batch's wall time too (the GPU
   // was busy for them as much), and the gaps between passes are what the service adds.
@@ -136,6 +145,11 @@ try {
     console.log(`${name.padEnd(34)} ${(wall / 1000).toFixed(1).padStart(8)} ${perMinute(records, wall).toFixed(1).padStart(12)} ${`${((busy / wall) * 100).toFixed(1)} %`.padStart(13)} ${((wall - busy) / records).toFixed(1).padStart(19)}`);
   row("passes straight to the runtime", directWall, directBusy);
   row("the batch (submit to completed)", wallMs, busy);
+  // Every record's pass but the first ran between the first commit and the last: the busy time of
+  // that phase is the batch's less one pass.
+  const passMs = busy / (after.passes - before.passes);
+  row("  its records (first commit to last)", runningMs, busy - passMs);
+  console.log(`  before its first commit: ${startMs.toFixed(0)} ms (the worker's idle poll of up to 500 ms, the file read and validated, the first claim)`);
   console.log(`ratio of records/min, batch / direct: ${(directWall / wallMs).toFixed(3)}`);
   const idleP = percentiles(idle);
   const duringP = percentiles(during);

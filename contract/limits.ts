@@ -37,6 +37,13 @@ export const LIMITS = {
   bulkLeaseMs: 120_000,
   bulkLeaseRenewMs: 30_000,
   bulkTransientAttempts: 3,
+  /**
+   * Runtime time one bulk execution fills: a claim takes as many consecutive records as ran in about
+   * this long (at least one, at most bulkClaimRecords), so millisecond GPU passes do not wait for a
+   * lane handover and a commit per record, and real time waits for at most this long behind bulk.
+   */
+  bulkExecutionMs: 30,
+  bulkClaimRecords: 16,
   bulkDataRetentionMs: 7 * 24 * 60 * 60 * 1000,
   batchMetadataRetentionMs: 30 * 24 * 60 * 60 * 1000,
   /** A training file (labelled examples of one task), bytes and examples. */

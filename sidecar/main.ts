@@ -12,7 +12,7 @@ import { parseSettings } from "../server-shared/settings.ts";
 import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
 import { UsageWriter } from "./usage.ts";
-import { BulkSteps } from "./bulk/steps.ts";
+import { BulkSteps, fixedClaimSize } from "./bulk/steps.ts";
 import { JOB_TIMING, JobWorker } from "./jobs/worker.ts";
 import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
@@ -86,6 +86,7 @@ const workers =
               edge,
               steps,
               committed: (outcome) => metrics.bulkRecords.inc({ outcome }),
+              ...(settings.SVC_TEST_BULK_CLAIM_RECORDS ? { claimSize: fixedClaimSize(settings.SVC_TEST_BULK_CLAIM_RECORDS) } : {}),
             }),
           ],
           { timing: jobTiming },

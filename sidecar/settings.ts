@@ -27,6 +27,7 @@
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
  *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS,
  *   SVC_TEST_WEBHOOK_LEASE_MS (how long a webhook attempt holds its delivery),
+ *   SVC_TEST_BULK_CLAIM_RECORDS (every bulk claim takes this many records, whatever the passes take),
  *   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER ("on": the process kills itself right after handing over an
  *   image decision's answer, the crash a settlement must survive)
  *
@@ -61,6 +62,7 @@ export const SidecarSettings = z.object({
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
   SVC_TEST_IMAGE_HOLD_MS: optionalInteger(0, 60_000),
   SVC_TEST_WEBHOOK_LEASE_MS: optionalInteger(100, WEBHOOK_LEASE_MS),
+  SVC_TEST_BULK_CLAIM_RECORDS: optionalInteger(1, LIMITS.bulkClaimRecords),
   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER: flag("off"),
 }).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

@@ -74,8 +74,13 @@ describe("a batch through the worker", () => {
     // The question's content-free reading is kept from the tests above: one pass a record.
     await poll(account, await submitted(account, lines([noul(100)])));
     const before = await passes();
-    await poll(account, await submitted(account, lines(Array.from({ length: 8 }, (_, i) => noul(200 + i)))));
+    const eight = await submitted(account, lines(Array.from({ length: 8 }, (_, i) => noul(200 + i))));
+    await poll(account, eight);
     expect((await passes()) - before).toBe(8);
+    // A CPU pass fills a bulk execution (steps.ts ClaimSize): each record was claimed and committed on
+    // its own (a commit's rows share its transaction's time).
+    const commits = await query<{ commits: number }>("SELECT count(DISTINCT committed_at)::int AS commits FROM batch_results WHERE batch_id = $1", [eight]);
+    expect(commits[0]!.commits).toBe(8);
 
     // Two batches released together: while the other waits for its turn, nothing is prepared ahead.
     const other = await newAccount();

@@ -178,6 +178,59 @@ describe("npm run db:migrate on a database of the unversioned schema (version 0)
   });
 });
 
+describe("the bulk functions of the latest version", () => {
+  it("claim up to p_records records in line order and commit a claim's records together: fenced, each line once, one usage row per answer", async () => {
+    const url = await createDatabase();
+    await migrate(url);
+    const { runningBatch: batch, leaseToken } = await addRows(url);
+    await withClient(url, async (db) => {
+      await db.query(`INSERT INTO batch_records (batch_id, line, custom_id, body, release_id) VALUES ($1, 3, 'z', '{}', 'rel-1'), ($1, 4, 'w', '{}', 'rel-1')`, [batch]);
+      await db.query("UPDATE batches SET total_records = 4 WHERE id = $1", [batch]);
+      const commit = (token: string, lines: number[], releases: (string | null)[]) =>
+        db.query("SELECT bulk_commit_records($1, $2, $3::integer[], $4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::integer[]) AS outcome", [
+          batch,
+          token,
+          lines,
+          lines.map((line) => `c-${line}`),
+          lines.map((line) => `{"line": ${line}}`),
+          releases,
+          lines.map((line) => 10 + line),
+          lines.map(() => 1),
+          lines.map(() => null),
+        ]);
+      const claim = async (records: number) => {
+        const token = crypto.randomUUID();
+        const claimed = await db.query("SELECT id, line, release_id FROM bulk_claim_records($1, 60000, ARRAY['rel-1'], 'http://127.0.0.1:2', $2)", [token, records]);
+        return { token, lines: claimed.rows.map((row) => row.line as number) };
+      };
+      const state = async () =>
+        (await db.query("SELECT status, completed_records, failed_records, lease_token, finished_at IS NOT NULL AS finished FROM batches WHERE id = $1", [batch])).rows[0];
+
+      expect((await commit(crypto.randomUUID(), [1, 3], ["rel-1", null])).rows[0].outcome).toBe("fenced");
+      expect((await db.query("SELECT count(*)::int AS n FROM batch_results WHERE batch_id = $1", [batch])).rows[0].n).toBe(0);
+      // Line 1 answered, line 3 an error record: both in one commit, which releases the lease.
+      expect((await commit(leaseToken, [1, 3], ["rel-1", null])).rows[0].outcome).toBe("committed");
+      expect(await state()).toEqual({ status: "running", completed_records: 1, failed_records: 1, lease_token: null, finished: false });
+
+      // The claim gives the pending records in line order, at most as many as asked.
+      expect((await claim(1)).lines).toEqual([2]);
+      await db.query("UPDATE batches SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1", [batch]);
+      const second = await claim(10);
+      expect(second.lines).toEqual([2, 4]);
+      // Lines already done are skipped: nothing new is a duplicate, which releases the lease.
+      expect((await commit(second.token, [3, 1], [null, "rel-1"])).rows[0].outcome).toBe("duplicate");
+      const third = await claim(10);
+      expect((await commit(third.token, [3, 4, 2], ["rel-1", "rel-1", null])).rows[0].outcome).toBe("committed");
+      expect(await state()).toEqual({ status: "completed", completed_records: 2, failed_records: 2, lease_token: null, finished: true });
+
+      const results = await db.query("SELECT line, custom_id, result::text AS result FROM batch_results WHERE batch_id = $1 ORDER BY line", [batch]);
+      expect(results.rows).toEqual([1, 2, 3, 4].map((line) => ({ line, custom_id: `c-${line}`, result: `{"line": ${line}}` })));
+      const usage = await db.query("SELECT request_id, input_tokens FROM usage_records WHERE request_id LIKE $1 ORDER BY request_id", [`batch_${batch}_%`]);
+      expect(usage.rows).toEqual([{ request_id: `batch_${batch}_1`, input_tokens: 11 }, { request_id: `batch_${batch}_4`, input_tokens: 14 }]);
+    });
+  });
+});
+
 describe("npm run db:migrate on a versioned database", () => {
   it("changes nothing when run again: same catalog, same record", async () => {
     const url = await createDatabase();

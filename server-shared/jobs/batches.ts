@@ -1,19 +1,19 @@
 /**
  * The batch kind of job: a job's lifecycle is the job store's (store.ts: create, find, list, submit,
  * cancel, the lease, fail, expire, purge); this file adds what only a batch has, its records and
- * results, for the edge (results pages) and the sidecar's bulk worker (a claim with its next record,
+ * results, for the edge (results pages) and the sidecar's bulk worker (a claim with its next records,
  * start, commit). Rows are parsed here, once, into typed values.
  *
  *   uploading --submit--> queued --claim--> validating --start--> running --commit(last)--> completed
  *   any non-terminal --cancel--> cancelled; validating --fail--> failed; past its deadline --expire--> expired
  *
- * A batch's claim stays a SQL function (bulk_claim in schema.sql) with the store's rule (open, active
- * account, before its deadline, lease free; the longest wait by last claim, then submission) because
- * it also returns the batch's next record and follows a record's commit in the same round trip.
+ * A batch's claim stays a SQL function (bulk_claim_records in schema.sql) with the store's rule (open,
+ * active account, before its deadline, lease free; the longest wait by last claim, then submission)
+ * because it also returns the batch's next records and follows a claim's commit in the same round trip.
  *
  *     const store = new BatchStore(httpDb(sql));   // or poolDb(pool) in the sidecar
  *     const batch = await store.find(id, accountId);
- *     const claim = await store.claimWork({ leaseMs, served, self });
+ *     const claim = await store.claimWork({ leaseMs, served, self, records: 8 });
  */
 import { z } from "zod";
 import { BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
@@ -73,7 +73,7 @@ export interface StoredRecord {
   body: string;
 }
 
-/** A `bulk_claim_row` (schema.sql). */
+/** A `bulk_claim_row` (schema.sql): the claimed batch, and one of its records (none while it is validated). */
 const ClaimRow = z.object({
   id: z.string(),
   status: z.enum(["validating", "running"]),
@@ -99,8 +99,12 @@ export interface BatchClaim extends Lease {
   deadline: number;
   models: FrozenModels;
   account: { id: string; requests_per_second: number | null; tokens_per_second: number | null };
-  /** A running batch's next record this sidecar can run, with its release's registry row revision (null: not served here). */
-  next: { record: StoredRecord; attempts: number; release: { id: string; revision: number } | null } | null;
+  /**
+   * A running batch's next records this sidecar can run: consecutive pending ones on one release, at
+   * most the claim's `records`, each with its transient failures so far, and the release's registry
+   * row revision (null: not served here).
+   */
+  next: { records: { record: StoredRecord; attempts: number }[]; release: { id: string; revision: number } | null } | null;
 }
 
 /** What a record's commit writes: its result text and, for an answer, its release and usage. */
@@ -110,11 +114,12 @@ export interface RecordCommit {
   usage: { releaseId: string; usage: Usage } | null;
 }
 
-/** What the worker's next claim needs: a fresh lease length, the releases served here, this sidecar's address. */
+/** What the worker's next claim needs: a fresh lease length, the releases served here, this sidecar's address, and how many records it takes at most. */
 export interface ClaimRequest {
   leaseMs: number;
   served: string[];
   self: string;
+  records: number;
 }
 
 export const BATCH_KIND: JobKind<BatchRow> = {
@@ -174,24 +179,25 @@ export class BatchStore extends JobStore<BatchRow> {
   // ---- The bulk worker: claims, steps and commits under a lease ----
 
   /**
-   * Leases the batch that waited longest for a turn and has work this worker can do (bulk_claim in
-   * schema.sql: a queued batch to validate, or a running batch's next record on a release served
-   * here); a queued batch becomes `validating`. Null: nothing to do.
+   * Leases the batch that waited longest for a turn and has work this worker can do
+   * (bulk_claim_records in schema.sql: a queued batch to validate, or a running batch's next records on
+   * a release served here); a queued batch becomes `validating`. Null: nothing to do.
    */
   async claimWork(request: ClaimRequest): Promise<BatchClaim | null> {
     const token = crypto.randomUUID();
-    const rows = await this.db.query("SELECT * FROM bulk_claim($1, $2, $3, $4)", [token, request.leaseMs, request.served, request.self]);
-    return claimOf(token, rows[0]);
+    const rows = await this.db.query("SELECT * FROM bulk_claim_records($1, $2, $3, $4, $5)", [token, request.leaseMs, request.served, request.self, request.records]);
+    return claimOf(token, rows);
   }
 
   /**
-   * The record the worker's next claim will most likely give it while it runs `line` of `batchId`:
-   * the batch's next record as bulk_claim would choose it, past `line`, read without a lease; null
-   * when there is none, or when another batch is waiting for a turn (bulk_claim gives that one the
-   * next claim). Only a guess: the commit's claim decides, and a record prepared on a wrong guess is
-   * dropped (sidecar/bulk/steps.ts).
+   * The records the worker's next claim of at most `records` will most likely give it while it runs
+   * the records up to `line` of `batchId`: the batch's next records as bulk_claim_records would choose
+   * them, past `line`, consecutive ones on one release, read without a lease; null when there is
+   * none, or when another batch is waiting for a turn (the claim gives that one the next turn). Only a
+   * guess: the commit's claim decides, and records prepared on a wrong guess are dropped
+   * (sidecar/bulk/steps.ts).
    */
-  async peekNext(batchId: string, line: number, served: string[]): Promise<{ record: StoredRecord; releaseId: string | null } | null> {
+  async peekNext(batchId: string, line: number, served: string[], records: number): Promise<{ records: StoredRecord[]; releaseId: string | null } | null> {
     const rows = await this.db.query(
       `SELECT r.line, r.custom_id, r.body, r.release_id FROM batch_records r
         WHERE r.batch_id = $1 AND r.line > $2 AND NOT r.done
@@ -201,11 +207,12 @@ export class BatchStore extends JobStore<BatchRow> {
             SELECT 1 FROM batches c JOIN accounts ca ON ca.id = c.account_id
              WHERE c.id <> $1 AND c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
                AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()))
-        ORDER BY r.line LIMIT 1`,
-      [batchId, line, served],
+        ORDER BY r.line LIMIT $4`,
+      [batchId, line, served, Math.max(1, records)],
     );
-    const row = rows[0] && z.object({ line: Int, custom_id: z.string(), body: z.string(), release_id: z.string().nullable() }).parse(rows[0]);
-    return row ? { record: { line: row.line, customId: row.custom_id, body: row.body }, releaseId: row.release_id } : null;
+    const parsed = oneRelease(rows.map((row) => z.object({ line: Int, custom_id: z.string(), body: z.string(), release_id: z.string().nullable() }).parse(row)));
+    if (parsed.length === 0) return null;
+    return { records: parsed.map((row) => ({ line: row.line, customId: row.custom_id, body: row.body })), releaseId: parsed[0]!.release_id };
   }
 
   /**
@@ -247,36 +254,38 @@ export class BatchStore extends JobStore<BatchRow> {
   }
 
   /**
-   * Commits a record's result (bulk_commit in schema.sql: fenced, once per line, with its usage row
-   * and the batch's counts; the last record completes the batch) and releases the lease. With
-   * `next`, the same round trip makes the worker's next claim (bulk_commit_and_claim).
+   * Commits a claim's records' results together (bulk_commit_records in schema.sql: fenced, once per
+   * line, each answer with its usage row, and the batch's counts; the last record completes the batch)
+   * and releases the lease. With `next`, the same round trip makes the worker's next claim
+   * (bulk_commit_records_and_claim).
    */
-  async commit(claim: Lease, commit: RecordCommit, next?: ClaimRequest): Promise<BatchClaim | null> {
-    const { record, usage } = commit;
+  async commit(claim: Lease, commits: RecordCommit[], next?: ClaimRequest): Promise<BatchClaim | null> {
     const params = [
       claim.id,
       claim.token,
-      record.line,
-      record.customId,
-      commit.text,
-      usage?.releaseId ?? null,
-      usage?.usage.input_tokens ?? null,
-      usage?.usage.output_tokens ?? null,
-      usage?.usage.billable_input_tokens ?? null,
+      commits.map((c) => c.record.line),
+      commits.map((c) => c.record.customId),
+      commits.map((c) => c.text),
+      commits.map((c) => c.usage?.releaseId ?? null),
+      commits.map((c) => c.usage?.usage.input_tokens ?? null),
+      commits.map((c) => c.usage?.usage.output_tokens ?? null),
+      commits.map((c) => c.usage?.usage.billable_input_tokens ?? null),
     ];
+    const types = "$3::integer[], $4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::integer[]";
     if (!next) {
-      await this.db.query("SELECT bulk_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)", params);
+      await this.db.query(`SELECT bulk_commit_records($1, $2, ${types})`, params);
       return null;
     }
     const token = crypto.randomUUID();
-    const rows = await this.db.query("SELECT * FROM bulk_commit_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)", [
+    const rows = await this.db.query(`SELECT * FROM bulk_commit_records_and_claim($1, $2, ${types}, $10, $11, $12, $13, $14)`, [
       ...params,
       token,
       next.leaseMs,
       next.served,
       next.self,
+      next.records,
     ]);
-    return claimOf(token, rows[0]);
+    return claimOf(token, rows);
   }
 
   /** Completes a running batch whose last commit was not followed by its completion (a crash in between). */
@@ -290,11 +299,22 @@ export class BatchStore extends JobStore<BatchRow> {
 
 }
 
-function claimOf(token: string, raw: Record<string, unknown> | undefined): BatchClaim | null {
-  if (!raw) return null;
-  const row = ClaimRow.parse(raw);
-  if (row.line !== null && (row.custom_id === null || row.body === null)) throw new Error(`bulk_claim returned line ${row.line} of batch ${row.id} without its record`);
-  const record = row.line === null ? null : { line: row.line, customId: row.custom_id!, body: row.body! };
+/** The leading rows on the same release as the first: a claim's records run on one release. */
+function oneRelease<T extends { release_id: string | null }>(rows: T[]): T[] {
+  const first = rows[0];
+  if (!first) return [];
+  const other = rows.findIndex((row) => row.release_id !== first.release_id);
+  return other === -1 ? rows : rows.slice(0, other);
+}
+
+function claimOf(token: string, raw: Record<string, unknown>[]): BatchClaim | null {
+  if (raw.length === 0) return null;
+  const rows = oneRelease(raw.map((row) => ClaimRow.parse(row)));
+  const row = rows[0]!;
+  for (const r of rows) {
+    if (r.line !== null && (r.custom_id === null || r.body === null)) throw new Error(`bulk_claim_records returned line ${r.line} of batch ${r.id} without its record`);
+  }
+  const records = row.line === null ? [] : rows.map((r) => ({ record: { line: r.line!, customId: r.custom_id!, body: r.body! }, attempts: r.attempts ?? 0 }));
   return {
     id: row.id,
     token,
@@ -304,11 +324,10 @@ function claimOf(token: string, raw: Record<string, unknown> | undefined): Batch
     models: row.models ?? { releases: {}, aliases: {} },
     account: { id: row.account_id, requests_per_second: row.requests_per_second, tokens_per_second: row.tokens_per_second },
     next:
-      record === null
+      records.length === 0
         ? null
         : {
-            record,
-            attempts: row.attempts ?? 0,
+            records,
             release: row.release_id !== null && row.release_revision !== null ? { id: row.release_id, revision: row.release_revision } : null,
           },
   };

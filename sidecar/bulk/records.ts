@@ -1,12 +1,13 @@
 /**
- * One bulk record, from its stored body to the result to commit (runs in the sidecar's bulk worker):
- * the same checks as the real-time route (contract schema, images, the request's token bound), the
- * model resolved among the releases frozen at submit, quota admission with the real-time script,
- * then admission and passes on the bulk lane. What cannot be answered becomes an error record with
- * the status, code and message the real-time route would have given.
+ * Bulk records, from their stored bodies to the results to commit (runs in the sidecar's bulk
+ * worker): for each, the same checks as the real-time route (contract schema, images, the request's
+ * token bound), the model resolved among the releases frozen at submit, quota admission with the
+ * real-time script and the runtime's admission; then the passes of all of them in one execution on
+ * the bulk lane. What cannot be answered becomes an error record with the status, code and message
+ * the real-time route would have given.
  *
- *     const outcome = await processRecord(ctx, record, entry, signal);
- *     // {kind: "result", text, usage} | {kind: "retry", code, reason}  (a transient failure)
+ *     const outcomes = await processRecords(ctx, records, entry, signal);
+ *     // each {kind: "result", text, usage} | {kind: "retry", code, reason} (a transient failure) | {kind: "deadline"}
  *
  * Waiting is never failure: a quota refusal (429), a full lane (529) or a lane wait (504) wait for
  * capacity until `deadline`, and the record is then left for the batch's expiry.
@@ -25,11 +26,13 @@ import { admit } from "../../server-shared/quota.ts";
 import type { AccountSettings } from "../../server-shared/accounts.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { FrozenModels, StoredRecord } from "../../server-shared/jobs/batches.ts";
+import type { Admission } from "../decide/admission.ts";
 import { admitDecision, runDecision } from "../decide/execute.ts";
+import { PassSlots } from "../decide/passes.ts";
 import type { Steps } from "../decide/steps.ts";
-import { verifiedRelease } from "../decide/identity.ts";
+import { verifiedRelease, type Release } from "../decide/identity.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
-import { ownedBy, RuntimeError, runtimeClientFor } from "../runtime/client.ts";
+import { ownedBy, RuntimeError, runtimeClientFor, type RuntimeClient } from "../runtime/client.ts";
 
 export interface RecordContext {
   lanes: Pick<Lanes, "run">;
@@ -82,10 +85,63 @@ export function modelOf(body: string): string {
 }
 
 /**
- * `entry`: the registry entry of the release the record's model resolved to at validation, read with
- * the claim (null when the registry no longer assigns it to this sidecar, or it was retired).
+ * Bulk records run together as one execution on the bulk lane, their passes sharing
+ * BULK_PASSES_IN_FLIGHT slots at the runtime (passes.ts PassSlots): one record's passes go before the
+ * next record's, and the runtime has the next pass before the one it evaluates ends.
  */
-export async function processRecord(ctx: RecordContext, record: StoredRecord, entry: RegistryEntry | null, signal: AbortSignal): Promise<Outcome> {
+export const BULK_PASSES_IN_FLIGHT = 3;
+
+/** A record checked, admitted to its quota and by the runtime, ready for its passes. */
+interface Ready {
+  kind: "ready";
+  release: Release;
+  client: RuntimeClient;
+  admission: Admission;
+}
+
+/**
+ * Consecutive records of one batch on one release (`entry`: its registry entry as read with the
+ * claim; null when the registry no longer assigns it to this sidecar, or it was retired), each with
+ * its outcome, in order. Each is checked and admitted on its own (its quota, then the runtime's
+ * admission), concurrently; those admitted then run as one bulk-lane execution. `ran` is told the
+ * execution's time at the runtime and how many records it ran (steps.ts sizes its claims with it).
+ */
+export async function processRecords(
+  ctx: RecordContext,
+  records: StoredRecord[],
+  entry: RegistryEntry | null,
+  signal: AbortSignal,
+  ran?: (ms: number, records: number) => void,
+): Promise<Outcome[]> {
+  const prepared = await Promise.all(records.map((record) => prepareRecord(ctx, record, entry, signal)));
+  const ready = prepared.flatMap((p, i) => (p.kind === "ready" ? [{ i, record: records[i]!, ...p }] : []));
+  const outcomes: Outcome[] = prepared.map((p) => (p.kind === "ready" ? { kind: "deadline" } : p));
+  if (ready.length === 0) return outcomes;
+  for (;;) {
+    try {
+      const results = await ctx.lanes.run(
+        "bulk",
+        async () => {
+          const started = performance.now();
+          const slots = new PassSlots(BULK_PASSES_IN_FLIGHT);
+          const results = await Promise.all(ready.map((r, rank) => runReady(ctx, r.record, r, signal, { slots, rank })));
+          ran?.(performance.now() - started, ready.length);
+          return results;
+        },
+        signal,
+      );
+      for (const [k, r] of ready.entries()) outcomes[r.i] = results[k]!;
+      return outcomes;
+    } catch (err) {
+      // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
+      if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
+      if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return outcomes; // the ready ones stay "deadline"
+    }
+  }
+}
+
+/** One record's checks, quota admission and runtime admission: ready for its passes, or its outcome already. */
+async function prepareRecord(ctx: RecordContext, record: StoredRecord, entry: RegistryEntry | null, signal: AbortSignal): Promise<Ready | Outcome> {
   let request: DecisionRequest;
   try {
     const parsed = DecisionRequest.safeParse(parseJson(record.body, { maxDepth: LIMITS.jsonDepth }));
@@ -119,35 +175,40 @@ export async function processRecord(ctx: RecordContext, record: StoredRecord, en
     }
   }
 
-  const decision = { state: request.state, questions: request.questions };
   try {
     // The release frozen at submit, checked against its registry row as real-time checks the edge's.
     const release = await verifiedRelease(entry, frozen);
     const client = ownedBy(runtimeClientFor(entry, ctx.secrets), ctx.account.id);
-    const admission = await admitDecision(client, release, decision, signal, ctx.steps);
-    for (;;) {
-      try {
-        const execution = await ctx.lanes.run("bulk", () => runDecision(client, release, admission, signal, ctx.steps), signal);
-        const response: DecisionResponse = { model: release.id, answers: execution.answers, usage: execution.usage };
-        return {
-          kind: "result",
-          text: `{"custom_id":${JSON.stringify(record.customId)},"response":${stringifyJson(response)}}`,
-          usage: { releaseId: release.id, usage: execution.usage },
-        };
-      } catch (err) {
-        // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
-        if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
-        if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return { kind: "deadline" };
-      }
-    }
+    const admission = await admitDecision(client, release, { state: request.state, questions: request.questions }, signal, ctx.steps);
+    return { kind: "ready", release, client, admission };
   } catch (err) {
-    if (signal.aborted) throw err;
-    if (err instanceof RuntimeError || (err instanceof ServiceError && (err.status === 503 || err.status === 504))) {
-      return { kind: "retry", code: err.code, reason: err.operatorNote ?? err.message };
-    }
-    if (err instanceof ServiceError) return errorRecord(record, err.code, err.message);
-    throw err;
+    return failed(record, err, signal);
   }
+}
+
+/** A ready record's passes, on the lane its execution holds: its result, or its failure's outcome. */
+async function runReady(ctx: RecordContext, record: StoredRecord, { release, client, admission }: Ready, signal: AbortSignal, shared: { slots: PassSlots; rank: number }): Promise<Outcome> {
+  try {
+    const execution = await runDecision(client, release, admission, signal, ctx.steps, shared);
+    const response: DecisionResponse = { model: release.id, answers: execution.answers, usage: execution.usage };
+    return {
+      kind: "result",
+      text: `{"custom_id":${JSON.stringify(record.customId)},"response":${stringifyJson(response)}}`,
+      usage: { releaseId: release.id, usage: execution.usage },
+    };
+  } catch (err) {
+    return failed(record, err, signal);
+  }
+}
+
+/** A record's failure: worth another attempt (the runtime failed, or was unavailable), or its error record; an abort is thrown on. */
+function failed(record: StoredRecord, err: unknown, signal: AbortSignal): Outcome {
+  if (signal.aborted) throw err;
+  if (err instanceof RuntimeError || (err instanceof ServiceError && (err.status === 503 || err.status === 504))) {
+    return { kind: "retry", code: err.code, reason: err.operatorNote ?? err.message };
+  }
+  if (err instanceof ServiceError) return errorRecord(record, err.code, err.message);
+  throw err;
 }
 
 /** The error record of a record that cannot be answered (or no longer retried). */

@@ -6,18 +6,24 @@
  * - The first step of a `queued` batch validates its file (contract/batch-file.ts), read through a
  *   short grant the edge signs; a bad file fails the batch, a good one becomes its records and the
  *   batch runs.
- * - A later step runs one record (records.ts) and commits its result, its usage row and the batch's
- *   counts in one transaction fenced by the claim: a worker whose lease was lost, whose batch was
- *   cancelled or whose account was disabled commits nothing. Each line has one result at most. The
- *   same round trip releases the batch and makes the worker's next claim.
- * - Lookahead: while a record runs, the steps read the record the next claim will most likely give
- *   (the same batch's next one, when no other batch waits for a turn: BatchStore.peekNext) and
- *   prepare it (its checks, quota admission and runtime admission), its passes queued to enter the
- *   bulk lane the moment the running record's are done; the runtime then waits for no database round
- *   trip between records. A prepared record is committed only under the claim that gives it, as any
- *   record is; when that claim names another record (another batch took its turn, the lease was
- *   lost), the prepared one is dropped and runs again when its turn comes (its quota admission then
- *   counts twice: a reservation, unused ones are not refunded).
+ * - A later step runs the claim's records (records.ts: consecutive ones of the batch on one release,
+ *   as one bulk-lane execution) and commits their results, usage rows and the batch's counts in one
+ *   transaction fenced by the claim: a worker whose lease was lost, whose batch was cancelled or whose
+ *   account was disabled commits nothing. Each line has one result at most. The same round trip
+ *   releases the batch and makes the worker's next claim.
+ * - How many records a claim takes: as many as fill about LIMITS.bulkExecutionMs of runtime time,
+ *   from the time the last executions took per record (ClaimSize), at most LIMITS.bulkClaimRecords.
+ *   A pass of a CPU runtime (about 100 ms) makes that one record per execution; millisecond passes
+ *   on a GPU make it several, so the runtime does not wait for a lane handover and a commit per
+ *   record. Real time waits for at most one such execution, as before.
+ * - Lookahead: while a claim's records run, the steps read the records the next claim will most
+ *   likely give (the same batch's next ones, when no other batch waits for a turn: BatchStore.peekNext)
+ *   and prepare them (their checks, quota admissions and runtime admissions), their passes queued to
+ *   enter the bulk lane the moment the running ones are done; the runtime then waits for no database
+ *   round trip between executions. Prepared records are committed only under the claim that gives
+ *   them, as any record is; when that claim names other records (another batch took its turn, the
+ *   lease was lost), the prepared ones are dropped and run again when their turn comes (their quota
+ *   admissions then count twice: reservations, unused ones are not refunded).
  *
  *     const worker = new JobWorker([new BulkSteps({ pool, lanes, redis, selfUrl, secrets, edge })], { timing });
  */
@@ -26,7 +32,7 @@ import type { Redis } from "@upstash/redis";
 import { validateInput } from "../../contract/batch-file.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { poolDb } from "../../server-shared/db.ts";
-import { BatchStore, type BatchClaim, type ClaimRequest } from "../../server-shared/jobs/batches.ts";
+import { BatchStore, type BatchClaim, type ClaimRequest, type RecordCommit, type StoredRecord } from "../../server-shared/jobs/batches.ts";
 import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
@@ -34,7 +40,7 @@ import type { Steps } from "../decide/steps.ts";
 import type { JobSteps, StepTurn } from "../jobs/worker.ts";
 import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
-import { errorRecord, frozenRelease, modelOf, processRecord, type Outcome, type RecordContext, type ResultOutcome } from "./records.ts";
+import { errorRecord, frozenRelease, modelOf, processRecords, type Outcome, type RecordContext } from "./records.ts";
 
 export interface BulkDeps {
   pool: Pool;
@@ -50,6 +56,8 @@ export interface BulkDeps {
   log?: (line: string) => void;
   /** Told of each record committed (the sidecar's svc_bulk_records_total). */
   committed?: (outcome: "answered" | "error") => void;
+  /** How many records a claim takes (a fixed size in tests: SVC_TEST_BULK_CLAIM_RECORDS). */
+  claimSize?: Pick<ClaimSize, "ran" | "records">;
 }
 
 /**
@@ -61,19 +69,50 @@ const SERVED_TTL_MS = 1000;
 /** The wait after a record's first transient failure; it doubles after the second. */
 const TRANSIENT_BACKOFF_MS = 2000;
 
+/**
+ * How many records a claim takes: enough to fill about LIMITS.bulkExecutionMs of runtime time at the
+ * time recent executions took per record (a moving average), one or more, at most
+ * LIMITS.bulkClaimRecords. One until an execution has been timed.
+ */
+export class ClaimSize {
+  private msPerRecord: number | null = null;
+
+  /** An execution that took `ms` at the runtime for `records` records. */
+  ran(ms: number, records: number): void {
+    if (!(records > 0) || !(ms >= 0)) return;
+    const sample = ms / records;
+    this.msPerRecord = this.msPerRecord === null ? sample : 0.7 * this.msPerRecord + 0.3 * sample;
+  }
+
+  records(): number {
+    if (this.msPerRecord === null) return 1;
+    const fit = Math.floor(LIMITS.bulkExecutionMs / Math.max(this.msPerRecord, 0.1));
+    return Math.min(LIMITS.bulkClaimRecords, Math.max(1, fit));
+  }
+}
+
+/** Every claim of this many records, whatever the executions take (tests: SVC_TEST_BULK_CLAIM_RECORDS). */
+export function fixedClaimSize(records: number): Pick<ClaimSize, "ran" | "records"> {
+  return { ran: () => undefined, records: () => records };
+}
+
 export class BulkSteps implements JobSteps<BatchClaim> {
   readonly name = "bulk";
   private readonly log: (line: string) => void;
   private served: { at: number; ids: string[] } = { at: 0, ids: [] };
   private readonly entries = new Map<string, RegistryEntry>();
   private readonly store: BatchStore;
-  /** The record prepared ahead (lookahead), if any: its batch, and its line and outcome once read. */
+  /** The records prepared ahead (lookahead), if any: their batch, and their lines and outcomes once read. */
   private prepared: Prepared | null = null;
   private stopped = false;
+  private readonly size: Pick<ClaimSize, "ran" | "records">;
+  /** The size of the claim the next commit makes: the one the records prepared ahead were read for. */
+  private nextClaimRecords: number | null = null;
 
   constructor(private readonly deps: BulkDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new BatchStore(poolDb(deps.pool));
+    this.size = deps.claimSize ?? new ClaimSize();
   }
 
   /** Claims the batch that waited longest for a turn and has work this sidecar can do. */
@@ -89,11 +128,11 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     return this.store.release(claim);
   }
 
-  /** Validates a claimed batch's file, or runs its next record and commits it (the commit releases the batch and makes the next claim). */
+  /** Validates a claimed batch's file, or runs its next records and commits them (the commit releases the batch and makes the next claim). */
   async step(claim: BatchClaim, signal: AbortSignal, turn: StepTurn): Promise<{ released: BatchClaim | null } | void> {
     if (claim.status === "validating") return this.validate(claim, signal);
-    const committed = await this.runOne(claim, signal, turn);
-    // No claim made with the commit: nothing prepared can be the next record.
+    const committed = await this.runRecords(claim, signal, turn);
+    // No claim made with the commit: nothing prepared can be the next claim's.
     if (!committed?.released) this.dropPrepared();
     return committed ?? undefined;
   }
@@ -104,8 +143,10 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     this.dropPrepared();
   }
 
+  /** A claim of the size the records prepared ahead were read for, else of the size the executions' times give now. */
   private async claimRequest(leaseMs: number): Promise<ClaimRequest> {
-    return { leaseMs, served: await this.servedReleases(), self: this.deps.selfUrl };
+    const records = this.nextClaimRecords ?? this.size.records();
+    return { leaseMs, served: await this.servedReleases(), self: this.deps.selfUrl, records };
   }
 
   /**
@@ -143,14 +184,14 @@ export class BulkSteps implements JobSteps<BatchClaim> {
   }
 
   /**
-   * Runs the claimed batch's next record and commits it: bulk_commit_and_claim in schema.sql, one
-   * round trip that also releases the lease and makes the worker's next claim (a plain bulk_commit
-   * once the worker is stopping). Null when nothing was committed.
+   * Runs the claimed batch's next records and commits them: bulk_commit_records_and_claim in
+   * schema.sql, one round trip that also releases the lease and makes the worker's next claim (a
+   * plain bulk_commit_records once the worker is stopping). Null when nothing was committed.
    */
-  private async runOne(claim: BatchClaim, signal: AbortSignal, turn: StepTurn): Promise<{ released: BatchClaim | null } | null> {
+  private async runRecords(claim: BatchClaim, signal: AbortSignal, turn: StepTurn): Promise<{ released: BatchClaim | null } | null> {
     const next = claim.next;
     if (!next) return null; // nothing this sidecar can run now; the sweeper completes a finished batch
-    const { record, attempts: before } = next;
+    const records = next.records.map((r) => r.record);
     const entry = next.release && (await this.registryEntry(next.release));
     const ctx = {
       lanes: this.deps.lanes,
@@ -161,44 +202,52 @@ export class BulkSteps implements JobSteps<BatchClaim> {
       deadline: claim.deadline,
       steps: this.deps.steps,
     };
-    // The record prepared ahead when it is this one; else this record, run now.
-    const prepared = await this.takePrepared(claim.id, record.line);
-    const running = prepared?.outcome ?? processRecord(ctx, record, entry, signal);
-    this.prepareAfter(claim, ctx, entry, record.line, running);
-    let outcome: Outcome;
+    const ran = (ms: number, n: number) => this.size.ran(ms, n);
+    // The records prepared ahead when they are these; else these records, run now.
+    const prepared = await this.takePrepared(claim.id, records);
+    const running = prepared?.outcomes ?? processRecords(ctx, records, entry, signal, ran);
+    this.prepareAfter(claim, ctx, entry, records.at(-1)!.line, running);
+    let outcomes: Outcome[];
     try {
-      outcome = await running;
+      outcomes = await running;
     } catch (err) {
-      // A prepared record's failure that is not this step's is this step's to retry, once, itself.
+      // A failure of records prepared ahead that is not this step's is this step's to retry, once, itself.
       if (!prepared || signal.aborted) throw err;
-      outcome = await processRecord(ctx, record, entry, signal);
+      outcomes = await processRecords(ctx, records, entry, signal, ran);
     }
-    if (outcome.kind === "deadline") return null; // the batch expires; this record stays unfinished
-    let result: ResultOutcome;
-    if (outcome.kind === "result") result = outcome;
-    else {
+    const commits: RecordCommit[] = [];
+    for (const [i, outcome] of outcomes.entries()) {
+      const { record, attempts: before } = next.records[i]!;
+      if (outcome.kind === "deadline") continue; // the batch expires; this record stays unfinished
+      if (outcome.kind === "result") {
+        commits.push({ record, text: outcome.text, usage: outcome.usage });
+        continue;
+      }
       const attempts = before + 1;
       if (attempts < LIMITS.bulkTransientAttempts) {
+        signal.throwIfAborted();
         await this.store.retryLater(claim, record.line, attempts, TRANSIENT_BACKOFF_MS);
         this.log(`sidecar: bulk batch ${claim.id} line ${record.line}: attempt ${attempts} failed (${outcome.reason}); it will be tried again`);
-        return null;
+        continue;
       }
-      result = errorRecord(record, outcome.code, `the model runtime failed ${attempts} times on this record; retry it in a new batch`);
+      const result = errorRecord(record, outcome.code, `the model runtime failed ${attempts} times on this record; retry it in a new batch`);
+      commits.push({ record, text: result.text, usage: null });
     }
+    if (commits.length === 0) return null;
     signal.throwIfAborted();
-    const commit = { record, text: result.text, usage: result.usage };
     // A stopping worker makes no next claim.
-    const released = await this.store.commit(claim, commit, turn.stopping() ? undefined : await this.claimRequest(turn.leaseMs));
-    this.deps.committed?.(result.usage ? "answered" : "error");
+    const released = await this.store.commit(claim, commits, turn.stopping() ? undefined : await this.claimRequest(turn.leaseMs));
+    for (const commit of commits) this.deps.committed?.(commit.usage ? "answered" : "error");
     return { released };
   }
 
   /**
-   * Reads the record after `line` that the next claim will most likely give (BatchStore.peekNext) and
-   * prepares it while `running` runs: its checks, quota admission and runtime admission now, its
-   * passes queued for the bulk lane once `running` has settled (so they never overtake it).
+   * Reads the records after `line` that the next claim will most likely give (BatchStore.peekNext)
+   * and prepares them while `running` runs: their checks, quota admissions and runtime admissions
+   * now, their execution queued for the bulk lane once `running` has settled (so it never overtakes
+   * it). The next claim is made for as many records as were read for.
    */
-  private prepareAfter(claim: BatchClaim, ctx: RecordContext, entry: RegistryEntry | null, line: number, running: Promise<Outcome>): void {
+  private prepareAfter(claim: BatchClaim, ctx: RecordContext, entry: RegistryEntry | null, line: number, running: Promise<Outcome[]>): void {
     this.dropPrepared();
     if (!entry || this.stopped) return;
     const abort = new AbortController();
@@ -212,24 +261,27 @@ export class BulkSteps implements JobSteps<BatchClaim> {
         return ctx.lanes.run(lane, work, signal);
       },
     };
+    const size = this.size.records();
+    this.nextClaimRecords = size;
     const ready = (async () => {
-      const after = await this.store.peekNext(claim.id, line, await this.servedReleases());
-      // A record on another release (or on none) is left to its own turn.
+      const after = await this.store.peekNext(claim.id, line, await this.servedReleases(), size);
+      // Records on another release (or on none) are left to their own turn.
       if (!after || after.releaseId !== entry.id || abort.signal.aborted) return null;
-      const outcome = processRecord({ ...ctx, lanes }, after.record, entry, abort.signal);
-      outcome.catch(() => undefined); // awaited by the step that takes it, or dropped
-      return { line: after.record.line, outcome };
+      const outcomes = processRecords({ ...ctx, lanes }, after.records, entry, abort.signal, (ms, n) => this.size.ran(ms, n));
+      outcomes.catch(() => undefined); // awaited by the step that takes them, or dropped
+      return { lines: after.records.map((r) => r.line), outcomes };
     })().catch(() => null);
     this.prepared = { batchId: claim.id, abort, ready };
   }
 
-  /** The outcome prepared for `line` of `batchId`, when that is what was prepared; anything else prepared is dropped. */
-  private async takePrepared(batchId: string, line: number): Promise<{ outcome: Promise<Outcome> } | null> {
+  /** The outcomes prepared for exactly `records` of `batchId`, when that is what was prepared; anything else prepared is dropped. */
+  private async takePrepared(batchId: string, records: StoredRecord[]): Promise<{ outcomes: Promise<Outcome[]> } | null> {
     const prepared = this.prepared;
     this.prepared = null;
+    this.nextClaimRecords = null;
     if (!prepared) return null;
     const ready = prepared.batchId === batchId ? await prepared.ready : null;
-    if (ready && ready.line === line) return ready;
+    if (ready && ready.lines.length === records.length && ready.lines.every((line, i) => line === records[i]!.line)) return ready;
     this.drop(prepared);
     return null;
   }
@@ -237,18 +289,19 @@ export class BulkSteps implements JobSteps<BatchClaim> {
   private dropPrepared(): void {
     this.drop(this.prepared);
     this.prepared = null;
+    this.nextClaimRecords = null;
   }
 
-  /** Stops a prepared record's work (a waiting lane entry leaves at once; a running pass finishes unused). */
+  /** Stops prepared records' work (a waiting lane entry leaves at once; passes already sent finish unused). */
   private drop(prepared: Prepared | null): void {
     prepared?.abort.abort(new Error("the prepared record was not the next claim's"));
   }
 }
 
-/** A record prepared ahead: the batch it belongs to, and its line and outcome once the peek has read it (null: nothing to prepare). */
+/** Records prepared ahead: the batch they belong to, and their lines and outcomes once the peek has read them (null: nothing to prepare). */
 interface Prepared {
   batchId: string;
   abort: AbortController;
-  ready: Promise<{ line: number; outcome: Promise<Outcome> } | null>;
+  ready: Promise<{ lines: number[]; outcomes: Promise<Outcome[]> } | null>;
 }
 

@@ -32,7 +32,7 @@ import { IDENTITY_CALIBRATION } from "./calibration.ts";
 import { contentFreeKey, contentFreeReadings } from "./content-free.ts";
 import { runtimeOf, verifiedClient, type Release, type RuntimeIdentity } from "./identity.ts";
 import type { ResolvedLabels } from "./labels.ts";
-import { PassRunner } from "./passes.ts";
+import { PassRunner, type PassSlots } from "./passes.ts";
 import {
   calibratedAnswer,
   choiceAnswer,
@@ -96,9 +96,17 @@ function checkTask(task: SavedTask, questions: Decision["questions"]): void {
  * (PassRunner), so the runtime does not wait between them. Then the content-free passes that are not
  * kept yet (content-free.ts), which share a prefix of their own.
  */
-export async function runDecision(client: RuntimeClient, release: Release, admission: Admission, signal?: AbortSignal, steps: Steps = SERVED_STEPS): Promise<Execution> {
+export async function runDecision(
+  client: RuntimeClient,
+  release: Release,
+  admission: Admission,
+  signal?: AbortSignal,
+  steps: Steps = SERVED_STEPS,
+  /** The slots of a bulk execution's records, and this record's rank among them (passes.ts PassSlots); its own by default. */
+  shared?: { slots: PassSlots; rank: number },
+): Promise<Execution> {
   const runtime = runtimeOf(release);
-  const runner = new PassRunner(verifiedClient(client, runtime), admission.fixed, signal, steps.shared);
+  const runner = new PassRunner(verifiedClient(client, runtime), admission.fixed, signal, steps.shared, shared?.slots, shared?.rank);
   if (release.trained) {
     const answers = await runTrained(runner, release.trained.heads, admission);
     return { answers, usage: runner.usage(), passes: runner.passes };

@@ -1,6 +1,7 @@
 /**
  * The passes of one execution at the runtime: sent in the order they are asked for, at most
- * PASSES_IN_FLIGHT at once (the next one read and tokenized while the one before is evaluated),
+ * PASSES_IN_FLIGHT at once (the next one read and tokenized while the one before is evaluated), or
+ * sharing the slots of a bulk execution's records (PassSlots: each record's passes before the next's),
  * each response's identity checked by the client it is given (identity.ts `verifiedClient`), with
  * the execution's usage counted. Served decisions (execute.ts), trained releases and training's
  * examples (trained.ts) all run their passes through it.
@@ -24,14 +25,45 @@ import type { Pass } from "./render.ts";
 export const PASSES_IN_FLIGHT = 2;
 
 /**
+ * Slots for passes at the runtime, shared by the PassRunners of one execution: at most `capacity`
+ * passes in flight; a freed slot goes to the waiting pass of the lowest rank (a bulk execution's
+ * record order), the earliest asked among equals. A bulk execution's records share one, so that the
+ * runtime never waits between records, and each record's passes go before the next record's (its
+ * state stays the runtime's kept prefix).
+ */
+export class PassSlots {
+  private inFlight = 0;
+  private readonly waiting: { rank: number; start: () => void }[] = [];
+
+  constructor(private readonly capacity: number) {}
+
+  /** Resolves when a slot is this caller's; `release` it once its pass has answered. */
+  async acquire(rank = 0): Promise<void> {
+    if (this.inFlight < this.capacity) {
+      this.inFlight += 1;
+      return;
+    }
+    await new Promise<void>((start) => {
+      const at = this.waiting.findIndex((w) => w.rank > rank);
+      this.waiting.splice(at === -1 ? this.waiting.length : at, 0, { rank, start });
+    });
+  }
+
+  /** Hands the slot to the next waiting pass, or frees it. */
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next.start();
+    else this.inFlight -= 1;
+  }
+}
+
+/**
  * Runs passes in the order they are asked for, PASSES_IN_FLIGHT at a time, counting usage (the
  * client checks each response's identity). After a failure no further pass is sent.
  */
 export class PassRunner {
   inputTokens = 0;
   passes = 0;
-  private inFlight = 0;
-  private readonly waiting: (() => void)[] = [];
   private failure: { error: unknown } | null = null;
   /** The logical input (usage.billable_input_tokens): the prefix once and each billed pass's rest; null once a billed pass had no prefix. */
   private billable: { prefix: number; rest: number } | null = { prefix: 0, rest: 0 };
@@ -42,6 +74,9 @@ export class PassRunner {
     private readonly signal?: AbortSignal,
     /** Send each pass's prefix (the state), so the runtime evaluates it once; false evaluates every pass in full (a benchmark's baseline). */
     private readonly shared = true,
+    /** The slots its passes take (its own PASSES_IN_FLIGHT by default), and its rank among their runners. */
+    private readonly slots: PassSlots = new PassSlots(PASSES_IN_FLIGHT),
+    private readonly rank = 0,
   ) {}
 
   /**
@@ -84,8 +119,7 @@ export class PassRunner {
     states: "none" | "hidden" | "pooled",
     billed: boolean,
   ): Promise<{ logprobs: number[]; hidden: number[] | undefined; pooled: number[] | undefined }> {
-    if (this.inFlight < PASSES_IN_FLIGHT) this.inFlight += 1;
-    else await new Promise<void>((resolve) => this.waiting.push(resolve)); // the slot is handed over
+    await this.slots.acquire(this.rank);
     try {
       // Once the caller has given up, or a pass has failed, no further pass is sent.
       if (this.failure) throw this.failure.error;
@@ -102,9 +136,7 @@ export class PassRunner {
       this.failure ??= { error: err };
       throw err;
     } finally {
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.inFlight -= 1;
+      this.slots.release();
     }
   }
 

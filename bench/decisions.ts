@@ -37,7 +37,8 @@ const newStates = Number(process.env.NEW_STATES ?? 40);
 
 /** What each Server-Timing entry times. */
 const HOPS: Record<string, string> = {
-  "key-model": "edge: the key, account and model in one query (Postgres)",
+  "key-model": "edge: the key, account and model in one query (Postgres; a kept key skips it)",
+  "key-confirm": "sidecar: the kept key and model confirmed (Postgres), while the passes run",
   quota: "edge: quota admission (Redis)",
   sidecar: "edge: the whole sidecar call",
   registry: "sidecar: release lookup (Postgres)",

@@ -48,6 +48,8 @@ export type AppEnv = {
     decision: DecisionRequest;
     /** The decision's model as the key's query resolved it; null when unknown or not allowed. */
     model: Resolution | null;
+    /** The decision's key and model came from the key cache (auth/key-cache.ts): the presented key, for reading it again if the sidecar finds them stale. */
+    keptKey: { id: string; token: string } | null;
     /** The hops this request has timed so far (server-shared/timing.ts). */
     timings: Timings;
   };

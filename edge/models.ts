@@ -3,14 +3,17 @@
  * releases, and the sidecar that serves it. Unknown and forbidden names both resolve to null, so the
  * caller answers one identical 404. The decisions route reads it in the same query as the key
  * (`keyAndModel`), so a decision costs one Postgres round trip at the edge; a trained release
- * resolves only once it is active (served: its identity was verified, jobs/trainings.ts activate); nothing is cached, so a
- * retired release or a moved alias applies on the very next request. The release's row revision goes
- * to the sidecar with it, so the sidecar's copy of the entry is renewed on the next request too.
+ * resolves only once it is active (served: its identity was verified, jobs/trainings.ts activate). A
+ * decision may be answered from the key cache (auth/key-cache.ts), which the sidecar confirms against
+ * Postgres before it answers, so a retired release or a moved alias applies on the very next request
+ * either way. The release's row revision goes to the sidecar with it, so the sidecar's copy of the
+ * entry is renewed on the next request too.
  */
 import type { NeonQueryFunction } from "@neondatabase/serverless";
 import { z } from "zod";
 import { Column } from "../server-shared/db.ts";
 import type { ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
+import { releaseFor } from "../server-shared/key-check.ts";
 import { KEY_COLUMNS } from "./auth/api-key.ts";
 
 export interface Resolution {
@@ -24,17 +27,6 @@ export interface Resolution {
 }
 
 type Sql = NeonQueryFunction<false, false>;
-
-/** The release a name (parameter `$name`) resolves to for an account (SQL expression `account`): at most one row. */
-const releaseFor = (name: string, account: string) => `
-  SELECT r.id, r.fingerprint, r.sidecar_url, r.revision, r.modality, r.task IS NOT NULL AS trained
-    FROM model_releases r
-   WHERE r.retired_at IS NULL
-     AND (r.owners IS NULL OR ${account} = ANY (r.owners))
-     AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)
-     AND (r.id = ${name} OR r.id = (SELECT release_id FROM model_aliases WHERE alias = ${name}))
-   ORDER BY (r.id = ${name}) DESC
-   LIMIT 1`;
 
 /** A resolved release's row (releaseFor's columns). */
 const ResolvedRow = z

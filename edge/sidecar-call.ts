@@ -10,7 +10,7 @@ import type { Context } from "hono";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { parseJson, type Json } from "../contract/json.ts";
 import { ServiceError } from "../server-shared/errors.ts";
-import { SidecarDecideResponse } from "../server-shared/sidecar-protocol.ts";
+import { SIDECAR_STALE_STATUS, SidecarDecideResponse, SidecarStale } from "../server-shared/sidecar-protocol.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import type { AppEnv } from "./env.ts";
 import { services, sidecarFetch } from "./services.ts";
@@ -33,7 +33,7 @@ export async function decideOnSidecar(
   path: string,
   body: string,
   releaseId: string,
-): Promise<{ ok: true; data: SidecarDecideResponse } | { ok: false; response: Response }> {
+): Promise<{ ok: true; stale?: never; data: SidecarDecideResponse } | { ok: false; stale?: never; response: Response } | { ok: false; stale: true }> {
   const timings = c.var.timings;
   const started = performance.now();
   let res: Response;
@@ -46,6 +46,8 @@ export async function decideOnSidecar(
   // The whole sidecar call as the edge saw it, then the sidecar's own hops inside it.
   timings.add("sidecar", performance.now() - started);
   timings.merge(Timings.parse(res.headers.get(SERVER_TIMING_HEADER)));
+  // A kept key or model the sidecar found no longer standing (auth/key-cache.ts): the caller reads them again.
+  if (res.status === SIDECAR_STALE_STATUS && SidecarStale.safeParse(parseOrUndefined(text)).success) return { ok: false, stale: true };
   if (!res.ok) {
     // The sidecar speaks the same envelope; its status (413, 422, 503, 504, 529) is the client's answer.
     const envelope = ErrorEnvelope.safeParse(parseOrUndefined(text));

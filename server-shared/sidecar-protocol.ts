@@ -8,6 +8,10 @@
  *        in the registry itself (it is the only caller of a runtime), keeping each entry until the
  *        edge names a newer revision of its row, and re-checks only what it alone can know:
  *        exact token counts per rendered pass, the runtime's published limits and its identity.
+ *        With `confirm`, the edge answered the key and the model from its cache (edge/auth/
+ *        key-cache.ts): the sidecar reads them in Postgres while the passes run
+ *        (server-shared/key-check.ts `keyStands`) and answers only if they still stand; otherwise
+ *        409 SidecarStale, no answer and no usage, and the edge reads the key itself.
  *
  *   POST /internal/images/decide   SidecarImageDecideRequest -> SidecarDecideResponse
  *        One image decision with a trained image model (sidecar/images/decide.ts): the question
@@ -62,6 +66,8 @@ export const SidecarDecideRequest = fields({
   account_id: z.string().uuid(),
   key_id: z.string(),
   request_id: z.string(),
+  /** Present when the edge read the key and the model from its cache: the model name the request gave, for the sidecar to confirm. */
+  confirm: fields({ model: z.string() }).optional(),
 });
 export type SidecarDecideRequest = z.infer<typeof SidecarDecideRequest>;
 
@@ -91,6 +97,11 @@ export const SidecarDecideResponse = looseFields({
   passes: z.number().int().positive(),
 });
 export type SidecarDecideResponse = z.infer<typeof SidecarDecideResponse>;
+
+/** 409 to a `confirm` request whose key or model no longer stands as the edge kept it: nothing was answered or recorded. */
+export const SidecarStale = fields({ stale: z.literal(true) });
+export type SidecarStale = z.infer<typeof SidecarStale>;
+export const SIDECAR_STALE_STATUS = 409;
 
 export const SidecarHealth = looseFields({ links: z.array(LinkStatus) });
 

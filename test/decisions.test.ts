@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { DecisionResponse } from "../contract/decision.ts";
 import { LIMITS, SHARED_ALIAS } from "../contract/limits.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
-import { setSettings } from "../ops/accounts.ts";
+import { setSettings, setStatus } from "../ops/accounts.ts";
 import { pointAlias, registerRelease, retireRelease } from "../ops/releases.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -83,14 +83,52 @@ describe("POST /v1/systemone", () => {
     expect(res.status).toBe(200);
     const header = res.headers.get(SERVER_TIMING_HEADER) ?? "";
     const hops = Timings.parse(header);
-    // key-model: the key and the model are read in one query. No identity hop: every pass's
-    // response carries the runtime's identity. No usage hop: the usage row is written after the
-    // answer, off the customer's wait.
-    expect([...hops.keys()]).toEqual(["key-model", "quota", "sidecar", "registry", "queue", "score"]);
+    // The key and the model were kept from the requests before (auth/key-cache.ts): no key-model
+    // query at the edge; the sidecar confirmed them (key-confirm) while the passes ran. No identity
+    // hop: every pass's response carries the runtime's identity. No usage hop: the usage row is
+    // written after the answer, off the customer's wait.
+    expect([...hops.keys()].slice(0, 3)).toEqual(["quota", "sidecar", "registry"]);
+    expect([...hops.keys()].sort()).toEqual(["key-confirm", "queue", "quota", "registry", "score", "sidecar"]);
     for (const ms of hops.values()) expect(ms).toBeGreaterThanOrEqual(0);
     // The sidecar's own hops happen inside the edge's call to it.
     expect(hops.get("sidecar")!).toBeGreaterThanOrEqual(hops.get("score")!);
     expect(header).toMatch(/^([a-z][a-z0-9-]*;dur=\d+\.\d\d)(, [a-z][a-z0-9-]*;dur=\d+\.\d\d)*$/);
+  });
+
+  it("reads a key the isolate has not kept in one query with the model (key-model), and keeps it for the next requests", async () => {
+    const fresh = await newAccount();
+    const first = await call("/v1/systemone", { token: fresh.key.secret, body: { model: SHARED_ALIAS, ...ticket } });
+    expect(first.status).toBe(200);
+    const hops = Timings.parse(first.headers.get(SERVER_TIMING_HEADER));
+    expect(hops.has("key-model")).toBe(true);
+    expect(hops.has("key-confirm")).toBe(false);
+    // Another model name is read (and kept) on its own: the kept key has no resolution for it yet.
+    const byId = await call("/v1/systemone", { token: fresh.key.secret, body: { model: stack().releaseId, ...ticket } });
+    expect(Timings.parse(byId.headers.get(SERVER_TIMING_HEADER)).has("key-model")).toBe(true);
+    const kept = await call("/v1/systemone", { token: fresh.key.secret, body: { model: SHARED_ALIAS, ...ticket } });
+    const keptHops = Timings.parse(kept.headers.get(SERVER_TIMING_HEADER));
+    expect([keptHops.has("key-model"), keptHops.has("key-confirm")]).toEqual([false, true]);
+    // A wrong secret with the kept key's id is refused against the kept digest.
+    const wrong = fresh.key.secret.slice(0, -1) + (fresh.key.secret.endsWith("A") ? "B" : "A");
+    expectError(await call("/v1/systemone", { token: wrong, body: { model: SHARED_ALIAS, ...ticket } }), 401, "invalid_credentials");
+  });
+
+  it("refuses a kept key on its very next request once revoked, or once its account is disabled, with nothing answered or recorded", async () => {
+    for (const change of ["revoke", "disable"] as const) {
+      const owner = await newAccount();
+      const ask = () => call("/v1/systemone", { token: owner.key.secret, body: { model: SHARED_ALIAS, ...ticket } });
+      expect((await ask()).status).toBe(200);
+      const keptReply = await ask();
+      expect(Timings.parse(keptReply.headers.get(SERVER_TIMING_HEADER)).has("key-confirm")).toBe(true);
+      if (change === "revoke") await query("UPDATE api_keys SET revoked_at = now() WHERE id = $1", [owner.key.id]);
+      else await withDb((db) => setStatus(db, owner.accountId, "disabled"));
+      const refused = await ask();
+      expectError(refused, 401, change === "revoke" ? "revoked_key" : "account_disabled");
+      // The sidecar ran it under the kept key and found it no longer standing: no usage row.
+      expect(await usageRows(refused.requestId!)).toEqual([]);
+      expect(await query("SELECT count(*)::int AS n FROM usage_records WHERE key_id = $1", [owner.key.id])).toEqual([{ n: 2 }]);
+      expectError(await ask(), 401, change === "revoke" ? "revoked_key" : "account_disabled");
+    }
   });
 
   it("answers a wrong key before a bad body, and a revoked key or a moved alias on the very next request", async () => {

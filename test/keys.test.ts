@@ -199,7 +199,7 @@ describe("keys created for less", () => {
     const key = await newKey({ expires_at: new Date(Date.now() + 3_600_000).toISOString() });
     expect(key.expires_at).not.toBeNull();
     expect((await decide(key.secret)).status).toBe(200);
-    // The hour passes (nothing is cached: the next request reads it).
+    // The hour passes (a kept key is confirmed by the sidecar against its row: the next request fails).
     await query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [key.id]);
     for (const path of ["/v1/models", "/v1/batches"]) expectError(await call(path, { token: key.secret }), 401, "expired_key");
     expectError(await decide(key.secret), 401, "expired_key");

@@ -1,9 +1,10 @@
 /**
  * API-key authentication for models, decisions and bulk (runs in workerd). Every request looks the
- * key up by its identifier and re-reads revocation and account status in the same query: no cache,
- * so a revoked key or a disabled account fails on its very next request. The digest comparison is
+ * key up by its identifier and re-reads revocation and account status in the same query, so a
+ * revoked key or a disabled account fails on its very next request. The digest comparison is
  * constant-time. The decisions route reads the key and the model in one query (`presentedKey`,
- * `KEY_COLUMNS`, `acceptKey`); every other route uses `apiKeyAuth`.
+ * `KEY_COLUMNS`, `acceptKey`), or answers from what it kept of them (auth/key-cache.ts), which the
+ * sidecar confirms in Postgres before the answer is given; every other route uses `apiKeyAuth`.
  */
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
@@ -33,23 +34,27 @@ export function presentedKey(c: Context<AppEnv>): { id: string; token: string } 
 }
 
 /** The columns `acceptKey` reads, from `api_keys k JOIN accounts a`. */
-export const KEY_COLUMNS = `k.digest, k.revoked_at, k.expires_at <= now() AS key_expired, k.scope AS key_scope, k.models AS key_models, ${accountColumns("a")}`;
+export const KEY_COLUMNS = `k.digest, k.revoked_at, k.expires_at <= now() AS key_expired, k.expires_at AS key_expires_at, k.scope AS key_scope, k.models AS key_models, ${accountColumns("a")}`;
 
 /**
- * Checks a key row read fresh in this request (digest in constant time, revocation, account status)
- * and sets the request's key and account; throws 401 otherwise.
+ * Checks a key row read in this request, or kept from an earlier one (auth/key-cache.ts: the sidecar
+ * confirms it), for the presented secret (digest in constant time), revocation, expiry and account
+ * status, and sets the request's key and account; throws 401 otherwise. Returns the key's expiry
+ * (ms since the epoch, null: none).
  */
-export async function acceptKey(c: Context<AppEnv>, key: { id: string; token: string }, raw: Record<string, unknown> | undefined): Promise<void> {
+export async function acceptKey(c: Context<AppEnv>, key: { id: string; token: string }, raw: Record<string, unknown> | undefined): Promise<{ expiresAt: number | null }> {
   const presented = await sha256Hex(key.token);
   const row = raw && KeyAccountRow.parse(raw);
   if (!row || !digestsEqual(presented, row.digest)) throw new ServiceError("invalid_credentials", "invalid API key");
   if (row.revoked_at !== null) throw new ServiceError("revoked_key", "this API key has been revoked");
-  if (row.key_expired) throw new ServiceError("expired_key", "this API key has expired; create a new one");
+  const expiresAt = row.key_expires_at === null ? null : Date.parse(row.key_expires_at);
+  if (row.key_expired || (expiresAt !== null && expiresAt <= Date.now())) throw new ServiceError("expired_key", "this API key has expired; create a new one");
   if (row.status !== "active") throw new ServiceError("account_disabled", "this account is disabled");
-  const { digest: _digest, revoked_at: _revoked, key_expired: _expired, key_scope: scope, key_models: models, ...account } = row;
+  const { digest: _digest, revoked_at: _revoked, key_expired: _expired, key_expires_at: _expires, key_scope: scope, key_models: models, ...account } = row;
   c.set("keyId", key.id);
   c.set("keyLimits", { scope, models });
   c.set("account", account);
+  return { expiresAt };
 }
 
 /** Refuses (403 insufficient_scope) a key created for decisions only on a batch route. */
@@ -86,6 +91,7 @@ const KeyAccountRow = AccountRow.extend({
   digest: z.string(),
   revoked_at: Column.time.nullable(),
   key_expired: z.boolean().nullable(),
+  key_expires_at: Column.time.nullable(),
   key_scope: KeyScope.nullable(),
   key_models: z.array(z.string()).nullable(),
 });

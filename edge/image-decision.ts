@@ -90,7 +90,11 @@ export async function imageDecision(
       request_id: c.get("requestId"),
     };
     const answered = await decideOnSidecar(c, sidecarUrl, SIDECAR_PATHS.imageDecide, stringifyJson(call), release.id);
-    if (!answered.ok) return answered.response;
+    if (!answered.ok) {
+      // Only a decision sent with `confirm` (a kept key) can be stale; an image decision never is.
+      if (answered.stale) throw new ServiceError("bad_gateway", "the model service answered malformed output");
+      return answered.response;
+    }
     const { answers, usage } = answered.data;
     const charged = creditFor(usage.billable_input_tokens ?? imageWorstTokens(request));
     if (!(await credit.settle(reservation.id, charged))) {

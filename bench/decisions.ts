@@ -18,19 +18,24 @@
  * RUNTIME_FAKE_PASS_MS=2: the runtime answers every pass in a fixed 2 ms (a stand-in for a GPU).
  *
  * Figures of 2026-11-27 (this 2-core CPU; `npm run bench:decisions`, RUNS=30, NEW_STATES=40), wall
- * minus runtime busy, p50 / p90: default model, through the edge 7.76 / 9.67 ms, straight to the
- * runtime (the baseline, same run, interleaved) 1.89 / 2.53 ms; with RUNTIME_FAKE_PASS_MS=2, 3.80 /
- * 5.66 against 0.97 / 2.01. Before the key cache (auth/key-cache.ts) the edge's key-model query
- * added about 3.7 ms (12.47 ms through the edge at the start of that day, 9.64 the day before).
- * Target not met: what is left is the hops themselves (workerd answers a 404 in about 1 ms with the
- * stand-in, 2 ms beside CPU passes; the sidecar adds about 1.1 ms to the runtime's own 1 to 2 ms).
+ * minus runtime busy, p50 / p90: default model, through the edge 7.17 / 10.14 ms (7.76 / 9.67 in an
+ * earlier run), straight to the runtime (the baseline, same run, interleaved) 1.87 / 2.72, straight
+ * to the sidecar 3.54 / 4.26, the edge's bare 404 1.89 / 2.40; with RUNTIME_FAKE_PASS_MS=2, 3.95 /
+ * 6.42 through the edge (3.80 earlier), 0.96 / 1.35 to the runtime, 1.71 / 2.62 to the sidecar, 0.97
+ * / 1.43 for the 404. Before the key cache (auth/key-cache.ts) the edge's key-model query added about
+ * 3.7 ms (12.47 ms through the edge at the start of that day, 9.64 the day before). Target not met:
+ * the sidecar called directly and the edge's bare round trip already take 2.68 ms with the stand-in.
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
+import pg from "pg";
+import { parseApiKey } from "../contract/keys.ts";
+import { SHARED_ALIAS } from "../contract/limits.ts";
 import { RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import { startStack } from "../local/stack.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { benchKey } from "./keys.ts";
@@ -156,18 +161,35 @@ try {
 
   // The service's own time on new states: wall time minus the runtime's busy time, request by request.
   const runtimeStats = async () => Stats.parse(await (await fetch(`${stack.urls.runtime}${RUNTIME_PATHS.stats}`, { headers: runtimeHeaders })).json());
-  const own = { service: [] as number[], direct: [] as number[], serviceWall: [] as number[], directWall: [] as number[], hops: [] as Map<string, number>[] };
+  // Where the floor is: the same decision sent straight to the sidecar (as the edge sends it, with
+  // the sidecar secret), and the edge's bare round trip (a 404 of no route, nothing read).
+  const db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  const release = (await db.query("SELECT id, fingerprint, revision::int AS revision FROM model_releases WHERE id = (SELECT release_id FROM model_aliases WHERE alias = $1)", [SHARED_ALIAS])).rows[0];
+  const keyRow = (await db.query("SELECT id, account_id FROM api_keys WHERE id = $1", [parseApiKey(key)!.id])).rows[0];
+  await db.end();
+  const sidecarDirect = async (state: unknown, i: number) => {
+    const call = { release, request: { state, questions: request.questions }, account_id: keyRow.account_id, key_id: keyRow.id, request_id: `bench_${i}` };
+    const res = await fetch(`${stack.urls.sidecar}${SIDECAR_PATHS.decide}`, { method: "POST", headers: { authorization: `Bearer ${stack.secrets.sidecar}`, "content-type": "application/json" }, body: JSON.stringify(call) });
+    if (res.status !== 200) throw new Error(`sidecar answered ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  };
+  const own = { service: [] as number[], direct: [] as number[], sidecar: [] as number[], edge404: [] as number[], serviceWall: [] as number[], directWall: [] as number[], hops: [] as Map<string, number>[] };
+  const ownPaths = ["service", "direct", "sidecar", "edge404"] as const;
   for (let i = 0; i < newStates; i++) {
     const state = { ticket: `Ticket ${i}-${Date.now()}: the invoice was charged twice this month (order ${1000 + i}).`, customer: `customer ${i}` };
-    for (const path of i % 2 === 0 ? (["service", "direct"] as const) : (["direct", "service"] as const)) {
+    for (let j = 0; j < ownPaths.length; j++) {
+      const path = ownPaths[(i + j) % ownPaths.length]!;
       const before = await runtimeStats();
       const t0 = performance.now();
       if (path === "service") await decide(stack.baseUrl, { ...request, state: { ...state, path } }, own.hops);
-      else await direct({ ...state, path });
+      else if (path === "direct") await direct({ ...state, path });
+      else if (path === "sidecar") await sidecarDirect({ ...state, path }, i);
+      else await (await fetch(`${stack.baseUrl}/no-such-route`)).arrayBuffer();
       const wall = performance.now() - t0;
       const busy = (await runtimeStats()).busy_ms - before.busy_ms;
       own[path].push(wall - busy);
-      own[path === "service" ? "serviceWall" : "directWall"].push(wall);
+      if (path === "service" || path === "direct") own[path === "service" ? "serviceWall" : "directWall"].push(wall);
     }
   }
 
@@ -209,6 +231,8 @@ try {
   row("  minus runtime busy (target p50 <= 3)", ownService.p50.toFixed(2), ownService.p90.toFixed(2));
   row("runtime /v1/score directly: wall", percentiles(own.directWall).p50.toFixed(1), percentiles(own.directWall).p90.toFixed(1));
   row("  minus runtime busy", ownDirect.p50.toFixed(2), ownDirect.p90.toFixed(2));
+  row("sidecar /internal/decide directly, minus busy", percentiles(own.sidecar).p50.toFixed(2), percentiles(own.sidecar).p90.toFixed(2));
+  row("edge, a 404 of no route (its bare hop)", percentiles(own.edge404).p50.toFixed(2), percentiles(own.edge404).p90.toFixed(2));
   console.log("  where it goes, median of each hop's Server-Timing (ms):");
   for (const name of [...new Set(own.hops.flatMap((h) => [...h.keys()]))]) console.log(`    ${name.padEnd(32)} ${percentiles(own.hops.map((h) => h.get(name) ?? 0)).p50.toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
   console.log(`\n255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);

@@ -8,6 +8,9 @@
  * (server-shared/key-check.ts). When they do not, the edge forgets the key and reads it again, so
  * revocation, a disabled account, an expired key or a moved alias apply on the very next request.
  *
+ * The account's quota settings (requests and tokens per second) are read from the kept row and not
+ * confirmed: an operator's change applies to a kept key within KEY_CACHE_MS.
+ *
  * Only accepted keys are kept, for at most KEY_CACHE_MS (and never past the key's expiry), and at
  * most KEY_CACHE_ENTRIES keys per isolate (the oldest is dropped first). Nothing is shared between
  * isolates; an isolate's first request of a key reads it.

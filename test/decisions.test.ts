@@ -131,6 +131,21 @@ describe("POST /v1/systemone", () => {
     }
   });
 
+  it("answers a kept key revoked since with its 401 even where the sidecar refuses the request itself", async () => {
+    const owner = await newAccount();
+    const ask = (state: string) => call("/v1/systemone", { token: owner.key.secret, body: { model: SHARED_ALIAS, state, questions: { q: { type: "noul" } } } });
+    expect((await ask("a short ticket")).status).toBe(200);
+    // A state over the runtime's tokens per pass: the edge's byte checks let it through, the sidecar's admission refuses it.
+    const long = Array.from({ length: 6000 }, (_, i) => `word${i}`).join(" ");
+    const refusedBySidecar = await ask(long);
+    expectError(refusedBySidecar, 422, "invalid_request");
+    expect(JSON.stringify(refusedBySidecar.body)).toMatch(/at most \d+ per pass/);
+    // Answered from the kept key: the sidecar was called, and no key-model query was made.
+    expect([...Timings.parse(refusedBySidecar.headers.get(SERVER_TIMING_HEADER)).keys()]).toEqual(["quota", "sidecar"]);
+    await query("UPDATE api_keys SET revoked_at = now() WHERE id = $1", [owner.key.id]);
+    expectError(await ask(long), 401, "revoked_key");
+  });
+
   it("answers a wrong key before a bad body, and a revoked key or a moved alias on the very next request", async () => {
     const other = await newAccount();
     const wrong = other.key.secret.slice(0, -1) + (other.key.secret.endsWith("A") ? "B" : "A");

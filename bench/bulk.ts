@@ -13,14 +13,14 @@
  * own work per record keeps a millisecond GPU fed (issue 37: target at least 90 %).
  *
  * Figures of 2026-11-27 (this 2-core CPU; `RUNTIME_FAKE_PASS_MS=2 RECORDS=10000 npm run bench:bulk`):
- * the batch kept the stand-in 92.4 % busy over its whole wall time (25,138 records/min) and 94.7 %
- * from its first commit to its last (583 ms before the first: the worker's idle poll, the file read
+ * the batch kept the stand-in 93.8 % busy over its whole wall time (25,722 records/min) and 95.6 %
+ * from its first commit to its last (447 ms before the first: the worker's idle poll, the file read
  * and validated); the same passes straight to the runtime, one after another (the baseline, same run),
- * 75.1 %. A claim takes as many records as fill about 30 ms of runtime time (bulk/steps.ts
- * ClaimSize), committed together; real time waited 27 ms at p50 during the batch (7 idle). With
- * 2,000 records: 83.5-89.1 % of the whole (the start weighs more), 92.6-94.5 % of the records
- * phase. Before (one record per claim): 42.4 % at 1,000 records. The default model on CPU
- * (RECORDS=300): 96.3 % of the whole, 96.9 % of the records phase, one record per claim as before.
+ * 76.1 %. A claim takes as many records as fill about 30 ms of runtime time (bulk/steps.ts
+ * ClaimSize), committed together, and hands the lane to real time between records: real time took
+ * 11 ms at p50 and 17 at p99 during the batch (7 and 11 idle). Before (one record per claim): 42.4 %
+ * at 1,000 records. The default model on CPU (RECORDS=1000): 97.1 % of the whole (686.6 records/min),
+ * one record per claim as before.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

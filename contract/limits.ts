@@ -38,9 +38,10 @@ export const LIMITS = {
   bulkLeaseRenewMs: 30_000,
   bulkTransientAttempts: 3,
   /**
-   * Runtime time one bulk execution fills: a claim takes as many consecutive records as ran in about
-   * this long (at least one, at most bulkClaimRecords), so millisecond GPU passes do not wait for a
-   * lane handover and a commit per record, and real time waits for at most this long behind bulk.
+   * Runtime time one bulk claim fills: it takes as many consecutive records as ran in about this long
+   * (at least one, at most bulkClaimRecords), run as one execution, so millisecond GPU passes do not
+   * wait for a lane handover and a commit per record. The execution hands the lane to real time
+   * between records (sidecar/bulk/records.ts), so real time does not wait for all of them.
    */
   bulkExecutionMs: 30,
   bulkClaimRecords: 16,

@@ -42,6 +42,8 @@ import type { UsageWriter } from "./usage.ts";
 
 export interface SidecarDeps {
   pool: Pool;
+  /** Where kept keys are confirmed (`pool` when absent): connections of their own, so that a real-time answer never waits behind bulk commits. */
+  confirmPool?: Pool;
   /** SIDECAR_SECRET (accepted from the edge) and the runtime secrets, by name, as they are now. */
   secrets: SecretReader;
   /** This sidecar's address as the registry's `sidecar_url` names it: it serves those releases only. */
@@ -103,7 +105,7 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
    */
   const confirmation = (call: SidecarDecideRequest, timings: Timings, stale: AbortController): Promise<boolean> => {
     const check = { keyId: call.key_id, accountId: call.account_id, model: call.confirm!.model, release: call.release };
-    const read = timings.time("key-confirm", () => keyStands(poolDb(deps.pool), check)).then(
+    const read = timings.time("key-confirm", () => keyStands(poolDb(deps.confirmPool ?? deps.pool), check)).then(
       (stands) => {
         if (!stands) stale.abort(new Error("the key or the model no longer stands as the edge kept it"));
         return stands;

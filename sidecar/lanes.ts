@@ -149,6 +149,11 @@ export class Lanes {
     });
   }
 
+  /** Whether a real-time execution waits for the GPU: a bulk execution of several records hands the lane over between records then. */
+  realtimeWaiting(): boolean {
+    return this.waiting.realtime.length > 0;
+  }
+
   /** What runs and how many wait in each lane, for health, metrics and tests. */
   snapshot(): LaneSnapshot {
     return {

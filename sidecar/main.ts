@@ -35,8 +35,13 @@ useNeonRoute(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE));
 const sidecarSecret = () => secrets.list("SIDECAR_SECRET")!;
 
 const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
+// The confirmations of kept keys (app.ts) have connections of their own, opened at start and kept
+// open when idle: a real-time answer never waits behind the bulk worker's commits for a connection,
+// nor for one to be opened (about 100 ms: a socket, TLS and authentication).
+const confirmPool = new Pool({ connectionString: settings.DATABASE_URL, max: 2, idleTimeoutMillis: 0 });
+void confirmPool.query("SELECT 1").catch(() => undefined);
 // An idle connection dropped by the server must not crash the process.
-pool.on("error", (err: Error) => console.error(`sidecar: postgres pool error: ${loggable(err)}`));
+for (const p of [pool, confirmPool]) p.on("error", (err: Error) => console.error(`sidecar: postgres pool error: ${loggable(err)}`));
 
 const usage = new UsageWriter(pool);
 const metrics = sidecarMetrics({ pool, lanes: () => lanes.snapshot() });
@@ -49,6 +54,7 @@ const lanes = new Lanes({
 const steps: Steps = { ...SERVED_STEPS, shared: settings.SIDECAR_SHARED_WORK === "on" };
 const app = createSidecarApp({
   pool,
+  confirmPool,
   secrets,
   selfUrl: settings.SIDECAR_URL,
   lanes,
@@ -152,6 +158,7 @@ async function shutdown(): Promise<void> {
   }
   await usage.flush();
   await pool.end().catch(() => {});
+  await confirmPool.end().catch(() => {});
   process.exit(0);
 }
 process.on("SIGTERM", shutdown);

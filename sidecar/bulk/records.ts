@@ -35,7 +35,7 @@ import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { ownedBy, RuntimeError, runtimeClientFor, type RuntimeClient } from "../runtime/client.ts";
 
 export interface RecordContext {
-  lanes: Pick<Lanes, "run">;
+  lanes: Pick<Lanes, "run" | "realtimeWaiting">;
   /** Null when no Redis is configured: accounts with quotas then wait (as real-time answers 503). */
   redis: Redis | null;
   /** The runtime secrets, by the name a registry entry's `token_env` gives. */
@@ -85,9 +85,9 @@ export function modelOf(body: string): string {
 }
 
 /**
- * Bulk records run together as one execution on the bulk lane, their passes sharing
- * BULK_PASSES_IN_FLIGHT slots at the runtime (passes.ts PassSlots): one record's passes go before the
- * next record's, and the runtime has the next pass before the one it evaluates ends.
+ * Bulk records run together as one execution on the bulk lane, at most this many at the runtime at
+ * once and their passes sharing as many slots (passes.ts PassSlots): one record's passes go before
+ * the next record's, and the runtime has the next pass before the one it evaluates ends.
  */
 export const BULK_PASSES_IN_FLIGHT = 3;
 
@@ -116,28 +116,49 @@ export async function processRecords(
   const prepared = await Promise.all(records.map((record) => prepareRecord(ctx, record, entry, signal)));
   const ready = prepared.flatMap((p, i) => (p.kind === "ready" ? [{ i, record: records[i]!, ...p }] : []));
   const outcomes: Outcome[] = prepared.map((p) => (p.kind === "ready" ? { kind: "deadline" } : p));
-  if (ready.length === 0) return outcomes;
-  for (;;) {
+  let pending = ready;
+  while (pending.length > 0) {
     try {
-      const results = await ctx.lanes.run(
-        "bulk",
-        async () => {
-          const started = performance.now();
-          const slots = new PassSlots(BULK_PASSES_IN_FLIGHT);
-          const results = await Promise.all(ready.map((r, rank) => runReady(ctx, r.record, r, signal, { slots, rank })));
-          ran?.(performance.now() - started, ready.length);
-          return results;
-        },
-        signal,
-      );
-      for (const [k, r] of ready.entries()) outcomes[r.i] = results[k]!;
-      return outcomes;
+      const results = await ctx.lanes.run("bulk", () => runInTurn(ctx, pending, signal, ran), signal);
+      for (const [k, result] of results.entries()) outcomes[pending[k]!.i] = result;
+      // Real time came in: the records not started yet run in the next bulk execution, behind it.
+      pending = pending.slice(results.length);
     } catch (err) {
       // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
       if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
-      if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return outcomes; // the ready ones stay "deadline"
+      if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return outcomes; // the records not run stay "deadline"
     }
   }
+  return outcomes;
+}
+
+/**
+ * One bulk execution: the ready records' passes in record order, at most BULK_PASSES_IN_FLIGHT
+ * records at the runtime at once. It starts no further record once a real-time execution waits for
+ * the lane (real time then waits for the records already at the runtime, not for the whole claim);
+ * the outcomes of the records it ran, in order.
+ */
+async function runInTurn(ctx: RecordContext, records: (Ready & { record: StoredRecord })[], signal: AbortSignal, ran?: (ms: number, records: number) => void): Promise<Outcome[]> {
+  const started = performance.now();
+  const slots = new PassSlots(BULK_PASSES_IN_FLIGHT);
+  const running: Promise<Outcome>[] = [];
+  let atRuntime = 0;
+  let freed: (() => void) | null = null;
+  for (const [rank, r] of records.entries()) {
+    while (atRuntime >= BULK_PASSES_IN_FLIGHT) await new Promise<void>((resolve) => (freed = resolve));
+    if (rank > 0 && ctx.lanes.realtimeWaiting()) break;
+    atRuntime += 1;
+    const outcome = runReady(ctx, r.record, r, signal, { slots, rank }).finally(() => {
+      atRuntime -= 1;
+      freed?.();
+      freed = null;
+    });
+    outcome.catch(() => undefined); // awaited below, with the others
+    running.push(outcome);
+  }
+  const results = await Promise.all(running);
+  ran?.(performance.now() - started, results.length);
+  return results;
 }
 
 /** One record's checks, quota admission and runtime admission: ready for its passes, or its outcome already. */

@@ -15,7 +15,8 @@
  *   from the time the last executions took per record (ClaimSize), at most LIMITS.bulkClaimRecords.
  *   A pass of a CPU runtime (about 100 ms) makes that one record per execution; millisecond passes
  *   on a GPU make it several, so the runtime does not wait for a lane handover and a commit per
- *   record. Real time waits for at most one such execution, as before.
+ *   record. Real time does not wait for a whole claim: an execution starts no further record once a
+ *   real-time execution waits for the lane (records.ts), and the rest run in the next bulk execution.
  * - Lookahead: while a claim's records run, the steps read the records the next claim will most
  *   likely give (the same batch's next ones, when no other batch waits for a turn: BatchStore.peekNext)
  *   and prepare them (their checks, quota admissions and runtime admissions), their passes queued to
@@ -260,6 +261,7 @@ export class BulkSteps implements JobSteps<BatchClaim> {
         await settled;
         return ctx.lanes.run(lane, work, signal);
       },
+      realtimeWaiting: () => ctx.lanes.realtimeWaiting(),
     };
     const size = this.size.records();
     this.nextClaimRecords = size;

@@ -27,6 +27,11 @@ export type EngineBuild = GpuBuild | "metal" | "cpu";
 
 /** The CMake option that names the GPU architectures a CUDA build carries code for. */
 export const CUDA_ARCH_OPTION = "CMAKE_CUDA_ARCHITECTURES";
+/**
+ * The CMake option (ignored by CMake) in which `npm run build:engine` records the id of its patch to
+ * node-llama-cpp's addon: the label read in one walk over the logits (ops/engine-patch/label-read.ts).
+ */
+export const LABEL_READ_OPTION = "DECISION_SERVICE_LABEL_READ";
 
 /** A path inside the installed node-llama-cpp package (its entry point is `dist/index.js`). */
 export function enginePath(...parts: string[]): string {
@@ -98,10 +103,17 @@ export async function loadLlama(build: EngineBuild): Promise<Llama> {
   return llama;
 }
 
-/** Which build serves, for the identity's `engine`: "cuda (local build, sm_90)", "vulkan (prebuilt)", "cpu (prebuilt)". */
+/**
+ * Which build serves, for the identity's `engine`: "cuda (local build, sm_90, one-pass label read)",
+ * "vulkan (prebuilt)", "cpu (prebuilt)".
+ */
 export function describeBuild(llama: Pick<Llama, "gpu" | "buildType" | "cmakeOptions">): string {
   const gpu = llama.gpu || "cpu";
   if (llama.buildType !== "localBuild") return `${gpu} (prebuilt)`;
   const archs = llama.cmakeOptions[CUDA_ARCH_OPTION];
-  return `${gpu} (local build${gpu === "cuda" && archs ? `, ${archs.split(";").map((a) => `sm_${a}`).join(" ")}` : ""})`;
+  const details = [
+    ...(gpu === "cuda" && archs ? [archs.split(";").map((a) => `sm_${a}`).join(" ")] : []),
+    ...(llama.cmakeOptions[LABEL_READ_OPTION] ? ["one-pass label read"] : []),
+  ];
+  return `${gpu} (local build${details.map((d) => `, ${d}`).join("")})`;
 }

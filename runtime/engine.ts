@@ -392,6 +392,16 @@ async function distributionAfter(sequence: LlamaContextSequence, tokens: readonl
 type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
 
 /**
+ * What readLabels asks node-llama-cpp for at the answer position, under its default (greedy) sampler:
+ * the labels' logits, the greedy token's (the largest logit) and the total logit weight. The local
+ * CUDA build (`npm run build:engine`) answers exactly this request in one walk over the logits
+ * (ops/engine-patch/label-read.inc); any other request takes node-llama-cpp's general path.
+ */
+export function labelReadRequest(labels: readonly Token[]) {
+  return { token: true, logits: { filter: { tokens: [...labels], includeSelected: true } }, totalLogitWeight: true } as const;
+}
+
+/**
  * Evaluates `tokens` after what `sequence` holds and reads the labels' logits and the normaliser at
  * the position after the last one. llama.cpp's addon returns the logits of the labels and of the
  * greedy choice (the largest logit) and the sum of exp(logit - largest) over the whole vocabulary,
@@ -401,7 +411,7 @@ type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
  */
 async function readLabels(sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
   const last = tokens.length - 1;
-  const generateNext = { token: true, logits: { filter: { tokens: labels, includeSelected: true } }, totalLogitWeight: true } as const;
+  const generateNext = labelReadRequest(labels);
   const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext }] : token));
   const next = (await sequence.controlledEvaluate(input))[last]?.next;
   const largest = next?.token == null ? undefined : next.logits?.get(next.token);

@@ -2,15 +2,20 @@
  * The engine builds a runtime can load (runtime/engine-build.ts) and `npm run build:engine`
  * (ops/engine-build.ts) where this machine can show them: it has no NVIDIA GPU and no CUDA toolkit,
  * so the build itself is proven on a GPU host (docs/deploy.md section 7 has its figures); here, how
- * local builds are found and named, and what the install step says on a host with nothing to build for.
+ * local builds are found and named, what the install step says on a host with nothing to build for,
+ * and that its patch to node-llama-cpp's addon (the one-walk label read) applies to the installed
+ * node-llama-cpp, compiles against its bundled llama.cpp, and leaves node_modules as it was. What the
+ * patch computes is checked where it runs: `npm run bench:label-read` on the build exits 1 unless its
+ * numbers are the general path's, bit for bit.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { describeBuild, localBuilds, localCudaBuild } from "../runtime/engine-build.ts";
+import { describeBuild, enginePath, LABEL_READ_OPTION, localBuilds, localCudaBuild } from "../runtime/engine-build.ts";
 import { BUN, ROOT } from "../local/tiers.ts";
+import { labelReadPatchId, patchedSource, unpatchedSource, withPatchedAddon } from "../ops/engine-patch/label-read.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "engine-builds-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -44,7 +49,59 @@ describe("local builds", () => {
     expect(describeBuild({ gpu: "vulkan", buildType: "prebuilt", cmakeOptions: {} })).toBe("vulkan (prebuilt)");
     expect(describeBuild({ gpu: false, buildType: "prebuilt", cmakeOptions: {} })).toBe("cpu (prebuilt)");
     expect(describeBuild({ gpu: false, buildType: "localBuild", cmakeOptions: {} })).toBe("cpu (local build)");
+    expect(describeBuild({ gpu: "cuda", buildType: "localBuild", cmakeOptions: { CMAKE_CUDA_ARCHITECTURES: "90", [LABEL_READ_OPTION]: labelReadPatchId() } })).toBe(
+      "cuda (local build, sm_90, one-pass label read)",
+    );
   });
+});
+
+describe("the label-read patch to node-llama-cpp's addon", () => {
+  const addonSource = enginePath("llama", "addon", "AddonContext.cpp");
+  // As installed (a build under way on this host patches the file for its length).
+  const original = unpatchedSource(readFileSync(addonSource, "utf8"));
+
+  it("goes in once, at the top of the sample-token worker, right after its sampler chain is built", () => {
+    const patched = patchedSource(original);
+    expect(patched.split("bool DecisionServiceLabelRead()").length).toBe(2);
+    expect(patched).toContain("        void SampleToken() {\n            sampler->rebuildChainIfNeeded();\n            if (DecisionServiceLabelRead()) return;\n");
+    // Everything else is the file as installed.
+    expect(unpatchedSource(patched)).toBe(original);
+    expect(patched.length).toBeGreaterThan(original.length + 1000);
+    expect(labelReadPatchId()).toMatch(/^[0-9a-f]{12}$/);
+  });
+
+  it("refuses a source it was not written for, and one already patched", () => {
+    expect(() => patchedSource(original.replace("sampler->rebuildChainIfNeeded();", "sampler->rebuildChain();"))).toThrow(/not the one the label-read patch was written for/);
+    expect(() => patchedSource(patchedSource(original))).toThrow(/not found exactly once, unpatched/);
+    expect(() => patchedSource(original + original)).toThrow(/not found exactly once/);
+  });
+
+  it("puts the installed file back after the build, also when the build fails or a killed build had left its patch in", () => {
+    const copy = join(dir, "AddonContext.cpp");
+    writeFileSync(copy, patchedSource(original));
+    expect(withPatchedAddon(copy, () => readFileSync(copy, "utf8").includes("DecisionServiceLabelRead"))).toBe(true);
+    expect(readFileSync(copy, "utf8")).toBe(original);
+    expect(() => withPatchedAddon(copy, () => { throw new Error("the compiler failed"); })).toThrow("the compiler failed");
+    expect(readFileSync(copy, "utf8")).toBe(original);
+  });
+
+  // The compiler checks the fragment against the types it uses (the worker, its sampler, llama.h) as
+  // node-llama-cpp's build would see them: its addon's headers and its bundled llama.cpp release.
+  it.skipIf(spawnSync("g++", ["--version"]).status !== 0)("compiles inside the installed addon's source (g++, syntax and types)", () => {
+    const llamaCpp = join(dir, "llama.cpp");
+    const git = (args: string[]) => spawnSync("git", args, { cwd: dir, encoding: "utf8" });
+    expect(git(["clone", "-q", "--no-checkout", enginePath("llama", "gitRelease.bundle"), llamaCpp]).status).toBe(0);
+    expect(git(["-C", llamaCpp, "checkout", "-q", "HEAD", "--", "include", "ggml/include", "src", "common", "vendor"]).status).toBe(0);
+    const source = join(dir, "AddonContextPatched.cpp");
+    writeFileSync(source, patchedSource(original));
+    const includes = [enginePath("llama", "addon"), llamaCpp, ...["include", "ggml/include", "src", "common", "vendor"].map((d) => join(llamaCpp, d)), join(ROOT, "node_modules/node-addon-api"), join(ROOT, "node_modules/node-api-headers/include")];
+    const compiled = spawnSync("g++", ["-std=c++17", "-fsyntax-only", "-DNAPI_VERSION=8", ...includes.map((i) => `-I${i}`), source], { encoding: "utf8" });
+    expect(compiled.stderr).toBe("");
+    expect(compiled.status).toBe(0);
+    // And the same compile fails on a fragment that does not fit, so the check above can fail.
+    writeFileSync(source, patchedSource(original).replace("returnLogits.includeLowest ||", "returnLogits.includeLowestValue ||"));
+    expect(spawnSync("g++", ["-std=c++17", "-fsyntax-only", "-DNAPI_VERSION=8", ...includes.map((i) => `-I${i}`), source]).status).not.toBe(0);
+  }, 60_000);
 });
 
 describe("npm run build:engine", () => {

@@ -1,0 +1,88 @@
+/**
+ * `npm run bench:label-read` (issue 37): what reading a pass's labels costs inside the engine, in
+ * process, on one llama.cpp build (ENGINE_BUILD: cuda-local, cuda, vulkan or cpu; default cpu). A
+ * short pass (REST tokens, default 8) over a kept prefix (about 60 tokens) is evaluated RUNS times
+ * (default 200) in each of three ways, interleaved:
+ *
+ *   - floor: the pass with no output position (llama.cpp computes no logits at all);
+ *   - label read: the runtime's own request (runtime/engine.ts labelReadRequest), which a build from
+ *     `npm run build:engine` answers in one walk over the logits (ops/engine-patch/label-read.inc);
+ *   - baseline: the same request with `includeMin` too, which adds nothing here but which that build
+ *     leaves to node-llama-cpp's general path (copy, sample, filter, weigh): what every build does
+ *     without the patch.
+ *
+ * It prints each one's median and p90 in ms, the label read's own cost over the floor against the
+ * baseline's, and the largest difference between the two reads' label logits and normalisers, which
+ * is 0 (the patch computes the same float sums in the same order; it exits 1 otherwise). On a build
+ * without the patch both reads take the general path, and the ratio is about 1.
+ *
+ *     npm run bench:label-read                              # the CPU build (about a minute on 2 cores)
+ *     ENGINE_BUILD=cuda-local npm run bench:label-read      # a GPU host after npm run build:engine
+ *
+ * Figures: see docs/deploy.md section 7 (GPU hosts) and the closing note of issue 37.
+ */
+import type { ControlledEvaluateInputItem, Token } from "node-llama-cpp";
+import { ensureModel } from "../local/model.ts";
+import { describeBuild, loadLlama, type EngineBuild } from "../runtime/engine-build.ts";
+import { labelReadRequest } from "../runtime/engine.ts";
+
+const build = (process.env.ENGINE_BUILD ?? "cpu") as EngineBuild;
+const runs = Number(process.env.RUNS ?? 200);
+const restLength = Number(process.env.REST ?? 8);
+
+const llama = await loadLlama(build);
+const model = await llama.loadModel({ modelPath: (await ensureModel()).path });
+const context = await model.createContext({ contextSize: 4096, sequences: 1, threads: Number(process.env.RUNTIME_THREADS ?? 2), swaFullCache: true });
+const sequence = context.getSequence();
+const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
+console.log(`label read: ${describeBuild(llama)}${devices.length ? ` on ${devices.join(", ")}` : ""}; ${runs} runs of each, ${restLength}-token passes`);
+
+const prefix = [model.tokens.bos!, ...model.tokenize("State:\nThe customer was charged twice for the March invoice and asks for the second charge to be refunded to the card it came from. The order number is 48213.\n\n")];
+const rest = model.tokenize(" Question: is this a billing problem? Answer yes or no.\nAnswer:").slice(-restLength);
+const labels = [model.tokenize(" yes")[0]!, model.tokenize(" no")[0]!];
+await sequence.controlledEvaluate(prefix);
+
+type Way = "floor" | "label read" | "baseline";
+const read = labelReadRequest(labels);
+// The lowest logit is returned only when it is already among the returned ones (node-llama-cpp 3.22.1's
+// addon), so this asks for the same numbers; the patch leaves any request but its own to the general path.
+const request = { floor: null, "label read": read, baseline: { ...read, logits: { filter: { ...read.logits.filter, includeMin: true } } } } as const;
+
+/** One pass of `rest` after the kept prefix, read `way`; its wall time and what it read. */
+async function pass(way: Way): Promise<{ ms: number; logits?: Map<Token, number>; weight?: number }> {
+  await sequence.eraseContextTokenRanges([{ start: prefix.length, end: sequence.nextTokenIndex }]);
+  const generateNext = request[way];
+  const input = rest.map((token, i): ControlledEvaluateInputItem => (i === rest.length - 1 && generateNext ? [token, { generateNext }] : token));
+  const started = performance.now();
+  const next = (await sequence.controlledEvaluate(input))[rest.length - 1]?.next;
+  return { ms: performance.now() - started, logits: next?.logits, weight: next?.totalLogitWeight };
+}
+
+const WAYS: Way[] = ["floor", "label read", "baseline"];
+for (let i = 0; i < 10; i++) for (const way of WAYS) await pass(way);
+const times: Record<Way, number[]> = { floor: [], "label read": [], baseline: [] };
+let largest = 0;
+for (let i = 0; i < runs; i++) {
+  const reads: Partial<Record<Way, Awaited<ReturnType<typeof pass>>>> = {};
+  // Each run in another order, so that neither read always follows the other.
+  for (const way of i % 2 === 0 ? WAYS : [...WAYS].reverse()) {
+    reads[way] = await pass(way);
+    times[way].push(reads[way].ms);
+  }
+  const a = reads["label read"]!;
+  const b = reads.baseline!;
+  if (a.weight === undefined || b.weight === undefined || !a.logits || !b.logits) throw new Error("a read returned no weight or logits");
+  largest = Math.max(largest, Math.abs(a.weight - b.weight), ...labels.map((t) => Math.abs(a.logits!.get(t)! - b.logits!.get(t)!)));
+}
+
+const quantile = (xs: number[], q: number) => [...xs].sort((x, y) => x - y)[Math.floor(q * (xs.length - 1))]!;
+const median = (way: Way) => quantile(times[way], 0.5);
+for (const way of WAYS) console.log(`  ${way.padEnd(12)} p50 ${median(way).toFixed(3).padStart(8)} ms   p90 ${quantile(times[way], 0.9).toFixed(3).padStart(8)} ms`);
+const own = median("label read") - median("floor");
+const before = median("baseline") - median("floor");
+console.log(`  the read itself (over the floor): label read ${own.toFixed(3)} ms, baseline ${before.toFixed(3)} ms: ${(before / Math.max(own, 1e-3)).toFixed(1)}x`);
+console.log(`  largest difference between the two reads' numbers: ${largest}`);
+await context.dispose();
+await model.dispose();
+await llama.dispose();
+if (largest !== 0) process.exit(1);

@@ -11,6 +11,10 @@
  *     leaves to node-llama-cpp's general path (copy, sample, filter, weigh): what every build does
  *     without the patch.
  *
+ * Then a decision on a state never seen before, as bench:shared-work (b) makes: the sequence cleared,
+ * the state evaluated (no output), then the question evaluated and read, each step's median (right
+ * after the first part, so on a GPU warmed up by it: its first passes of new shapes are slower).
+ *
  * It prints each one's median and p90 in ms, the label read's own cost over the floor against the
  * baseline's, and the largest difference between the two reads' label logits and normalisers, which
  * is 0 (the patch computes the same float sums in the same order; it exits 1 otherwise). On a build
@@ -38,7 +42,9 @@ const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
 console.log(`label read: ${describeBuild(llama)}${devices.length ? ` on ${devices.join(", ")}` : ""}; ${runs} runs of each, ${restLength}-token passes`);
 
 const prefix = [model.tokens.bos!, ...model.tokenize("State:\nThe customer was charged twice for the March invoice and asks for the second charge to be refunded to the card it came from. The order number is 48213.\n\n")];
-const rest = model.tokenize(" Question: is this a billing problem? Answer yes or no.\nAnswer:").slice(-restLength);
+const QUESTION = " Question: is this a billing problem? Answer yes or no.\nAnswer:";
+const question = model.tokenize(QUESTION);
+const rest = question.slice(-restLength);
 const labels = [model.tokenize(" yes")[0]!, model.tokenize(" no")[0]!];
 await sequence.controlledEvaluate(prefix);
 
@@ -82,6 +88,25 @@ const own = median("label read") - median("floor");
 const before = median("baseline") - median("floor");
 console.log(`  the read itself (over the floor): label read ${own.toFixed(3)} ms, baseline ${before.toFixed(3)} ms: ${(before / Math.max(own, 1e-3)).toFixed(1)}x`);
 console.log(`  largest difference between the two reads' numbers: ${largest}`);
+// A decision on a state never seen before (bench:shared-work (b)): the sequence cleared, the new
+// state evaluated with no output, then the question's rest evaluated and read, each step timed.
+const steps = { clear: [] as number[], state: [] as number[], "question and read": [] as number[] };
+let stateTokens = 0;
+for (let i = 0; i < Math.min(runs, 100); i++) {
+  const state = [model.tokens.bos!, ...model.tokenize(`State:\nTicket ${i}: the customer writes that order ${48213 + i} arrived late and asks whether the delivery fee of ${i % 9} euros is refunded.\n\n`)];
+  stateTokens = state.length;
+  let started = performance.now();
+  await sequence.clearHistory();
+  steps.clear.push(performance.now() - started);
+  started = performance.now();
+  await sequence.controlledEvaluate(state);
+  steps.state.push(performance.now() - started);
+  started = performance.now();
+  await sequence.controlledEvaluate(question.map((token, j): ControlledEvaluateInputItem => (j === question.length - 1 ? [token, { generateNext: read }] : token)));
+  steps["question and read"].push(performance.now() - started);
+}
+console.log(`  a new state each time (about ${stateTokens} tokens, then the question's ${question.length} tokens read), ${steps.clear.length} runs, p50:`);
+console.log(`    ${Object.entries(steps).map(([step, xs]) => `${step} ${quantile(xs, 0.5).toFixed(3)} ms`).join(", ")}`);
 await context.dispose();
 await model.dispose();
 await llama.dispose();

@@ -54,8 +54,16 @@
  *     (a) when filed / today / shared      357 / 291 / 108 ms        497 / 442 / 148 ms
  *     (b) today / shared, per request      25 / 19 ms                30 / 24 ms
  *
+ * An NVIDIA H200 on 2026-11-27, the local CUDA build with the one-pass label read (build:engine's
+ * patch to node-llama-cpp's addon), the same settings:
+ *
+ *                                          local CUDA build          Vulkan build
+ *     (a) when filed / today / shared      339 / 341 / 112 ms        406 / 415 / 136 ms
+ *     (b) today / shared, per request      17 / 15 ms                25 / 19 ms
+ *
  * The largest difference between the shared and today's probabilities was 0.20 on the CUDA build
- * (0.010 on Vulkan, 0.056 on the 2-core CPU): its kernels move a split pass's numbers more.
+ * (0.010 on Vulkan, 0.056 on the 2-core CPU): its kernels move a split pass's numbers more. (0.202
+ * and 0.010 again on the H200.)
  *
  * Evaluated tokens are the same as on the 2-core CPU (1,693 = the bound; 1 pass a request after the
  * first in (b)). On the GPU a pass's fixed cost, not its tokens, is most of the time (5 passes of

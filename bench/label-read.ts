@@ -1,7 +1,7 @@
 /**
  * `npm run bench:label-read` (issue 37): what reading a pass's labels costs inside the engine, in
  * process, on one llama.cpp build (ENGINE_BUILD: cuda-local, cuda, vulkan or cpu; default cpu). A
- * short pass (REST tokens, default 8) over a kept prefix (about 60 tokens) is evaluated RUNS times
+ * short pass (REST tokens, default 8) over a kept prefix (41 tokens) is evaluated RUNS times
  * (default 200) in each of three ways, interleaved:
  *
  *   - floor: the pass with no output position (llama.cpp computes no logits at all);
@@ -89,7 +89,7 @@ const before = median("baseline") - median("floor");
 console.log(`  the read itself (over the floor): label read ${own.toFixed(3)} ms, baseline ${before.toFixed(3)} ms: ${(before / Math.max(own, 1e-3)).toFixed(1)}x`);
 console.log(`  largest difference between the two reads' numbers: ${largest}`);
 // A decision on a state never seen before (bench:shared-work (b)): the sequence cleared, the new
-// state evaluated with no output, then the question's rest evaluated and read, each step timed.
+// state evaluated with no output, then the whole question evaluated and read, each step timed.
 const steps = { clear: [] as number[], state: [] as number[], "question and read": [] as number[] };
 let stateTokens = 0;
 for (let i = 0; i < Math.min(runs, 100); i++) {

@@ -3,10 +3,10 @@
  * label-read.inc, a fast path for the runtime's label read inside the addon's sample-token worker,
  * with the same numbers as the general path. It is inserted at the top of `SampleToken()` in
  * `llama/addon/AddonContext.cpp` for the build and the file is put back afterwards, so node_modules
- * stays as npm installed it. The build records the patch's id as a CMake option
- * (runtime/engine-build.ts LABEL_READ_OPTION, which CMake itself ignores): node-llama-cpp keeps it in the build's metadata, so
- * the runtime's identity can say the build reads labels in one pass, and a build made with another
- * version of the patch is rebuilt.
+ * stays as npm installed it. The build records the patch's id as a CMake option that CMake itself
+ * ignores (runtime/engine-build.ts LABEL_READ_OPTION): node-llama-cpp keeps it in the build's
+ * metadata, so the runtime's identity can say the build reads labels in one pass, and a build made
+ * with another version of the patch is rebuilt.
  */
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";

@@ -1,7 +1,9 @@
 /**
  * The inference engine of the runtime: one GGUF (plus at most one LoRA adapter) hosted with llama.cpp
  * through node-llama-cpp (runs in the runtime process, on the GPU host; its CPU build on a developer
- * machine). It tokenizes and scores passes as server-shared/runtime-protocol.ts describes.
+ * machine). It tokenizes and scores passes as server-shared/runtime-protocol.ts describes. node-llama-cpp
+ * loads the model and makes the contexts; passes are evaluated through its addon directly
+ * (llama-sequence.ts: the same llama.cpp calls and numbers, without its per-evaluation machinery).
  *
  * Two llama.cpp contexts over the one model, their passes in one queue (one pass at a time):
  *   - the ordinary context, made at load, runs every pass that does not ask for the hidden state;
@@ -29,18 +31,12 @@
  *     const { promptTokens, logprobs } = await engine.score(prompt, [yesToken, noToken]);
  *     const { hiddenState } = await engine.score(prompt, [yesToken, noToken], { hiddenState: true });
  */
-import {
-  type ControlledEvaluateInputItem,
-  type Llama,
-  type LlamaContext,
-  type LlamaContextSequence,
-  type LlamaModel,
-  type Token,
-} from "node-llama-cpp";
+import { type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LOGPROB_FLOOR, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import type { Segment } from "../server-shared/runtime-protocol.ts";
 import { describeBuild, engineVersion, loadLlama, type EngineBuild } from "./engine-build.ts";
+import { LlamaSequence } from "./llama-sequence.ts";
 
 export interface EngineOptions {
   modelPath: string;
@@ -128,11 +124,11 @@ export class Engine implements ScoringEngine {
       ...(options.adapterPath ? { lora: { adapters: [{ filePath: options.adapterPath }] } } : {}),
     };
     const context = await model.createContext(contextOptions);
-    const sequence = context.getSequence();
+    const sequence = LlamaSequence.of(context, model);
     // One pass over the beginning-of-sequence token warms the engine up and tells the vocabulary
     // size, which node-llama-cpp does not expose otherwise.
-    const warmup = await evaluateForProbabilities(sequence, [model.tokens.bos ?? (0 as Token)]);
-    await sequence.clearHistory();
+    const warmup = await distributionAfter(sequence, [model.tokens.bos ?? (0 as Token)]);
+    sequence.eraseFrom(0);
     // Which build runs, and on what: "cpu (prebuilt)" or e.g. "cuda (local build, sm_90) on NVIDIA H100 80GB HBM3".
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
     const description = `node-llama-cpp ${engineVersion()}, ${describeBuild(llama)}${devices.length > 0 ? ` on ${devices.join(", ")}` : ""}`;
@@ -216,8 +212,10 @@ export class Engine implements ScoringEngine {
 
   async dispose(): Promise<void> {
     await this.exclusive(async () => {
+      this.hidden?.sequence.sequence.dispose();
       await this.hidden?.context.dispose();
       this.hidden = null;
+      this.sequence.sequence.dispose();
       await this.context.dispose();
       await this.model.dispose();
       await this.llama.dispose();
@@ -251,7 +249,7 @@ export class Engine implements ScoringEngine {
         batchSize: this.context.batchSize,
         _embeddings: true,
       } as Parameters<LlamaModel["createContext"]>[0]);
-      this.hidden = { context, sequence: new PrefixSequence(context.getSequence(), this.reader) };
+      this.hidden = { context, sequence: new PrefixSequence(LlamaSequence.of(context, this.model), this.reader) };
     }
     return this.hidden;
   }
@@ -300,7 +298,7 @@ class PrefixSequence {
   private heldPool: number[] | null = null;
 
   constructor(
-    readonly sequence: LlamaContextSequence,
+    readonly sequence: LlamaSequence,
     private readonly read: Reader,
   ) {}
 
@@ -318,19 +316,19 @@ class PrefixSequence {
   ): Promise<{ reading: LabelReading; evaluated: number; pooled: number[] | null }> {
     if (prefix.length === 0) {
       this.held = null;
-      await this.sequence.clearHistory();
+      this.sequence.eraseFrom(0);
       return { reading: await this.read(this.sequence, rest, labels), evaluated: rest.length, pooled: null };
     }
     try {
       let evaluated = rest.length;
       const pooledMode = pool !== null;
-      if (this.holds(prefix, pooledMode, owner)) await this.sequence.eraseContextTokenRanges([{ start: prefix.length, end: this.sequence.nextTokenIndex }]);
-      if (!this.holds(prefix, pooledMode, owner) || this.sequence.nextTokenIndex !== prefix.length) {
+      if (this.holds(prefix, pooledMode, owner)) this.sequence.eraseFrom(prefix.length);
+      if (!this.holds(prefix, pooledMode, owner) || this.sequence.length !== prefix.length) {
         // A miss (or a cache that could not keep the prefix): start from an empty sequence.
         this.held = null;
         this.heldPool = null;
-        await this.sequence.clearHistory();
-        const pooled = pool ? await this.evaluatePooled(prefix, pool) : (await this.sequence.controlledEvaluate([...prefix]), null);
+        this.sequence.eraseFrom(0);
+        const pooled = pool ? await this.evaluatePooled(prefix, pool) : (await this.sequence.evaluate(prefix, null), null);
         this.held = [...prefix];
         this.heldOwner = owner;
         this.heldPool = pooled;
@@ -352,7 +350,7 @@ class PrefixSequence {
     for (let start = 0; start < prefix.length; start += POOL_STRIDE) {
       const piece = prefix.slice(start, start + POOL_STRIDE);
       // Only the piece's last position is an output, as the addon reads the last one.
-      await this.sequence.controlledEvaluate(piece.map((token, i): ControlledEvaluateInputItem => (i === piece.length - 1 ? [token, { generateNext: { token: true } }] : token)));
+      await this.sequence.evaluate(piece, null, true);
       const state = pool();
       sum = sum ? sum.map((v, j) => v + state[j]!) : state;
       reads += 1;
@@ -367,22 +365,13 @@ class PrefixSequence {
 }
 
 /**
- * Evaluates `tokens` from an empty sequence and returns the full-vocabulary next-token distribution
- * after the last one (llama.cpp's softmax over every logit at temperature 1, with no sampling filter).
- * Used once, at load, to learn the vocabulary size.
+ * Evaluates `tokens` after what `sequence` holds and returns the whole next-token distribution after
+ * the last one (llama.cpp's softmax over every logit at temperature 1, with no sampling filter).
  */
-async function evaluateForProbabilities(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
-  await sequence.clearHistory();
-  return distributionAfter(sequence, tokens);
-}
-
-/** Evaluates `tokens` after what `sequence` holds and returns the whole next-token distribution after the last one. */
-async function distributionAfter(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
-  const last = tokens.length - 1;
-  const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext: { probabilities: true } }] : token));
-  const probabilities = (await sequence.controlledEvaluate(input))[last]?.next.probabilities;
-  if (!probabilities || probabilities.size === 0) throw new Error("engine returned no distribution for the answer position");
-  return probabilities;
+async function distributionAfter(sequence: LlamaSequence, tokens: readonly Token[]): Promise<Map<Token, number>> {
+  const read = await sequence.evaluate(tokens, { kind: "distribution" });
+  if (read?.kind !== "distribution" || read.probabilities.size === 0) throw new Error("engine returned no distribution for the answer position");
+  return read.probabilities;
 }
 
 /**
@@ -392,9 +381,11 @@ async function distributionAfter(sequence: LlamaContextSequence, tokens: readonl
 type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
 
 /**
- * What readLabels asks node-llama-cpp for at the answer position, under its default (greedy) sampler:
- * the labels' logits, the greedy token's (the largest logit) and the total logit weight. The local
- * CUDA build (`npm run build:engine`) answers exactly this request in one walk over the logits
+ * readLabels's request in node-llama-cpp's terms (`controlledEvaluate`'s `generateNext`), for the
+ * benchmark and the tests that compare the runtime's path with node-llama-cpp's: under the default
+ * (greedy) sampler, the labels' logits, the greedy token's (the largest logit) and the total logit
+ * weight. readLabels makes the same request of the addon directly (llama-sequence.ts). The local CUDA
+ * build (`npm run build:engine`) answers exactly this request in one walk over the logits
  * (ops/engine-patch/label-read.inc); any other request takes node-llama-cpp's general path.
  */
 export function labelReadRequest(labels: readonly Token[]) {
@@ -409,21 +400,18 @@ export function labelReadRequest(labels: readonly Token[]) {
  * two tokens took 62.6 ms with the whole probability map and takes 17.4 ms so; one of about twenty
  * tokens 87.8 ms and 39.1 ms (node-llama-cpp 3.22.1, two threads).
  */
-async function readLabels(sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
-  const last = tokens.length - 1;
-  const generateNext = labelReadRequest(labels);
-  const input = tokens.map((token, i): ControlledEvaluateInputItem => (i === last ? [token, { generateNext }] : token));
-  const next = (await sequence.controlledEvaluate(input))[last]?.next;
-  const largest = next?.token == null ? undefined : next.logits?.get(next.token);
-  const weight = next?.totalLogitWeight;
-  if (!next?.logits || largest === undefined || weight === undefined || !(weight >= 1)) {
+async function readLabels(sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
+  const read = await sequence.evaluate(tokens, { kind: "labels", labels });
+  const largest = read?.kind === "labels" && read.token !== null ? read.logits.get(read.token) : undefined;
+  const weight = read?.kind === "labels" ? read.totalLogitWeight : undefined;
+  if (read?.kind !== "labels" || largest === undefined || weight === undefined || !(weight >= 1)) {
     throw new Error("engine returned no distribution for the answer position");
   }
-  return { logits: next.logits, logNormaliser: largest + Math.log(weight) };
+  return { logits: read.logits, logNormaliser: largest + Math.log(weight) };
 }
 
 /** The whole distribution's map read as a LabelReading (the readout "distribution"). */
-async function readDistribution(sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
+async function readDistribution(sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
   const probabilities = await distributionAfter(sequence, tokens);
   // Log-probabilities as logits over a normaliser of 0; an underflowed probability reads as the floor.
   const logits = new Map(labels.map((token) => {
@@ -433,6 +421,5 @@ async function readDistribution(sequence: LlamaContextSequence, tokens: readonly
   return { logits, logNormaliser: 0 };
 }
 
-type Reader = (sequence: LlamaContextSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
+type Reader = (sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
 const READERS: Record<Readout, Reader> = { labels: readLabels, distribution: readDistribution };
-

@@ -96,6 +96,12 @@ export class Engine implements ScoringEngine {
   /** The hidden-state context and its one sequence, made by the first pass that asks for a hidden state. */
   private hidden: { context: LlamaContext; sequence: PrefixSequence } | null = null;
   private evaluatedTokens = 0;
+  /**
+   * The latest prefix's segments (as JSON) and their tokens: the passes that share a state send it
+   * again and again (five questions: six passes over one state), and tokenizing a 1,500-token state
+   * again costs about a millisecond of CPU each time, more than a GPU's short pass takes to read.
+   */
+  private lastPrefix: { segments: string; tokens: readonly Token[] } | null = null;
 
   private constructor(
     private readonly llama: Llama,
@@ -153,7 +159,7 @@ export class Engine implements ScoringEngine {
     const bos = this.model.tokens.bos;
     const prefixSegments = options.prefixSegments ?? 0;
     const tokenize = (list: readonly Segment[]) => list.flatMap((s) => this.model.tokenize(s.text, s.special));
-    const prefix = prefixSegments > 0 ? [...(bos === null ? [] : [bos]), ...tokenize(segments.slice(0, prefixSegments))] : [];
+    const prefix = prefixSegments > 0 ? this.prefixTokens(segments.slice(0, prefixSegments), tokenize) : [];
     const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...tokenize(segments.slice(prefixSegments))];
     const tokens = [...prefix, ...rest];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
@@ -220,6 +226,16 @@ export class Engine implements ScoringEngine {
       await this.model.dispose();
       await this.llama.dispose();
     });
+  }
+
+  /** The tokens of a prefix (the beginning-of-sequence token, then its segments'), tokenized once while it stays the latest. */
+  private prefixTokens(segments: readonly Segment[], tokenize: (list: readonly Segment[]) => Token[]): readonly Token[] {
+    const key = JSON.stringify(segments.map((s) => [s.text, s.special]));
+    if (this.lastPrefix?.segments !== key) {
+      const bos = this.model.tokens.bos;
+      this.lastPrefix = { segments: key, tokens: [...(bos === null ? [] : [bos]), ...tokenize(segments)] };
+    }
+    return this.lastPrefix.tokens;
   }
 
   /** The hidden-state context, made on first use; call only inside `exclusive`. */

@@ -458,6 +458,29 @@ describe("score", () => {
       }
     });
 
+    it("tokenizes a prefix again when a segment's text or its special marking changes, and keeps nothing of the other one", async () => {
+      const labels = await labelTokens(" Yes", " No");
+      const marker = "<start_of_turn>user\n";
+      const prefixOf = (special: boolean, text: string) => ({
+        segments: [
+          { text: marker, special },
+          { text, special: false },
+          { text: rests[0]!, special: false },
+        ],
+        prefix_segments: 2,
+        label_tokens: labels,
+      });
+      const tokensOf = async (special: boolean, text: string) => 1 + (await tokenize(marker, special)).tokens.length + (await tokenize(text, false)).tokens.length;
+      // Each prefix differs from the one before it (the marker one token or several; one word changed).
+      for (const [special, text] of [[true, state], [false, state], [false, state.replace("Ticket 1:", "Ticket 9:")], [true, state]] as const) {
+        const scoredPass = await scored(prefixOf(special, text));
+        expect(scoredPass.prefix_tokens).toBe(await tokensOf(special, text));
+        // Evaluated in full: never taken for the prefix kept before it.
+        expect(scoredPass.evaluated_tokens).toBe(scoredPass.prompt_tokens);
+      }
+      expect(await tokensOf(true, state)).toBeLessThan(await tokensOf(false, state));
+    });
+
     it("keeps nothing for a pass without a prefix, which evaluates every token", async () => {
       const labels = await labelTokens(" Yes", " No");
       const body = { segments: [{ text: state + rests[0]!, special: false }], label_tokens: labels };

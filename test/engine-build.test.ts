@@ -4,9 +4,10 @@
  * so the build itself is proven on a GPU host (docs/deploy.md section 7 has its figures); here, how
  * local builds are found and named, what the install step says on a host with nothing to build for,
  * and that its patch to node-llama-cpp's addon (the one-walk label read) applies to the installed
- * node-llama-cpp, compiles against its bundled llama.cpp, and leaves node_modules as it was. What the
- * patch computes is checked where it runs: `npm run bench:label-read` on the build exits 1 unless its
- * numbers are the general path's, bit for bit.
+ * node-llama-cpp, compiles against its bundled llama.cpp, and leaves node_modules as it was, and that
+ * its walks over the logits compute the general path's numbers bit for bit (compiled alone, run on
+ * thousands of logit vectors). Where it runs in the addon, `npm run bench:label-read` on the build
+ * exits 1 unless its numbers are the general path's, bit for bit.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -101,6 +102,33 @@ describe("the label-read patch to node-llama-cpp's addon", () => {
     // And the same compile fails on a fragment that does not fit, so the check above can fail.
     writeFileSync(source, patchedSource(original).replace("returnLogits.includeLowest ||", "returnLogits.includeLowestValue ||"));
     expect(spawnSync("g++", ["-std=c++17", "-fsyntax-only", "-DNAPI_VERSION=8", ...includes.map((i) => `-I${i}`), source]).status).not.toBe(0);
+  }, 60_000);
+
+  // The walks skip the terms too small to change the float sum: held here against the general path's
+  // arithmetic on thousands of logit vectors (test/fixtures/label-read-walk.cpp), compiled as the build
+  // compiles the addon (-O3), so that a skip that changed one bit would fail.
+  it.skipIf(spawnSync("g++", ["--version"]).status !== 0)("reads the general path's greedy token and weight, bit for bit, on 2,060 logit vectors", () => {
+    const fragment = readFileSync(join(ROOT, "ops/engine-patch/label-read.inc"), "utf8");
+    const start = fragment.indexOf("            float lanes[8];");
+    const end = fragment.indexOf("            if (std::find(returnLogits.filter.begin()");
+    expect(start).toBeGreaterThan(0);
+    expect(end).toBeGreaterThan(start);
+    const walk = join(dir, "walk");
+    mkdirSync(walk, { recursive: true });
+    const compileAndRun = (body: string) => {
+      writeFileSync(join(walk, "label-read-walk.inc"), body);
+      writeFileSync(join(walk, "label-read-walk.cpp"), readFileSync(join(ROOT, "test/fixtures/label-read-walk.cpp")));
+      const compiled = spawnSync("g++", ["-std=c++17", "-O3", "-o", join(walk, "check"), join(walk, "label-read-walk.cpp")], { encoding: "utf8" });
+      expect(compiled.stderr).toBe("");
+      return spawnSync(join(walk, "check"), { encoding: "utf8" });
+    };
+    const result = compileAndRun(fragment.slice(start, end));
+    expect(result.stdout).toContain("2060 cases, 0 mismatches");
+    expect(result.status).toBe(0);
+    // A skip half an ulp too bold changes sums, and the check says so.
+    const bolder = compileAndRun(fragment.slice(start, end).replace("(float)(exponent - 25)", "(float)(exponent - 24)"));
+    expect(bolder.status).toBe(1);
+    expect(bolder.stdout).toMatch(/[1-9]\d* mismatches/);
   }, 60_000);
 });
 

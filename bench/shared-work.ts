@@ -7,6 +7,8 @@
  *   (a) one request of five questions (two noul, a 4-option choice, a 20-option choice, a 5-level
  *       score) over a state of about 1,500 tokens, RUNS times per path (default 5), alternating;
  *   (b) the same noul question over 50 different states, per path;
+ *   (k) the same noul question over one kept state, 50 requests (issue 37's "(b) over a kept state"):
+ *       one pass a request, the question's own tokens after the state the runtime keeps;
  *   (c) a RECORDS-record one-question batch (default 1,000) per path through the edge, R2, Postgres
  *       and the sidecar's bulk worker: when filed (the runtime reading each pass's whole probability
  *       map, RUNTIME_READOUT=distribution, and nothing shared), today (the label read, nothing
@@ -24,7 +26,7 @@
  *
  *     npm run bench:shared-work                    # about 20 minutes on 2 CPU cores
  *     PARTS=a,b RUNS=3 npm run bench:shared-work   # (a) and (b) only, fewer runs
- *     STACK=runtime PARTS=a,b RUNTIME_GPU=cuda npm run bench:shared-work   # the runtime alone (a GPU host)
+ *     STACK=runtime PARTS=a,b,k RUNTIME_GPU=cuda npm run bench:shared-work   # the runtime alone (a GPU host)
  *
  * Figures of the run on 2026-11-25 after the bulk lookahead (2-core CPU, no GPU; Gemma 3 270M
  * Q4_K_M, render-v3, node-llama-cpp 3.22.1; RUNS=5):
@@ -104,8 +106,8 @@ import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 
 const runs = Number(process.env.RUNS ?? 5);
 const records = Number(process.env.RECORDS ?? 1000);
-/** Which parts to run: PARTS=a,b,c (default all). */
-const parts = new Set((process.env.PARTS ?? "a,b,c").split(","));
+/** Which parts to run: PARTS=a,b,k,c (default all). */
+const parts = new Set((process.env.PARTS ?? "a,b,k,c").split(","));
 const SHARED: Steps = SERVED_STEPS;
 const BASELINE: Steps = { ...SERVED_STEPS, shared: false };
 /** The readout when issue 26 was filed: a choice of up to 8 options also read with its options reversed (issue 25 dropped it), every pass in full. */
@@ -118,7 +120,7 @@ chmodSync(dataDir, 0o711);
  * GPU host (RUNTIME_GPU and RUNTIME_THREADS pass through; the default model, or SVC_MODEL_PATH).
  */
 const runtimeOnly = process.env.STACK === "runtime";
-if (runtimeOnly && parts.has("c")) throw new Error("STACK=runtime runs (a) and (b) only: (c) needs the whole stack (PARTS=a,b)");
+if (runtimeOnly && parts.has("c")) throw new Error("STACK=runtime runs (a), (b) and (k) only: (c) needs the whole stack (PARTS=a,b,k)");
 // Imported only for the whole stack, so that a GPU host needs none of its packages.
 const stack = runtimeOnly ? null : await (await import("../local/stack.ts")).startStack({ dataDir, log: () => {} });
 const runtimeSecret = stack?.secrets.runtime ?? randomBytes(24).toString("hex");
@@ -155,10 +157,10 @@ async function tokens(text: string): Promise<number> {
 
 /**
  * The lower bound of a request's work: the state once (with the beginning-of-sequence token) and each
- * question's own content passes' rests. Options and levels are taken as read by their words, as the
+ * question's own content passes' rests (without the state: the rests alone). Options and levels are taken as read by their words, as the
  * questions here are (their first tokens differ); a question read by letters renders a little longer.
  */
-async function lowerBound(request: Decision): Promise<number> {
+async function lowerBound(request: Decision, withState = true): Promise<number> {
   const stateText = asText(request.state);
   let total = 0;
   for (const question of request.questions.values()) {
@@ -166,6 +168,7 @@ async function lowerBound(request: Decision): Promise<number> {
     const passes = plan.readings.length > 0 ? [plan.readings[0]!.pass] : plan.chunks;
     for (const pass of passes) for (const segment of pass.segments.slice(pass.prefixSegments)) total += await tokens(segment.text);
   }
+  if (!withState) return total;
   const prefix = planQuestion(SERVED_RENDERING, stateText, [...request.questions.values()][0]!, { words: false, contextual: false, bothOrders: false });
   const first = prefix.readings[0]?.pass ?? prefix.chunks[0]!;
   return total + 1 + (await tokens(first.segments.slice(0, first.prefixSegments).map((s) => s.text).join("")));
@@ -274,10 +277,10 @@ try {
     console.log(`  largest difference between the shared and today's probabilities: ${difference.toExponential(2)}`);
   }
 
+  const ask = (state: string) => Decision.parse({ state, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } });
   // (b) one noul question over 50 states.
   if (parts.has("b")) {
     const states = Array.from({ length: 50 }, (_, i) => `Ticket ${i}: ${SENTENCES[i % SENTENCES.length]} Customer since ${2010 + (i % 14)}.`);
-    const ask = (state: string) => Decision.parse({ state, questions: { refund: { type: "noul", instructions: "Does the customer ask for money back?" } } });
     const b: Record<string, Cost[]> = { baseline: [], shared: [] };
     contentFreeReadings.clear();
     for (const [i, state] of states.entries()) {
@@ -294,6 +297,23 @@ try {
   const after = b.shared!.slice(1);
   console.log(`  shared: ${b.shared![0]!.passes} passes for the first request, ${(sumOf(after, "passes") / after.length).toFixed(2)} per request after it (target 1)`);
   console.log(`  median wall time today / shared: ${(median(b.baseline!.map((c) => c.wallMs)) / median(b.shared!.map((c) => c.wallMs))).toFixed(2)}x`);
+  }
+
+  // (k) issue 37's (b) as it is written: one noul question over a kept state, the same request 50 times
+  // after a first that evaluates the state and the content-free reading: one pass a request, its rest.
+  if (parts.has("k")) {
+    const request = ask(`Ticket 7: ${SENTENCES[0]} Customer since 2017.`);
+    contentFreeReadings.clear();
+    await evict();
+    await executeDecision(client, release, request, undefined, SHARED);
+    const k: Cost[] = [];
+    for (let i = 0; i < 50; i++) k.push((await measured(() => executeDecision(client, release, request, undefined, SHARED))).cost);
+    // The state is kept: each request's bound is its question's own tokens.
+    const boundK = await lowerBound(request, false);
+    console.log(`\n(k) one noul question over a kept state: the same request ${k.length} times after a first; per request`);
+    header();
+    line("shared, state kept", total(k), k.length, boundK);
+    console.log(`  median wall time per request ${median(k.map((c) => c.wallMs)).toFixed(2)} ms (issue 37's target for a GPU host: <= 3 ms), the runtime's own ${median(k.map((c) => c.busyMs)).toFixed(2)} ms of it`);
   }
 
   // (c) a batch through the whole product, per path.

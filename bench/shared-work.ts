@@ -63,6 +63,17 @@
  *     (a) when filed / today / shared      339 / 341 / 112 ms        406 / 415 / 136 ms
  *     (b) today / shared, per request      17 / 15 ms                25 / 19 ms
  *
+ * The same H200, later that day: the runtime calling node-llama-cpp's addon directly
+ * (runtime/llama-sequence.ts), a shared state tokenized once, and the patched read skipping the logits
+ * too small to change its sum; STACK=runtime PARTS=a,b,k, the engine before (runtime/engine.ts of
+ * b3691d6) run between two runs of the engine now, on the same build:
+ *
+ *                                          now (two runs)    engine before    Vulkan build, now
+ *     (a) when filed / today / shared      330 / 330 / 93    349 / 344 / 102  379 / 387 / 122 ms
+ *                                          327 / 316 / 91
+ *     (b) today / shared, per request      13 / 12 (twice)   16 / 15          21 / 16 ms
+ *     (k) per request (runtime's own)      4.3 (3.7), 4.2 (3.5)  5.2 (4.2)    9.7 (8.6) ms
+ *
  * The largest difference between the shared and today's probabilities was 0.20 on the CUDA build
  * (0.010 on Vulkan, 0.056 on the 2-core CPU): its kernels move a split pass's numbers more. (0.202
  * and 0.010 again on the H200.)

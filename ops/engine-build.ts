@@ -9,7 +9,8 @@
  * node-llama-cpp bundles (`llama/gitRelease.bundle`: no download), compiled by the host's CUDA
  * toolkit (nvcc) for the GPU's compute capability alone, flash-attention kernels included, with one
  * change to node-llama-cpp's addon: the runtime's label read in one walk over the logits
- * (engine-patch/label-read.ts; the same numbers; 1.7-1.9 ms a pass instead of 3.9-4.5 on an H200). The
+ * (engine-patch/label-read.ts; the same numbers; on an H200 the read costs 0.9-1.0 ms over its pass,
+ * node-llama-cpp's general path 3.9-4.5). The
  * result is kept in ENGINE_CACHE_DIR (default ~/.cache/decision-service/engine), one folder per
  * node-llama-cpp version, llama.cpp release, platform, architecture and nvcc release, so that the
  * next `npm ci` (which empties node_modules) is followed by a copy of seconds, not another build of

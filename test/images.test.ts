@@ -476,13 +476,17 @@ describe("crashes", () => {
 
 describe("retention", () => {
   it("expires an asset (the same 404 as another account's) and deletes its files once no grant or lease is outstanding, with admissions disabled", async () => {
-    const short = await stack.addEdge("miniflare", { IMAGE_API: "on", SVC_TEST_IMAGE_RETENTION_MS: "2000", SVC_TEST_IMAGE_UPLOAD_MS: "1000" });
+    // Retention 4 s, its upload grant 3 s: a grant counts whole seconds, so a 1 s grant could lapse
+    // before the PUT right after it on a loaded machine (CI saw 403 grant_expired once).
+    const short = await stack.addEdge("miniflare", { IMAGE_API: "on", SVC_TEST_IMAGE_RETENTION_MS: "4000", SVC_TEST_IMAGE_UPLOAD_MS: "3000" });
     try {
       const { asset, completed } = await upload(await photo(64, 64), "short-lived.jpg", alice.key, short.baseUrl);
       expect(completed.status).toBe(200);
-      // Another asset of the same account whose upload grant is still outstanding, and one under a lease.
-      const pending = await create(await photo(8, 8), "pending.jpg", alice.key, short.baseUrl);
-      const leased = await create(await photo(8, 8), "leased.jpg", alice.key, short.baseUrl);
+      // Another asset of the same account whose upload grant is still outstanding, and one under a lease:
+      // made with the default retention, so that cleanup cannot take them before the updates below
+      // give them their expiry, however slow the machine.
+      const pending = await create(await photo(8, 8), "pending.jpg", alice.key);
+      const leased = await create(await photo(8, 8), "leased.jpg", alice.key);
       // Cleanup runs for a disabled account too (its admissions are refused).
       const [account] = await sql<{ account_id: string }>("SELECT account_id FROM image_assets WHERE id = $1", [asset.id]);
       await sql("UPDATE accounts SET status = 'disabled' WHERE id = $1", [account!.account_id]);

@@ -36,8 +36,7 @@
 import type { ControlledEvaluateInputItem, Token } from "node-llama-cpp";
 import { ensureModel } from "../local/model.ts";
 import { describeBuild, loadLlama, type EngineBuild } from "../runtime/engine-build.ts";
-import { labelReadRequest } from "../runtime/engine.ts";
-import { LlamaSequence } from "../runtime/llama-sequence.ts";
+import { labelReadRequest, LlamaSequence } from "../runtime/llama-sequence.ts";
 
 const build = (process.env.ENGINE_BUILD ?? "cpu") as EngineBuild;
 const runs = Number(process.env.RUNS ?? 200);

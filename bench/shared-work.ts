@@ -168,8 +168,9 @@ async function tokens(text: string): Promise<number> {
 
 /**
  * The lower bound of a request's work: the state once (with the beginning-of-sequence token) and each
- * question's own content passes' rests (without the state: the rests alone). Options and levels are taken as read by their words, as the
- * questions here are (their first tokens differ); a question read by letters renders a little longer.
+ * question's own content passes' rests (`withState` false: the rests alone). Options and levels are
+ * taken as read by their words, as the questions here are (their first tokens differ); a question read
+ * by letters renders a little longer.
  */
 async function lowerBound(request: Decision, withState = true): Promise<number> {
   const stateText = asText(request.state);

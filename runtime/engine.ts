@@ -158,9 +158,8 @@ export class Engine implements ScoringEngine {
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     const bos = this.model.tokens.bos;
     const prefixSegments = options.prefixSegments ?? 0;
-    const tokenize = (list: readonly Segment[]) => list.flatMap((s) => this.model.tokenize(s.text, s.special));
-    const prefix = prefixSegments > 0 ? this.prefixTokens(segments.slice(0, prefixSegments), tokenize) : [];
-    const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...tokenize(segments.slice(prefixSegments))];
+    const prefix = prefixSegments > 0 ? this.prefixTokens(segments.slice(0, prefixSegments)) : [];
+    const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...this.segmentTokens(segments.slice(prefixSegments))];
     const tokens = [...prefix, ...rest];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
     if (rest.length === 0) throw new ServiceError("invalid_request", "prefix_segments: no token follows the prefix");
@@ -229,13 +228,18 @@ export class Engine implements ScoringEngine {
   }
 
   /** The tokens of a prefix (the beginning-of-sequence token, then its segments'), tokenized once while it stays the latest. */
-  private prefixTokens(segments: readonly Segment[], tokenize: (list: readonly Segment[]) => Token[]): readonly Token[] {
+  private prefixTokens(segments: readonly Segment[]): readonly Token[] {
     const key = JSON.stringify(segments.map((s) => [s.text, s.special]));
     if (this.lastPrefix?.segments !== key) {
       const bos = this.model.tokens.bos;
-      this.lastPrefix = { segments: key, tokens: [...(bos === null ? [] : [bos]), ...tokenize(segments)] };
+      this.lastPrefix = { segments: key, tokens: [...(bos === null ? [] : [bos]), ...this.segmentTokens(segments)] };
     }
     return this.lastPrefix.tokens;
+  }
+
+  /** The model's tokens for `segments`, each tokenized on its own, special-token markers parsed only where marked. */
+  private segmentTokens(segments: readonly Segment[]): Token[] {
+    return segments.flatMap((s) => this.model.tokenize(s.text, s.special));
   }
 
   /** The hidden-state context, made on first use; call only inside `exclusive`. */
@@ -395,18 +399,6 @@ async function distributionAfter(sequence: LlamaSequence, tokens: readonly Token
  * softmax's normaliser, so that a label's log-probability is `logit - logNormaliser`.
  */
 type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
-
-/**
- * readLabels's request in node-llama-cpp's terms (`controlledEvaluate`'s `generateNext`), for the
- * benchmark and the tests that compare the runtime's path with node-llama-cpp's: under the default
- * (greedy) sampler, the labels' logits, the greedy token's (the largest logit) and the total logit
- * weight. readLabels makes the same request of the addon directly (llama-sequence.ts). The local CUDA
- * build (`npm run build:engine`) answers exactly this request in one walk over the logits
- * (ops/engine-patch/label-read.inc); any other request takes node-llama-cpp's general path.
- */
-export function labelReadRequest(labels: readonly Token[]) {
-  return { token: true, logits: { filter: { tokens: [...labels], includeSelected: true } }, totalLogitWeight: true } as const;
-}
 
 /**
  * Evaluates `tokens` after what `sequence` holds and reads the labels' logits and the normaliser at

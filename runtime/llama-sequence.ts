@@ -4,11 +4,13 @@
  * runtime pass (the same batches, the same logit positions, the same sampler and the same request to
  * it), without its machinery for many sequences and generation: the evaluation lock, the batch
  * queue dispatched on the next event-loop turn, the thread reservation, a new sampler made and
- * disposed for every evaluation, the erase's lock. That machinery cost about 1.3-1.5 ms a pass on a
- * 2-core CPU (`npm run bench:label-read` times both); on a GPU, where a short pass takes 2-4 ms,
- * it was a third of the runtime's time per decision.
+ * disposed for every evaluation, the erase's lock. `npm run bench:label-read` times both paths,
+ * interleaved: on an NVIDIA H200 (local CUDA build) an 8-token pass with its label read took 2.85-2.95
+ * ms this way against 3.10-3.30 through node-llama-cpp (1.09-1.12 times; 1 to 40 tokens alike); on
+ * the Vulkan build no difference shows (0.95-0.97 times, within its spread). On a 2-core CPU, where a
+ * pass takes 20-30 ms, the difference is lost in the spread.
  *
- * What differs from node-llama-cpp's own path: nothing in the numbers (test/runtime.test.ts and
+ * What differs from node-llama-cpp's own path: nothing in the numbers (test/llama-sequence.test.ts and
  * `bench:label-read` compare them), except that a pass that fills the context exactly is evaluated
  * as it is: node-llama-cpp keeps one cell free and shifted such a pass's beginning out of the
  * context before its last token, silently.
@@ -40,6 +42,17 @@ interface AddonContext {
 interface AddonSampler {
   applyConfig(config: object): void;
   dispose(): void;
+}
+
+/**
+ * The runtime's label read in node-llama-cpp's terms (`controlledEvaluate`'s `generateNext`), under its
+ * default (greedy) sampler: the labels' logits, the greedy token's (the largest logit) and the total
+ * logit weight. `evaluate` makes this request of the addon directly; the benchmark and the tests make
+ * it through node-llama-cpp to compare. The local CUDA build (`npm run build:engine`) answers exactly
+ * this request in one walk over the logits (ops/engine-patch/label-read.inc).
+ */
+export function labelReadRequest(labels: readonly Token[]) {
+  return { token: true, logits: { filter: { tokens: [...labels], includeSelected: true } }, totalLogitWeight: true } as const;
 }
 
 /** What a pass reads at its last position: the labels' logits and the greedy token's, and the total logit weight; or the whole distribution. */
@@ -137,7 +150,9 @@ export class LlamaSequence {
     if (read === null) return null;
     if (outputIndex < 0) throw new Error("engine returned no output position for the answer");
     if (read.kind === "labels") {
-      const [token, , , logits, totalLogitWeight] = await this.ctx.sampleToken(outputIndex, this.sampler, false, false, [read.labels, false, false, true, 0], true);
+      // node-llama-cpp's own translation of the request: [tokens, includeMax, includeMin, includeSelected, includeTop].
+      const { logits: ask, totalLogitWeight: weigh } = labelReadRequest(read.labels);
+      const [token, , , logits, totalLogitWeight] = await this.ctx.sampleToken(outputIndex, this.sampler, false, false, [ask.filter.tokens, false, false, ask.filter.includeSelected, 0], weigh);
       return { kind: "labels", token: token === -1 ? null : (token as Token), logits: pairs(logits), totalLogitWeight };
     }
     const [, probabilities] = await this.ctx.sampleToken(outputIndex, this.sampler, true, false, false, false);

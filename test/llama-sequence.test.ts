@@ -11,8 +11,7 @@ import { runInNewContext } from "node:vm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureModel } from "../local/model.ts";
 import { loadLlama } from "../runtime/engine-build.ts";
-import { labelReadRequest } from "../runtime/engine.ts";
-import { LlamaSequence } from "../runtime/llama-sequence.ts";
+import { labelReadRequest, LlamaSequence } from "../runtime/llama-sequence.ts";
 
 const CONTEXT = 256;
 

@@ -8,7 +8,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { neon, NeonDbError, Pool } from "@neondatabase/serverless";
+import { Client, neon, NeonDbError, Pool } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis";
 import ws from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -113,6 +113,35 @@ describe("neon Pool over the WebSocket bridge", () => {
       await expect(pool.query("SELEC 1")).rejects.toMatchObject({ code: "42601", message: expect.stringContaining("syntax error") });
     } finally {
       await pool.end();
+    }
+  });
+
+  it("sends a query's messages as it is made, not after a timer (each query would wait a clamped millisecond)", async () => {
+    // Whether a timer due at once had fired when each message of the query left.
+    let timerFired = false;
+    const sent: boolean[] = [];
+    class RecordingWebSocket extends ws {
+      constructor(...args: ConstructorParameters<typeof ws>) {
+        super(...args);
+        const send = this.send.bind(this) as (...message: unknown[]) => void;
+        this.send = ((...message: unknown[]) => {
+          sent.push(timerFired);
+          send(...message);
+        }) as ws["send"];
+      }
+    }
+    const client = new Client({ connectionString: neonBridge.connectionString });
+    client.neonConfig.webSocketConstructor = RecordingWebSocket;
+    await client.connect();
+    try {
+      sent.length = 0;
+      setTimeout(() => (timerFired = true), 0);
+      const { rows } = await client.query("SELECT $1::int AS n", [7]);
+      expect(rows).toEqual([{ n: 7 }]);
+      expect(sent.length).toBeGreaterThan(0);
+      expect(sent).not.toContain(true);
+    } finally {
+      await client.end();
     }
   });
 

@@ -15,6 +15,11 @@
  * was busy evaluating it (the runtime's /v1/stats before and after). On a GPU a pass takes about 2 ms,
  * so what the service adds must be small beside it (target: at most 3 ms at p50 through the edge).
  *
+ * Then the CPU each process of the stack spends per decision (CPU_DECISIONS more, default 200, back
+ * to back on new states through the edge), the machine's whole busy time (kernel included) and the
+ * wall time per decision beside them: on a small machine the tiers take turns on its cores, and the
+ * CPU they spend on a request's path is the floor of the time they add.
+ *
  * RUNTIME_FAKE_PASS_MS=2: the runtime answers every pass in a fixed 2 ms (a stand-in for a GPU).
  *
  * Figures of 2026-11-27 (this 2-core CPU; `npm run bench:decisions`, RUNS=30, NEW_STATES=40), wall
@@ -25,9 +30,17 @@
  * / 1.43 for the 404. Before the key cache (auth/key-cache.ts) the edge's key-model query added about
  * 3.7 ms (12.47 ms through the edge at the start of that day, 9.64 the day before). Target not met:
  * the sidecar called directly and the edge's bare round trip already take 2.68 ms with the stand-in.
+ *
+ * 2026-11-27, a later session (RUNTIME_FAKE_PASS_MS=2, RUNS=30, NEW_STATES=60, two runs), after the
+ * Neon driver stopped holding each query's messages for a clamped setTimeout(0)
+ * (server-shared/neon-route.ts): the sidecar's key-confirm 1.49-1.76 ms (2.6-2.9 before, same
+ * session), the service's own time 5.35-6.05 ms (6.48 before, same session: this machine's runs vary
+ * by a millisecond). CPU per decision: edge (workerd) 2.45-2.80 ms, sidecar 1.70-2.20, runtime
+ * 1.25-1.65, Postgres 1.15-1.25, bridges 0.50-0.55, this client 0.51-0.59; the machine busy 7.8-10.6
+ * ms per 7.5-8.9 ms of wall.
  */
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { DecisionResponse } from "../contract/decision.ts";
 import { asText, plannedPasses, planQuestion, SERVED_RENDERING } from "../sidecar/decide/render.ts";
@@ -36,13 +49,15 @@ import { parseApiKey } from "../contract/keys.ts";
 import { SHARED_ALIAS } from "../contract/limits.ts";
 import { RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
+import { clusterDir } from "../local/postgres.ts";
 import { startStack } from "../local/stack.ts";
 import { SERVER_TIMING_HEADER, Timings } from "../server-shared/timing.ts";
 import { benchKey } from "./keys.ts";
-import { groupCpuMs } from "./load.ts";
+import { groupCpuMs, machineBusyMs, treeCpuMs } from "./load.ts";
 
 const runs = Number(process.env.RUNS ?? 30);
 const newStates = Number(process.env.NEW_STATES ?? 40);
+const cpuDecisions = Number(process.env.CPU_DECISIONS ?? 200);
 
 /** What each Server-Timing entry times. */
 const HOPS: Record<string, string> = {
@@ -193,6 +208,29 @@ try {
     }
   }
 
+  // Where the CPU goes: more decisions on new states through the edge, back to back, with each
+  // process's CPU per decision beside their wall time. The tiers take turns on this machine's cores,
+  // so what they spend on a request's path is the floor of its time.
+  // The embedded Postgres (none when DATABASE_URL names another server).
+  const postmasterFile = join(clusterDir(join(dataDir, "postgres")), "postmaster.pid");
+  const postmaster = existsSync(postmasterFile) ? Number(readFileSync(postmasterFile, "utf8").split("\n")[0]) : null;
+  const tiers = [
+    ...stack.children
+      .filter((child) => child.name !== "idp" && child !== wrangler.child && child.proc.pid !== undefined)
+      .map((child) => ({ name: child.name, cpu: () => groupCpuMs(child.proc.pid!) })),
+    ...(postmaster ? [{ name: "postgres", cpu: () => treeCpuMs(postmaster) }] : []),
+    { name: "this benchmark (the client)", cpu: () => (({ user, system }) => (user + system) / 1000)(process.cpuUsage()) },
+  ];
+  const cpuBeforeTiers = tiers.map((tier) => tier.cpu());
+  const machineBefore = machineBusyMs();
+  const cpuStarted = performance.now();
+  for (let i = 0; i < cpuDecisions; i++) {
+    await decide(stack.baseUrl, { ...request, state: { ticket: `CPU ${i}-${Date.now()}: the invoice was charged twice this month.`, customer: `customer ${i}` } });
+  }
+  const cpuWall = (performance.now() - cpuStarted) / cpuDecisions;
+  const tierCpu = tiers.map((tier, i) => ({ name: tier.name, ms: (tier.cpu() - cpuBeforeTiers[i]!) / cpuDecisions }));
+  const machineCpu = (machineBusyMs() - machineBefore) / cpuDecisions;
+
   const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option-${i}`, i % 3 === 0 ? null : `description ${i}`]));
   const t0 = performance.now();
   const big = await decide(stack.baseUrl, { model: "svc-shared", state: "Pick the option that best fits a billing question.", questions: { big: { type: "choice", criteria } } });
@@ -235,6 +273,12 @@ try {
   row("edge, a 404 of no route (its bare hop)", percentiles(own.edge404).p50.toFixed(2), percentiles(own.edge404).p90.toFixed(2));
   console.log("  where it goes, median of each hop's Server-Timing (ms):");
   for (const name of [...new Set(own.hops.flatMap((h) => [...h.keys()]))]) console.log(`    ${name.padEnd(32)} ${percentiles(own.hops.map((h) => h.get(name) ?? 0)).p50.toFixed(2).padStart(8)}  ${HOPS[name] ?? ""}`);
+  console.log(`\nCPU per decision, ${cpuDecisions} more decisions on new states through the edge, back to back (/proc, 10 ms ticks over the run):`);
+  for (const tier of tierCpu) console.log(`  ${tier.name.padEnd(34)} ${tier.ms.toFixed(2).padStart(8)} ms`);
+  const tiersTotal = tierCpu.reduce((sum, tier) => sum + tier.ms, 0);
+  console.log(`  ${"all of the above".padEnd(34)} ${tiersTotal.toFixed(2).padStart(8)} ms`);
+  console.log(`  ${"the machine, kernel included".padEnd(34)} ${machineCpu.toFixed(2).padStart(8)} ms  (${availableParallelism()} cores)`);
+  console.log(`  ${"wall time per decision".padEnd(34)} ${cpuWall.toFixed(2).padStart(8)} ms`);
   console.log(`\n255-option choice: ${big.usage.output_tokens} passes, ${big.usage.input_tokens} input tokens, ${(bigMs / 1000).toFixed(2)} s end to end`);
   console.log(`sidecar resident memory after the runs: ${rss ? (Number(rss) / 1024).toFixed(1) : "?"} MiB`);
 } finally {

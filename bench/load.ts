@@ -72,3 +72,29 @@ export function groupCpuMs(pgid: number): number {
   }
   return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
 }
+
+/** CPU milliseconds (user + system) of the process `pid` and of every live process it started (a Postgres server and its backends). */
+export function treeCpuMs(pid: number): number {
+  const stats = new Map<number, { ppid: number; ticks: number }>();
+  for (const name of readdirSync("/proc").filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      stats.set(Number(name), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  const inTree = (id: number): boolean => id === pid || (id > 1 && stats.has(id) && inTree(stats.get(id)!.ppid));
+  let ticks = 0;
+  for (const [id, { ticks: own }] of stats) if (inTree(id)) ticks += own;
+  return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** CPU milliseconds the whole machine has been busy, all cores together (/proc/stat: all but idle and iowait), the kernel's own work included. */
+export function machineBusyMs(): number {
+  const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/);
+  const [user, nice, system, , , irq, softirq, steal] = fields.map(Number);
+  return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+

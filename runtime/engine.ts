@@ -156,10 +156,7 @@ export class Engine implements ScoringEngine {
    * a pass longer than `maxTokensPerPass` before evaluating it.
    */
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
-    const bos = this.model.tokens.bos;
-    const prefixSegments = options.prefixSegments ?? 0;
-    const prefix = prefixSegments > 0 ? this.prefixTokens(segments.slice(0, prefixSegments)) : [];
-    const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...this.segmentTokens(segments.slice(prefixSegments))];
+    const { prefix, rest } = this.passTokens(segments, options.prefixSegments ?? 0);
     const tokens = [...prefix, ...rest];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
     if (rest.length === 0) throw new ServiceError("invalid_request", "prefix_segments: no token follows the prefix");
@@ -225,6 +222,18 @@ export class Engine implements ScoringEngine {
       await this.model.dispose();
       await this.llama.dispose();
     });
+  }
+
+  /**
+   * A pass's tokens: its prefix's (the first `prefixSegments` segments, after the beginning-of-sequence
+   * token; tokenized once while it stays the latest) and the rest's (after the beginning-of-sequence
+   * token when there is no prefix).
+   */
+  passTokens(segments: readonly Segment[], prefixSegments: number): { prefix: readonly Token[]; rest: Token[] } {
+    const bos = this.model.tokens.bos;
+    const prefix = prefixSegments > 0 ? this.prefixTokens(segments.slice(0, prefixSegments)) : [];
+    const rest = [...(bos === null || prefixSegments > 0 ? [] : [bos]), ...this.segmentTokens(segments.slice(prefixSegments))];
+    return { prefix, rest };
   }
 
   /** The tokens of a prefix (the beginning-of-sequence token, then its segments'), tokenized once while it stays the latest. */

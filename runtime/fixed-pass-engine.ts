@@ -24,7 +24,7 @@ export class FixedPassEngine implements ScoringEngine {
   private keptPrefix: string | null = null;
 
   constructor(
-    private readonly real: Pick<Engine, "tokenize" | "maxTokensPerPass" | "dispose">,
+    private readonly real: Pick<Engine, "tokenize" | "passTokens" | "maxTokensPerPass" | "dispose">,
     readonly passMs: number,
   ) {}
 
@@ -43,9 +43,11 @@ export class FixedPassEngine implements ScoringEngine {
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     if (options.hiddenState || options.pooledState) throw new ServiceError("invalid_request", "this stand-in runtime reads no hidden states");
     const prefixSegments = options.prefixSegments ?? 0;
-    const count = (list: readonly Segment[]) => list.reduce((n, s) => n + this.real.tokenize(s.text, s.special).tokens.length, 0);
-    const prefixTokens = prefixSegments > 0 ? 1 + count(segments.slice(0, prefixSegments)) : 0;
-    const restTokens = count(segments.slice(prefixSegments)) + (prefixSegments > 0 ? 0 : 1);
+    // Tokenized as the engine tokenizes a pass (its prefix once while it stays the latest): the
+    // runtime's own work around a pass is the real one.
+    const tokens = this.real.passTokens(segments, prefixSegments);
+    const prefixTokens = tokens.prefix.length;
+    const restTokens = tokens.rest.length;
     if (prefixTokens + restTokens > this.real.maxTokensPerPass) {
       throw new ServiceError("pass_too_long", `pass has ${prefixTokens + restTokens} tokens; this runtime evaluates at most ${this.real.maxTokensPerPass}`);
     }

@@ -589,6 +589,18 @@ describe("a stand-in for a GPU (RUNTIME_FAKE_PASS_MS, benchmarks only)", () => {
       const stats = Stats.parse(await call(fixed, "GET", RUNTIME_PATHS.stats));
       expect(stats.passes).toBe(4);
       expect(stats.busy_ms).toBeGreaterThanOrEqual(4 * 24);
+      // It tokenizes a pass as the engine does (special-token markers, the beginning of sequence, a prefix).
+      const segments = [
+        { text: "<start_of_turn>user\nA state: the invoice was charged twice.", special: true },
+        { text: "<b>Is it about money?</b>", special: false },
+        { text: "<end_of_turn>\n<start_of_turn>model\n", special: true },
+      ];
+      for (const prefix_segments of [0, 1, 2]) {
+        const pass = { segments, prefix_segments, label_tokens: labels };
+        const real = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, pass));
+        const standIn = ScoreResponse.parse(await call(fixed, "POST", RUNTIME_PATHS.score, pass));
+        expect({ prompt: standIn.prompt_tokens, prefix: standIn.prefix_tokens }, `prefix_segments ${prefix_segments}`).toEqual({ prompt: real.prompt_tokens, prefix: real.prefix_tokens });
+      }
     } finally {
       await fixed.child.stop();
     }

@@ -97,4 +97,3 @@ export function machineBusyMs(): number {
   const [user, nice, system, , , irq, softirq, steal] = fields.map(Number);
   return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / CLOCK_TICKS_PER_SECOND;
 }
-

@@ -31,13 +31,13 @@
  * 3.7 ms (12.47 ms through the edge at the start of that day, 9.64 the day before). Target not met:
  * the sidecar called directly and the edge's bare round trip already take 2.68 ms with the stand-in.
  *
- * 2026-11-27, a later session (RUNTIME_FAKE_PASS_MS=2, RUNS=30, NEW_STATES=60, two runs), after the
+ * 2026-11-27, a later session (RUNTIME_FAKE_PASS_MS=2, RUNS=30, NEW_STATES=60, seven runs), after the
  * Neon driver stopped holding each query's messages for a clamped setTimeout(0)
- * (server-shared/neon-route.ts): the sidecar's key-confirm 1.49-1.76 ms (2.6-2.9 before, same
- * session), the service's own time 5.35-6.05 ms (6.48 before, same session: this machine's runs vary
- * by a millisecond). CPU per decision: edge (workerd) 2.45-2.80 ms, sidecar 1.70-2.20, runtime
- * 1.25-1.65, Postgres 1.15-1.25, bridges 0.50-0.55, this client 0.51-0.59; the machine busy 7.8-10.6
- * ms per 7.5-8.9 ms of wall.
+ * (server-shared/neon-route.ts): the sidecar's key-confirm 1.49-2.04 ms (2.64 before, same session),
+ * the service's own time 5.35-7.49 ms (6.48 before, same session: this machine's runs vary by 1.5 ms,
+ * more than the change). CPU per decision: edge (workerd) 2.20-3.10 ms, sidecar 1.70-3.05, runtime
+ * 1.25-1.80, Postgres 1.15-1.50, bridges 0.50-0.75, this client 0.51-0.67; the machine busy 7.8-12.0
+ * ms per 7.5-9.8 ms of wall.
  */
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
@@ -210,8 +210,8 @@ try {
 
   // Where the CPU goes: more decisions on new states through the edge, back to back, with each
   // process's CPU per decision beside their wall time. The tiers take turns on this machine's cores,
-  // so what they spend on a request's path is the floor of its time.
-  // The embedded Postgres (none when DATABASE_URL names another server).
+  // so what they spend on a request's path is the floor of its time. Postgres is the embedded one's
+  // server and backends (none when DATABASE_URL names another server).
   const postmasterFile = join(clusterDir(join(dataDir, "postgres")), "postmaster.pid");
   const postmaster = existsSync(postmasterFile) ? Number(readFileSync(postmasterFile, "utf8").split("\n")[0]) : null;
   const tiers = [

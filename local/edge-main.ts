@@ -97,9 +97,9 @@ process.on("SIGINT", stop);
  * The Worker with the web console's files behind it, as deployed: this edge's own build of them
  * (workerd keeps the folder open, so a later build of .local/console by another edge must not replace
  * it). With `run_worker_first` Cloudflare runs the Worker for every request and the Worker reaches the
- * files through its binding. Miniflare's assets router in front of it would only hand each request on
- * (0.3 ms a request on a 2-core machine), so the Worker answers first-hand and its binding goes to a
- * worker that serves the files alone, as Cloudflare's does.
+ * files through its binding. Miniflare's assets router in front of it would only hand each request on,
+ * one more worker hop each, so the Worker answers first-hand and its binding goes to a worker that
+ * serves the files alone, as Cloudflare's does.
  */
 function withAssets(assets: NonNullable<WranglerConfig["assets"]>) {
   if (!assets.run_worker_first) {

@@ -45,6 +45,11 @@ export const LIMITS = {
    */
   bulkExecutionMs: 30,
   bulkClaimRecords: 16,
+  /**
+   * A submitted job wakes the job workers of at most this many sidecars (edge/wake.ts); the others
+   * find it at their next idle poll. Well under a Worker's subrequest limit.
+   */
+  wakeSidecars: 32,
   bulkDataRetentionMs: 7 * 24 * 60 * 60 * 1000,
   batchMetadataRetentionMs: 30 * 24 * 60 * 60 * 1000,
   /** A training file (labelled examples of one task), bytes and examples. */

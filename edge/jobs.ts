@@ -6,7 +6,8 @@
  *   POST {path} {idempotency_key, input_bytes, ...}
  *                                        -> 201 job + upload of exactly input_bytes (200 with the same job on a repeat; 409 when
  *                                           the repeat names another size; 429 when a quota is full)
- *   POST {path}/{id}/submit {}           -> job (queued); 409 until the input has been uploaded
+ *   POST {path}/{id}/submit {}           -> job (queued); 409 until the input has been uploaded. The sidecars' idle job
+ *                                           workers are woken after the answer (edge/wake.ts)
  *   GET  {path}/{id}                     -> job
  *   POST {path}/{id}/cancel {}           -> job (cancelled, or unchanged when already terminal)
  *   GET  {path}?limit=&after=&status=    -> list, newest first (only the jobs in `status` when given)
@@ -31,6 +32,7 @@ import type { AppEnv } from "./env.ts";
 import { pathParam, queryParam } from "./params.ts";
 import { services } from "./services.ts";
 import { storageGrants } from "./storage.ts";
+import { wakeJobWorkers } from "./wake.ts";
 
 /** What every kind's row has that these routes read. */
 interface JobRow {
@@ -137,6 +139,7 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
       throw new ServiceError("upload_mismatch", `the uploaded file is ${input.size} bytes, not the ${row.input_bytes} declared when the ${noun} was created; create a new ${noun}`);
     }
     const submitted = await storeOf(c).submit(row.id, accountId, input.size, await kind.frozen(c, row, accountId));
+    if (submitted) wakeJobWorkers(c);
     // Nothing updated: a concurrent submit or cancel went first; answer with what it left.
     return c.json(kind.wire(submitted ?? (await find(c)).row));
   });

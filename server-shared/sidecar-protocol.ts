@@ -135,6 +135,8 @@ export const SIDECAR_PATHS = {
   decide: "/internal/decide",
   preprocessImage: "/internal/images/preprocess",
   imageDecide: "/internal/images/decide",
+  /** POST, no body (or `{}`): a job was submitted; the job workers look for work now (204). Only a hint: they also look every JOB_TIMING.idleMs. */
+  wakeJobs: "/internal/jobs/wake",
 } as const;
 
 /** The edge's internal routes, called by sidecars with the sidecar secret. */

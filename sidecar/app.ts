@@ -10,6 +10,8 @@ import type { SidecarMetrics } from "./metrics.ts";
 import type { Pool } from "@neondatabase/serverless";
 import type { LinkStatus } from "../contract/health.ts";
 import { readJson } from "../server-shared/body.ts";
+import { EmptyRequest } from "../contract/routes.ts";
+import { LIMITS } from "../contract/limits.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { checkLink } from "../server-shared/health.ts";
 import { errorRenderer, notFound, orderedJson, sharedSecret } from "../server-shared/http.ts";
@@ -55,6 +57,8 @@ export interface SidecarDeps {
   steps?: Steps;
   /** Prometheus metrics (sidecar/metrics.ts), served at /metrics to a bearer of METRICS_SECRET. */
   metrics?: SidecarMetrics;
+  /** Wakes the job workers (none when this sidecar runs no bulk worker): a job was submitted. */
+  wakeJobs?: () => void;
   /** Tests only (SVC_TEST_IMAGE_HOLD_MS): how long image preprocessing waits after writing its result. */
   imageHoldMs?: number;
   /** Tests only (SVC_TEST_CRASH_AFTER_IMAGE_ANSWER): the process kills itself right after an image decision's answer is handed over. */
@@ -96,6 +100,12 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
   if (deps.metrics) app.get(METRICS_PATH, metricsHandler(deps.metrics.metrics, () => deps.secrets.list("METRICS_SECRET")?.accepted));
 
   app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
+
+  app.post(SIDECAR_PATHS.wakeJobs, async (c) => {
+    await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });
+    deps.wakeJobs?.();
+    return c.body(null, 204);
+  });
 
   const registry = new RegistryEntries(deps);
   /**

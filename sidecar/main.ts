@@ -52,20 +52,6 @@ const lanes = new Lanes({
   },
 });
 const steps: Steps = { ...SERVED_STEPS, shared: settings.SIDECAR_SHARED_WORK === "on" };
-const app = createSidecarApp({
-  pool,
-  confirmPool,
-  secrets,
-  selfUrl: settings.SIDECAR_URL,
-  lanes,
-  usage,
-  steps,
-  metrics,
-  imageHoldMs: settings.SVC_TEST_IMAGE_HOLD_MS,
-  exitAfterImageAnswer: settings.SVC_TEST_CRASH_AFTER_IMAGE_ANSWER === "on",
-});
-const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
-console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
 
 /**
  * The job workers: one loop per kind, so that a kind's step never waits behind another's (a
@@ -76,6 +62,7 @@ const jobTiming = {
   ...JOB_TIMING,
   leaseMs: settings.SVC_TEST_BULK_LEASE_MS ?? JOB_TIMING.leaseMs,
   renewMs: settings.SVC_TEST_BULK_RENEW_MS ?? JOB_TIMING.renewMs,
+  idleMs: settings.SVC_TEST_JOB_IDLE_MS ?? JOB_TIMING.idleMs,
 };
 const edge = { url: settings.EDGE_URL, secret: () => sidecarSecret().send };
 const workers =
@@ -100,6 +87,25 @@ const workers =
         new JobWorker([new TrainingSteps({ pool, lanes, selfUrl: settings.SIDECAR_URL, secrets, edge })], { timing: jobTiming }),
       ]
     : [];
+
+const app = createSidecarApp({
+  pool,
+  confirmPool,
+  secrets,
+  selfUrl: settings.SIDECAR_URL,
+  lanes,
+  usage,
+  steps,
+  metrics,
+  imageHoldMs: settings.SVC_TEST_IMAGE_HOLD_MS,
+  exitAfterImageAnswer: settings.SVC_TEST_CRASH_AFTER_IMAGE_ANSWER === "on",
+  wakeJobs: () => {
+    for (const worker of workers) worker.wake();
+  },
+});
+const server = Bun.serve({ hostname: settings.SIDECAR_HOST, port: settings.SIDECAR_PORT, fetch: app.fetch });
+console.log(`SIDECAR READY ${JSON.stringify({ port: server.port })}`);
+
 for (const worker of workers) worker.start();
 
 // Expiry, completion after a crash, the credit sweep and retention cleanup, for both kinds of job.

@@ -28,6 +28,7 @@
  *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS,
  *   SVC_TEST_WEBHOOK_LEASE_MS (how long a webhook attempt holds its delivery),
  *   SVC_TEST_BULK_CLAIM_RECORDS (every bulk claim takes this many records, whatever the passes take),
+ *   SVC_TEST_JOB_IDLE_MS (how long an idle job worker waits before it looks for work again, unless woken),
  *   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER ("on": the process kills itself right after handing over an
  *   image decision's answer, the crash a settlement must survive)
  *
@@ -57,6 +58,7 @@ export const SidecarSettings = z.object({
   WEBHOOK_PRIVATE_TARGETS: flag("off"),
   SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
   SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),
+  SVC_TEST_JOB_IDLE_MS: optionalInteger(1, 3_600_000),
   SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
   SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
   SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),

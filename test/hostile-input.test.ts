@@ -33,6 +33,8 @@ interface Route {
   body: () => Json;
   /** The route's body limit (LIMITS.decisionBodyBytes when absent). */
   maxBytes?: number;
+  /** An action route's answer to no body at all (404 when absent: these routes name unknown ids). */
+  noBodyStatus?: number;
 }
 
 let account: Awaited<ReturnType<typeof newAccount>>;
@@ -92,6 +94,14 @@ const ROUTES: Route[] = [
   },
   { name: "POST /v1/batches", url: () => `${stack().baseUrl}/v1/batches`, token: () => account.key.secret, body: () => ({ idempotency_key: "hostile batch", input_bytes: 1000 }), maxBytes: LIMITS.controlBodyBytes },
   { name: "POST /v1/trainings", url: () => `${stack().baseUrl}/v1/trainings`, token: () => account.userToken, body: () => ({ idempotency_key: "hostile training", input_bytes: 1000 }), maxBytes: LIMITS.controlBodyBytes },
+  {
+    name: "sidecar wake",
+    url: () => `${stack().sidecarUrl}${SIDECAR_PATHS.wakeJobs}`,
+    token: () => stack().secrets.sidecar,
+    body: () => ({ note: "ignored" }),
+    maxBytes: LIMITS.actionBodyBytes,
+    noBodyStatus: 204,
+  },
   ...(["submit", "cancel"] as const).map((action) => ({
     name: `POST /v1/trainings/{id}/${action}`,
     url: () => `${stack().baseUrl}/v1/trainings/${crypto.randomUUID()}/${action}`,
@@ -181,6 +191,14 @@ const ROUTES: Route[] = [
     url: () => `${stack().imageRuntimeUrl}${RUNTIME_PATHS.imageFeatures}`,
     token: () => stack().secrets.imageRuntime,
     body: () => ({ image: { url: "http://127.0.0.1:9/canonical", headers: {} }, bytes: 10, sha256: "ab".repeat(32), unexpected: "a field the request does not have" }),
+  },
+  {
+    name: "sidecar wake",
+    url: () => `${stack().sidecarUrl}${SIDECAR_PATHS.wakeJobs}`,
+    token: () => stack().secrets.sidecar,
+    body: () => ({ note: "ignored" }),
+    maxBytes: LIMITS.actionBodyBytes,
+    noBodyStatus: 204,
   },
   ...(["submit", "cancel"] as const).map((action) => ({
     name: `POST /v1/batches/{id}/${action}`,
@@ -272,8 +290,8 @@ describe("an action route's body", () => {
     expect(actions.length).toBeGreaterThanOrEqual(8);
     for (const r of actions) {
       for (const blank of ["\r", " ", "\n\t "]) expectRefusal(await post(r, blank), /not valid JSON/);
-      // No body: the route's own answer (a 404 for these unknown ids), never a 422.
-      expect((await post(r, "")).status, r.name).toBe(404);
+      // No body: the route's own answer (a 404 for these unknown ids, a 204 for the sidecar's wake), never a 422.
+      expect((await post(r, "")).status, r.name).toBe(r.noBodyStatus ?? 404);
     }
   });
 });

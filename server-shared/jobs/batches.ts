@@ -216,13 +216,15 @@ export class BatchStore extends JobStore<BatchRow> {
   }
 
   /**
-   * A validated file's records stored and the batch running, in one fenced statement: both happen,
-   * or (the claim lost) neither. `releases[i]` is the release record i's model resolved to (null: none).
+   * A validated file's records stored, the batch running and its lease released (any sidecar that
+   * serves its records may claim them now), in one fenced statement: all happen, or (the claim lost)
+   * none. `releases[i]` is the release record i's model resolved to (null: none).
    */
   async start(claim: Lease, records: StoredRecord[], releases: (string | null)[]): Promise<boolean> {
     const [row] = await this.db.query(
       `WITH started AS (
-         UPDATE batches SET status = 'running', total_records = $3 WHERE ${this.fence()} RETURNING id),
+         UPDATE batches SET status = 'running', total_records = $3, lease_token = NULL, lease_expires_at = NULL
+          WHERE ${this.fence()} RETURNING id),
        stored AS (
          INSERT INTO batch_records (batch_id, line, custom_id, body, release_id)
          SELECT started.id, r.* FROM started, unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS r

@@ -5,7 +5,8 @@
  *
  * - The first step of a `queued` batch validates its file (contract/batch-file.ts), read through a
  *   short grant the edge signs; a bad file fails the batch, a good one becomes its records and the
- *   batch runs.
+ *   batch runs, released at once; the other sidecars that serve its records are woken (an idle
+ *   worker would find them at its next poll, sidecar/jobs/worker.ts).
  * - A later step runs the claim's records (records.ts: consecutive ones of the batch on one release,
  *   as one bulk-lane execution) and commits their results, usage rows and the batch's counts in one
  *   transaction fenced by the claim: a worker whose lease was lost, whose batch was cancelled or whose
@@ -39,7 +40,9 @@ import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
 import type { Steps } from "../decide/steps.ts";
 import type { JobSteps, StepTurn } from "../jobs/worker.ts";
-import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
+import { otherSidecarsServing, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
+import { loggable } from "../../server-shared/errors.ts";
+import { wakeSidecars } from "../../server-shared/wake.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
 import { errorRecord, frozenRelease, modelOf, processRecords, type Outcome, type RecordContext } from "./records.ts";
 
@@ -171,8 +174,11 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     return this.served.ids;
   }
 
-  /** Reads and checks the file; stores its records and starts the batch, or fails it. */
-  private async validate(claim: BatchClaim, signal: AbortSignal): Promise<void> {
+  /**
+   * Reads and checks the file; stores its records and starts the batch (which releases it, and wakes
+   * the other sidecars that serve its records), or fails it.
+   */
+  private async validate(claim: BatchClaim, signal: AbortSignal): Promise<{ released: null } | void> {
     const bytes = await readInput(this.deps.edge, claim.objectKey, signal);
     const checked = bytes === null ? ({ ok: false, error: { code: "input_missing", message: "the input file is gone", line: null } } as const) : validateInput(bytes);
     signal.throwIfAborted();
@@ -181,7 +187,14 @@ export class BulkSteps implements JobSteps<BatchClaim> {
       return;
     }
     const releases = checked.records.map((r) => frozenRelease(claim.models, modelOf(r.body))?.id ?? null);
-    await this.store.start(claim, checked.records, releases);
+    if (!(await this.store.start(claim, checked.records, releases))) return;
+    // This worker claims again at once; another sidecar's idle worker would wait for its next poll.
+    const ids = [...new Set(releases.filter((id) => id !== null))];
+    void otherSidecarsServing(this.deps.pool, this.deps.selfUrl, ids)
+      // The secret this sidecar sends is the one every sidecar accepts (the edge's).
+      .then((others) => wakeSidecars(others, this.deps.edge.secret(), (line) => this.log(`sidecar: ${line}`)))
+      .catch((err) => this.log(`sidecar: waking the sidecars of batch ${claim.id}: ${loggable(err)}`));
+    return { released: null };
   }
 
   /**

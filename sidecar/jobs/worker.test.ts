@@ -157,6 +157,76 @@ describe("the job worker", () => {
     expect(log).toEqual(["sidecar: worker_test_a worker: Error: a bug in the step"]);
   });
 
+  it("an idle worker looks for work at once when woken, not at its next poll", async () => {
+    accountId = (await newAccount()).accountId;
+    const order: string[] = [];
+    const a = new CountingSteps("worker_test_a", order);
+    let claims = 0;
+    const claim = a.claim.bind(a);
+    a.claim = (leaseMs) => {
+      claims += 1;
+      return claim(leaseMs);
+    };
+    // Its poll is an hour away: only the wake can find the job.
+    const worker = new JobWorker([a], { timing: { ...TIMING, idleMs: 3_600_000 } });
+    worker.start();
+    try {
+      await until(async () => claims === 1);
+      await insert("worker_test_a", 1);
+      worker.wake();
+      await until(async () => order.length === 2);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it("a wake that comes while a claim finds nothing makes the worker look again instead of waiting", async () => {
+    accountId = (await newAccount()).accountId;
+    const order: string[] = [];
+    const a = new CountingSteps("worker_test_a", order);
+    const claim = a.claim.bind(a);
+    let first = true;
+    const worker = new JobWorker([a], { timing: { ...TIMING, idleMs: 3_600_000 } });
+    // The job is committed, and the wake sent, after the first claim has read and found nothing.
+    a.claim = async (leaseMs) => {
+      const found = await claim(leaseMs);
+      if (first) {
+        first = false;
+        expect(found).toBeNull();
+        await insert("worker_test_a", 1);
+        worker.wake();
+      }
+      return found;
+    };
+    worker.start();
+    try {
+      await until(async () => order.length === 2);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it("stops at once while idle, whatever its poll", async () => {
+    accountId = (await newAccount()).accountId;
+    const a = new CountingSteps("worker_test_a", []);
+    const claim = a.claim.bind(a);
+    let found!: () => void;
+    const claimed = new Promise<void>((resolve) => (found = resolve));
+    a.claim = async (leaseMs) => {
+      const result = await claim(leaseMs);
+      found();
+      return result;
+    };
+    const worker = new JobWorker([a], { timing: { ...TIMING, idleMs: 3_600_000 } });
+    worker.start();
+    // Its claim found nothing: it is waiting for its next poll.
+    await claimed;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = Date.now();
+    await worker.stop();
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it("stops: a draining stop lets the step in flight commit, an abandoning one commits nothing and releases the job", async () => {
     for (const drain of [true, false]) {
       accountId = (await newAccount()).accountId;

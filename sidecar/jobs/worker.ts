@@ -11,6 +11,10 @@
  * - The kinds take turns too: each claim starts with the kind after the one that last had work.
  * - A step's commit may make the worker's next claim in the same round trip (bulk): it is the next
  *   turn's claim.
+ * - Waking: an idle worker looks for work again every `idleMs`, or at once when `wake()` is called
+ *   (the edge calls the sidecar's wake route when a job is submitted, edge/wake.ts). A wake during a
+ *   claim that found nothing makes it look again without waiting: the job may have been committed
+ *   after that claim read. A wake is only a hint: a lost one costs at most `idleMs`.
  * - Stopping: no claim is made, no lease renewed; without `drain` the step in flight is abandoned
  *   (nothing of it commits), with it the step may finish and commit until `drain` aborts, within the
  *   lease it holds (at least `leaseMs - renewMs` is left of it). Either way its job is released.
@@ -75,6 +79,10 @@ export class JobWorker {
   private stopping = false;
   private current: AbortController | null = null;
   private loop: Promise<void> | null = null;
+  /** A wake came since the last claim began: the next idle wait is skipped. */
+  private woken = false;
+  /** The idle wait in progress, if any: whether a wake ends it, and how to end it. */
+  private waiting: { wakeable: boolean; end: () => void } | null = null;
 
   /** `kinds`: each kind's steps (a kind's claim type is its own: methods take it back bivariantly). */
   constructor(kinds: JobSteps<Lease>[], opts: { timing?: JobTiming; log?: (line: string) => void } = {}) {
@@ -87,9 +95,16 @@ export class JobWorker {
     this.loop ??= this.run();
   }
 
+  /** Looks for work now: ends an idle wait, or skips the next one when a claim is under way. */
+  wake(): void {
+    this.woken = true;
+    if (this.waiting?.wakeable) this.waiting.end();
+  }
+
   /** Stops claiming and renewing; the step in flight finishes until `drain` aborts (at once without it). Resolves when the loop has ended. */
   async stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
     this.stopping = true;
+    this.waiting?.end();
     for (const kind of this.kinds) kind.stop?.();
     const abandon = () => this.current?.abort(new Error("the worker is stopping"));
     if (!opts.drain || opts.drain.aborted) abandon();
@@ -115,9 +130,9 @@ export class JobWorker {
         }
         next = await this.step(turn);
       } catch (err) {
-        // Postgres away, a bug: say so without content, wait, go on. A held lease simply expires.
+        // Postgres away, a bug: say so without content, wait (a wake does not shorten it), go on. A held lease simply expires.
         if (!this.stopping) this.log(`sidecar: ${turn?.steps.name ?? "job"} worker: ${loggable(err)}`);
-        await this.idle();
+        await this.idle({ wakeable: false });
       }
     }
     if (next) await this.release(next);
@@ -125,6 +140,7 @@ export class JobWorker {
 
   /** The first claim any kind makes, starting with the kind after the one that last had work. */
   private async claim(): Promise<Turn | null> {
+    this.woken = false;
     for (let i = 0; i < this.kinds.length; i++) {
       const index = (this.first + i) % this.kinds.length;
       const steps = this.kinds[index]!;
@@ -169,7 +185,17 @@ export class JobWorker {
     await steps.release(claim).catch(() => undefined);
   }
 
-  private async idle(): Promise<void> {
-    if (!this.stopping) await new Promise((resolve) => setTimeout(resolve, this.timing.idleMs));
+  /** Waits `idleMs`, less when stopping; a wakeable wait ends at a wake, and is skipped when one came since the last claim began. */
+  private async idle({ wakeable } = { wakeable: true }): Promise<void> {
+    if (this.stopping || (wakeable && this.woken)) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(end, this.timing.idleMs);
+      function end(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.waiting = { wakeable, end };
+    });
+    this.waiting = null;
   }
 }

@@ -35,3 +35,12 @@ export async function registeredRelease(pool: Pool, id: string): Promise<Registr
   const { rows } = await pool.query(`SELECT ${REGISTRY_COLUMNS} FROM model_registry WHERE retired_at IS NULL AND id = $1`, [id]);
   return rows[0] ? RegistryEntry.parse(rows[0]) : null;
 }
+
+/** The sidecars other than the one at `selfUrl` that serve any of the releases `ids` (whom a batch's records wait for). */
+export async function otherSidecarsServing(pool: Pool, selfUrl: string, ids: readonly string[]): Promise<string[]> {
+  const { rows } = await pool.query<{ sidecar_url: string }>(
+    "SELECT DISTINCT sidecar_url FROM model_releases WHERE retired_at IS NULL AND id = ANY ($1) AND sidecar_url IS NOT NULL AND sidecar_url <> $2",
+    [ids, selfUrl],
+  );
+  return rows.map((row) => row.sidecar_url);
+}

@@ -6,8 +6,9 @@
  * the bulk lane. What cannot be answered becomes an error record with the status, code and message
  * the real-time route would have given.
  *
- *     const outcomes = await processRecords(ctx, records, entry, signal);
- *     // each {kind: "result", text, usage} | {kind: "retry", code, reason} (a transient failure) | {kind: "deadline"}
+ *     const { outcomes, leftLane } = processRecords(ctx, records, entry, signal);
+ *     await leftLane;       // the next execution may enter the bulk lane now
+ *     await outcomes;       // each {kind: "result", text, usage} | {kind: "retry", code, reason} (a transient failure) | {kind: "deadline"}
  *
  * Waiting is never failure: a quota refusal (429), a full lane (529) or a lane wait (504) wait for
  * capacity until `deadline`, and the record is then left for the batch's expiry.
@@ -46,6 +47,8 @@ export interface RecordContext {
   deadline: number;
   /** The readout's steps (SERVED_STEPS by default). */
   steps?: Steps;
+  /** What the worker's consecutive executions share at the runtime (a flow of the execution's own when absent). */
+  flow?: BulkFlow;
 }
 
 /** A record's result to commit: its JSON text, and its usage when it succeeded. */
@@ -91,6 +94,25 @@ export function modelOf(body: string): string {
  */
 export const BULK_PASSES_IN_FLIGHT = 3;
 
+/**
+ * What consecutive bulk executions of one worker share at the runtime (sidecar/bulk/steps.ts keeps
+ * one): the records at the runtime and their passes, at most BULK_PASSES_IN_FLIGHT of each, in the
+ * order the records started. An execution leaves the lane once its last record has started, so the
+ * next one starts its records as this one's last passes end and the runtime never waits for a lane
+ * handover between two executions, while never more than BULK_PASSES_IN_FLIGHT bulk passes wait at
+ * the runtime ahead of real time.
+ */
+export class BulkFlow {
+  readonly records = new PassSlots(BULK_PASSES_IN_FLIGHT);
+  readonly passes = new PassSlots(BULK_PASSES_IN_FLIGHT);
+  private started = 0;
+
+  /** The rank of a record starting now: its passes go after every pass of the records started before it. */
+  nextRank(): number {
+    return this.started++;
+  }
+}
+
 /** A record checked, admitted to its quota and by the runtime, ready for its passes. */
 interface Ready {
   kind: "ready";
@@ -99,66 +121,94 @@ interface Ready {
   admission: Admission;
 }
 
+/** One execution of records (processRecords): its outcomes, and when it has left the bulk lane for good (every record started, or none will). */
+export interface RecordsExecution {
+  outcomes: Promise<Outcome[]>;
+  leftLane: Promise<void>;
+}
+
 /**
  * Consecutive records of one batch on one release (`entry`: its registry entry as read with the
  * claim; null when the registry no longer assigns it to this sidecar, or it was retired), each with
  * its outcome, in order. Each is checked and admitted on its own (its quota, then the runtime's
- * admission), concurrently; those admitted then run as one bulk-lane execution. `ran` is told the
- * execution's time at the runtime and how many records it ran (steps.ts sizes its claims with it).
+ * admission), concurrently; those admitted then run as one bulk-lane execution, which leaves the lane
+ * once its last record has started (BulkFlow). `ran` is told the execution's time at the runtime and
+ * how many records it ran (steps.ts sizes its claims with it).
  */
-export async function processRecords(
+export function processRecords(
   ctx: RecordContext,
   records: StoredRecord[],
   entry: RegistryEntry | null,
   signal: AbortSignal,
   ran?: (ms: number, records: number) => void,
+): RecordsExecution {
+  let left!: () => void;
+  const leftLane = new Promise<void>((resolve) => (left = resolve));
+  const outcomes = runRecords(ctx, records, entry, signal, left, ran).finally(left);
+  return { outcomes, leftLane };
+}
+
+async function runRecords(
+  ctx: RecordContext,
+  records: StoredRecord[],
+  entry: RegistryEntry | null,
+  signal: AbortSignal,
+  leftLane: () => void,
+  ran?: (ms: number, records: number) => void,
 ): Promise<Outcome[]> {
   const prepared = await Promise.all(records.map((record) => prepareRecord(ctx, record, entry, signal)));
   const ready = prepared.flatMap((p, i) => (p.kind === "ready" ? [{ i, record: records[i]!, ...p }] : []));
   const outcomes: Outcome[] = prepared.map((p) => (p.kind === "ready" ? { kind: "deadline" } : p));
+  const flow = ctx.flow ?? new BulkFlow();
+  const running: { i: number; outcome: Promise<Outcome> }[] = [];
+  const clock = { started: null as number | null };
   let pending = ready;
   while (pending.length > 0) {
     try {
-      const results = await ctx.lanes.run("bulk", () => runInTurn(ctx, pending, signal, ran), signal);
-      for (const [k, result] of results.entries()) outcomes[pending[k]!.i] = result;
+      const turn = await ctx.lanes.run("bulk", () => startInTurn(ctx, flow, pending, signal, clock), signal);
+      for (const [k, outcome] of turn.entries()) running.push({ i: pending[k]!.i, outcome });
       // Real time came in: the records not started yet run in the next bulk execution, behind it.
-      pending = pending.slice(results.length);
+      pending = pending.slice(turn.length);
     } catch (err) {
       // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
       if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
-      if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) return outcomes; // the records not run stay "deadline"
+      if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) break; // the records not run stay "deadline"
     }
   }
+  leftLane();
+  const results = await Promise.all(running.map((r) => r.outcome));
+  for (const [k, result] of results.entries()) outcomes[running[k]!.i] = result;
+  if (clock.started !== null) ran?.(performance.now() - clock.started, results.length);
   return outcomes;
 }
 
 /**
- * One bulk execution: the ready records' passes in record order, at most BULK_PASSES_IN_FLIGHT
- * records at the runtime at once. It starts no further record once a real-time execution waits for
- * the lane (real time then waits for the records already at the runtime, not for the whole claim);
- * the outcomes of the records it ran, in order.
+ * One bulk execution's turn on the lane: starts the ready records in record order, each once fewer
+ * than BULK_PASSES_IN_FLIGHT records of this worker are at the runtime (BulkFlow), and starts no
+ * further record once a real-time execution waits for the lane (real time then waits for the records
+ * already at the runtime, not for the whole claim). Returns, leaving the lane, once the records it
+ * started are at the runtime: their outcomes, in order.
  */
-async function runInTurn(ctx: RecordContext, records: (Ready & { record: StoredRecord })[], signal: AbortSignal, ran?: (ms: number, records: number) => void): Promise<Outcome[]> {
-  const started = performance.now();
-  const slots = new PassSlots(BULK_PASSES_IN_FLIGHT);
-  const running: Promise<Outcome>[] = [];
-  let atRuntime = 0;
-  let freed: (() => void) | null = null;
-  for (const [rank, r] of records.entries()) {
-    while (atRuntime >= BULK_PASSES_IN_FLIGHT) await new Promise<void>((resolve) => (freed = resolve));
-    if (rank > 0 && ctx.lanes.realtimeWaiting()) break;
-    atRuntime += 1;
-    const outcome = runReady(ctx, r.record, r, signal, { slots, rank }).finally(() => {
-      atRuntime -= 1;
-      freed?.();
-      freed = null;
-    });
-    outcome.catch(() => undefined); // awaited below, with the others
-    running.push(outcome);
+async function startInTurn(
+  ctx: RecordContext,
+  flow: BulkFlow,
+  records: (Ready & { record: StoredRecord })[],
+  signal: AbortSignal,
+  clock: { started: number | null },
+): Promise<Promise<Outcome>[]> {
+  const started: Promise<Outcome>[] = [];
+  for (const [k, r] of records.entries()) {
+    await flow.records.acquire();
+    if (k > 0 && ctx.lanes.realtimeWaiting()) {
+      flow.records.release();
+      break;
+    }
+    clock.started ??= performance.now();
+    const outcome = runReady(ctx, r.record, r, signal, { slots: flow.passes, rank: flow.nextRank() }).finally(() => flow.records.release());
+    outcome.catch(() => undefined); // awaited by the execution, with the others
+    started.push(outcome);
   }
-  const results = await Promise.all(running);
-  ran?.(performance.now() - started, results.length);
-  return results;
+  return started;
 }
 
 /** One record's checks, quota admission and runtime admission: ready for its passes, or its outcome already. */

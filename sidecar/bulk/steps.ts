@@ -20,9 +20,10 @@
  *   real-time execution waits for the lane (records.ts), and the rest run in the next bulk execution.
  * - Lookahead: while a claim's records run, the steps read the records the next claim will most
  *   likely give (the same batch's next ones, when no other batch waits for a turn: BatchStore.peekNext)
- *   and prepare them (their checks, quota admissions and runtime admissions), their passes queued to
- *   enter the bulk lane the moment the running ones are done; the runtime then waits for no database
- *   round trip between executions. Prepared records are committed only under the claim that gives
+ *   and prepare them (their checks, quota admissions and runtime admissions), queued to enter the
+ *   bulk lane the moment the running execution has started its last record (records.ts BulkFlow), so
+ *   that their passes follow its last ones at the runtime: the runtime then waits neither for a
+ *   database round trip nor for a lane handover between executions. Prepared records are committed only under the claim that gives
  *   them, as any record is; when that claim names other records (another batch took its turn, the
  *   lease was lost), the prepared ones are dropped and run again when their turn comes (their quota
  *   admissions then count twice: reservations, unused ones are not refunded).
@@ -44,7 +45,7 @@ import { otherSidecarsServing, servedRelease, servedReleaseIds } from "../runtim
 import { loggable } from "../../server-shared/errors.ts";
 import { wakeSidecars } from "../../server-shared/wake.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
-import { errorRecord, frozenRelease, modelOf, processRecords, type Outcome, type RecordContext } from "./records.ts";
+import { BulkFlow, errorRecord, frozenRelease, modelOf, processRecords, type Outcome, type RecordContext, type RecordsExecution } from "./records.ts";
 
 export interface BulkDeps {
   pool: Pool;
@@ -112,6 +113,8 @@ export class BulkSteps implements JobSteps<BatchClaim> {
   private readonly size: Pick<ClaimSize, "ran" | "records">;
   /** The size of the claim the next commit makes: the one the records prepared ahead were read for. */
   private nextClaimRecords: number | null = null;
+  /** What this worker's consecutive executions share at the runtime (records.ts BulkFlow). */
+  private readonly flow = new BulkFlow();
 
   constructor(private readonly deps: BulkDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
@@ -208,6 +211,7 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     const records = next.records.map((r) => r.record);
     const entry = next.release && (await this.registryEntry(next.release));
     const ctx = {
+      flow: this.flow,
       lanes: this.deps.lanes,
       redis: this.deps.redis,
       secrets: this.deps.secrets,
@@ -219,15 +223,15 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     const ran = (ms: number, n: number) => this.size.ran(ms, n);
     // The records prepared ahead when they are these; else these records, run now.
     const prepared = await this.takePrepared(claim.id, records);
-    const running = prepared?.outcomes ?? processRecords(ctx, records, entry, signal, ran);
-    this.prepareAfter(claim, ctx, entry, records.at(-1)!.line, running);
+    const running = prepared?.execution ?? processRecords(ctx, records, entry, signal, ran);
+    this.prepareAfter(claim, ctx, entry, records.at(-1)!.line, running.leftLane);
     let outcomes: Outcome[];
     try {
-      outcomes = await running;
+      outcomes = await running.outcomes;
     } catch (err) {
       // A failure of records prepared ahead that is not this step's is this step's to retry, once, itself.
       if (!prepared || signal.aborted) throw err;
-      outcomes = await processRecords(ctx, records, entry, signal, ran);
+      outcomes = await processRecords(ctx, records, entry, signal, ran).outcomes;
     }
     const commits: RecordCommit[] = [];
     for (const [i, outcome] of outcomes.entries()) {
@@ -257,21 +261,18 @@ export class BulkSteps implements JobSteps<BatchClaim> {
 
   /**
    * Reads the records after `line` that the next claim will most likely give (BatchStore.peekNext)
-   * and prepares them while `running` runs: their checks, quota admissions and runtime admissions
-   * now, their execution queued for the bulk lane once `running` has settled (so it never overtakes
-   * it). The next claim is made for as many records as were read for.
+   * and prepares them while the running execution runs: their checks, quota admissions and runtime
+   * admissions now, their execution queued for the bulk lane once the running one has left it for
+   * good (`runningLeft`: all its records started, so this one never overtakes it, and their passes
+   * follow its last ones at the runtime). The next claim is made for as many records as were read for.
    */
-  private prepareAfter(claim: BatchClaim, ctx: RecordContext, entry: RegistryEntry | null, line: number, running: Promise<Outcome[]>): void {
+  private prepareAfter(claim: BatchClaim, ctx: RecordContext, entry: RegistryEntry | null, line: number, runningLeft: Promise<void>): void {
     this.dropPrepared();
     if (!entry || this.stopped) return;
     const abort = new AbortController();
-    const settled = running.then(
-      () => undefined,
-      () => undefined,
-    );
     const lanes: RecordContext["lanes"] = {
       run: async (lane, work, signal) => {
-        await settled;
+        await runningLeft;
         return ctx.lanes.run(lane, work, signal);
       },
       realtimeWaiting: () => ctx.lanes.realtimeWaiting(),
@@ -282,15 +283,15 @@ export class BulkSteps implements JobSteps<BatchClaim> {
       const after = await this.store.peekNext(claim.id, line, await this.servedReleases(), size);
       // Records on another release (or on none) are left to their own turn.
       if (!after || after.releaseId !== entry.id || abort.signal.aborted) return null;
-      const outcomes = processRecords({ ...ctx, lanes }, after.records, entry, abort.signal, (ms, n) => this.size.ran(ms, n));
-      outcomes.catch(() => undefined); // awaited by the step that takes them, or dropped
-      return { lines: after.records.map((r) => r.line), outcomes };
+      const execution = processRecords({ ...ctx, lanes }, after.records, entry, abort.signal, (ms, n) => this.size.ran(ms, n));
+      execution.outcomes.catch(() => undefined); // awaited by the step that takes them, or dropped
+      return { lines: after.records.map((r) => r.line), execution };
     })().catch(() => null);
     this.prepared = { batchId: claim.id, abort, ready };
   }
 
-  /** The outcomes prepared for exactly `records` of `batchId`, when that is what was prepared; anything else prepared is dropped. */
-  private async takePrepared(batchId: string, records: StoredRecord[]): Promise<{ outcomes: Promise<Outcome[]> } | null> {
+  /** The execution prepared for exactly `records` of `batchId`, when that is what was prepared; anything else prepared is dropped. */
+  private async takePrepared(batchId: string, records: StoredRecord[]): Promise<{ execution: RecordsExecution } | null> {
     const prepared = this.prepared;
     this.prepared = null;
     this.nextClaimRecords = null;
@@ -313,10 +314,10 @@ export class BulkSteps implements JobSteps<BatchClaim> {
   }
 }
 
-/** Records prepared ahead: the batch they belong to, and their lines and outcomes once the peek has read them (null: nothing to prepare). */
+/** Records prepared ahead: the batch they belong to, and their lines and execution once the peek has read them (null: nothing to prepare). */
 interface Prepared {
   batchId: string;
   abort: AbortController;
-  ready: Promise<{ lines: number[]; outcomes: Promise<Outcome[]> } | null>;
+  ready: Promise<{ lines: number[]; execution: RecordsExecution } | null>;
 }
 

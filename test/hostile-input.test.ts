@@ -94,14 +94,6 @@ const ROUTES: Route[] = [
   },
   { name: "POST /v1/batches", url: () => `${stack().baseUrl}/v1/batches`, token: () => account.key.secret, body: () => ({ idempotency_key: "hostile batch", input_bytes: 1000 }), maxBytes: LIMITS.controlBodyBytes },
   { name: "POST /v1/trainings", url: () => `${stack().baseUrl}/v1/trainings`, token: () => account.userToken, body: () => ({ idempotency_key: "hostile training", input_bytes: 1000 }), maxBytes: LIMITS.controlBodyBytes },
-  {
-    name: "sidecar wake",
-    url: () => `${stack().sidecarUrl}${SIDECAR_PATHS.wakeJobs}`,
-    token: () => stack().secrets.sidecar,
-    body: () => ({ note: "ignored" }),
-    maxBytes: LIMITS.actionBodyBytes,
-    noBodyStatus: 204,
-  },
   ...(["submit", "cancel"] as const).map((action) => ({
     name: `POST /v1/trainings/{id}/${action}`,
     url: () => `${stack().baseUrl}/v1/trainings/${crypto.randomUUID()}/${action}`,

@@ -1,7 +1,8 @@
 /**
- * Wakes the sidecars' job workers when a job is submitted (runs in workerd, after the answer has
- * gone): each sidecar the registry names, at most LIMITS.wakeSidecars of them, so that a small batch
- * or a training starts without waiting for a worker's next poll (server-shared/wake.ts).
+ * Wakes the sidecars' job workers when a job is submitted (runs in workerd, beside the answer, which
+ * never waits for it: `waitUntil`): each sidecar the registry names, the first LIMITS.wakeSidecars by
+ * address, so that a small batch or a training starts without waiting for a worker's next poll
+ * (server-shared/wake.ts).
  *
  *     const submitted = await store.submit(...);
  *     if (submitted) wakeJobWorkers(c);

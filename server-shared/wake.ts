@@ -4,7 +4,7 @@
  * once instead of at its next poll (sidecar/jobs/worker.ts, JOB_TIMING.idleMs later). Only a hint:
  * a wake that fails costs that wait and nothing else, so failures are logged and never thrown.
  *
- * The callers: the edge when a job is submitted (every sidecar the registry names, edge/wake.ts), and
+ * The callers: the edge when a job is submitted (the sidecars the registry names, up to LIMITS.wakeSidecars, edge/wake.ts), and
  * the sidecar that validated a batch, for the other sidecars that serve its records (sidecar/bulk/steps.ts).
  *
  *     await wakeSidecars(["https://gpu-1.example.com"], secret, (line) => console.error(`edge: ${line}`));

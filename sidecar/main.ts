@@ -13,6 +13,7 @@ import { createSidecarApp } from "./app.ts";
 import { Lanes } from "./lanes.ts";
 import { UsageWriter } from "./usage.ts";
 import { BulkSteps, fixedClaimSize } from "./bulk/steps.ts";
+import { BulkFlow } from "./bulk/records.ts";
 import { JOB_TIMING, JobWorker } from "./jobs/worker.ts";
 import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
@@ -65,6 +66,8 @@ const jobTiming = {
   idleMs: settings.SVC_TEST_JOB_IDLE_MS ?? JOB_TIMING.idleMs,
 };
 const edge = { url: settings.EDGE_URL, secret: () => sidecarSecret().send };
+// The background passes at the runtime, shared by both workers (bulk/records.ts BulkFlow).
+const flow = new BulkFlow();
 const workers =
   settings.BULK_WORKER === "on"
     ? [
@@ -78,13 +81,14 @@ const workers =
               secrets,
               edge,
               steps,
+              flow,
               committed: (outcome) => metrics.bulkRecords.inc({ outcome }),
               ...(settings.SVC_TEST_BULK_CLAIM_RECORDS ? { claimSize: fixedClaimSize(settings.SVC_TEST_BULK_CLAIM_RECORDS) } : {}),
             }),
           ],
           { timing: jobTiming },
         ),
-        new JobWorker([new TrainingSteps({ pool, lanes, selfUrl: settings.SIDECAR_URL, secrets, edge })], { timing: jobTiming }),
+        new JobWorker([new TrainingSteps({ pool, lanes, selfUrl: settings.SIDECAR_URL, secrets, edge, flow })], { timing: jobTiming }),
       ]
     : [];
 

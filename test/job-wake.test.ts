@@ -93,7 +93,8 @@ describe("waking idle job workers", () => {
     const before = wakes.length;
     const batch = await heldSubmitted(account, lines([0, 1, 2].map(ticket)));
     await until(() => wakes.length > before);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // The edge's wake reached both sidecars at once; a second for the hourly one to find nothing.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
     await batch.release();
     const done = await poll(account, batch.id, undefined, 30_000);
     expect(done).toMatchObject({ status: "completed", request_counts: { total: 3, completed: 3, failed: 0 } });

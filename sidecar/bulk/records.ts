@@ -95,12 +95,12 @@ export function modelOf(body: string): string {
 export const BULK_PASSES_IN_FLIGHT = 3;
 
 /**
- * What consecutive bulk executions of one worker share at the runtime (sidecar/bulk/steps.ts keeps
- * one): the records at the runtime and their passes, at most BULK_PASSES_IN_FLIGHT of each, in the
- * order the records started. An execution leaves the lane once its last record has started, so the
- * next one starts its records as this one's last passes end and the runtime never waits for a lane
- * handover between two executions, while never more than BULK_PASSES_IN_FLIGHT bulk passes wait at
- * the runtime ahead of real time.
+ * What the sidecar's background work shares at the runtime (sidecar/main.ts makes one for the bulk
+ * and the training workers): the bulk records at the runtime and the background passes (a training
+ * example's too), at most BULK_PASSES_IN_FLIGHT of each, in the order they started. A bulk execution
+ * leaves the lane once its last record has started, so the next one starts its records as this one's
+ * last passes end and the runtime never waits for a lane handover between two executions, while
+ * never more than BULK_PASSES_IN_FLIGHT background passes wait at the runtime ahead of real time.
  */
 export class BulkFlow {
   readonly records = new PassSlots(BULK_PASSES_IN_FLIGHT);
@@ -161,15 +161,29 @@ async function runRecords(
   const outcomes: Outcome[] = prepared.map((p) => (p.kind === "ready" ? { kind: "deadline" } : p));
   const flow = ctx.flow ?? new BulkFlow();
   const running: { i: number; outcome: Promise<Outcome> }[] = [];
-  const clock = { started: null as number | null };
+  // Each turn's time at the runtime: from its first record's start to its last record's end.
+  const turns: Promise<number>[] = [];
   let pending = ready;
   while (pending.length > 0) {
+    // The first record's place at the runtime is taken before the lane: an execution never holds
+    // the lane while it waits for the records of the one before to end.
+    await flow.records.acquire();
+    let placeHeld = true;
     try {
-      const turn = await ctx.lanes.run("bulk", () => startInTurn(ctx, flow, pending, signal, clock), signal);
-      for (const [k, outcome] of turn.entries()) running.push({ i: pending[k]!.i, outcome });
+      const turn = await ctx.lanes.run(
+        "bulk",
+        () => {
+          placeHeld = false;
+          return startInTurn(ctx, flow, pending, signal);
+        },
+        signal,
+      );
+      for (const [k, outcome] of turn.outcomes.entries()) running.push({ i: pending[k]!.i, outcome });
+      turns.push(Promise.allSettled(turn.outcomes).then(() => performance.now() - turn.started));
       // Real time came in: the records not started yet run in the next bulk execution, behind it.
-      pending = pending.slice(turn.length);
+      pending = pending.slice(turn.outcomes.length);
     } catch (err) {
+      if (placeHeld) flow.records.release();
       // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
       if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
       if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) break; // the records not run stay "deadline"
@@ -178,37 +192,42 @@ async function runRecords(
   leftLane();
   const results = await Promise.all(running.map((r) => r.outcome));
   for (const [k, result] of results.entries()) outcomes[running[k]!.i] = result;
-  if (clock.started !== null) ran?.(performance.now() - clock.started, results.length);
+  if (turns.length > 0) ran?.((await Promise.all(turns)).reduce((sum, ms) => sum + ms, 0), results.length);
   return outcomes;
 }
 
 /**
- * One bulk execution's turn on the lane: starts the ready records in record order, each once fewer
- * than BULK_PASSES_IN_FLIGHT records of this worker are at the runtime (BulkFlow), and starts no
- * further record once a real-time execution waits for the lane (real time then waits for the records
- * already at the runtime, not for the whole claim). Returns, leaving the lane, once the records it
- * started are at the runtime: their outcomes, in order.
+ * One bulk execution's turn on the lane: starts the ready records in record order (the first in the
+ * place at the runtime its caller took), each further one once fewer than BULK_PASSES_IN_FLIGHT
+ * records of this worker are at the runtime (BulkFlow), and starts no further record once a
+ * real-time execution waits for the lane (real time then waits for at most BULK_PASSES_IN_FLIGHT
+ * background passes already at the runtime, not for the whole claim) or the execution is abandoned.
+ * Returns, leaving the lane, once the records it started are at the runtime: their outcomes, in
+ * order, and when the first started.
  */
 async function startInTurn(
   ctx: RecordContext,
   flow: BulkFlow,
   records: (Ready & { record: StoredRecord })[],
   signal: AbortSignal,
-  clock: { started: number | null },
-): Promise<Promise<Outcome>[]> {
-  const started: Promise<Outcome>[] = [];
+): Promise<{ outcomes: Promise<Outcome>[]; started: number }> {
+  const outcomes: Promise<Outcome>[] = [];
+  const started = performance.now();
+  const stop = () => ctx.lanes.realtimeWaiting() || signal.aborted;
   for (const [k, r] of records.entries()) {
-    await flow.records.acquire();
-    if (k > 0 && ctx.lanes.realtimeWaiting()) {
-      flow.records.release();
-      break;
+    if (k > 0) {
+      if (stop()) break;
+      await flow.records.acquire();
+      if (stop()) {
+        flow.records.release();
+        break;
+      }
     }
-    clock.started ??= performance.now();
     const outcome = runReady(ctx, r.record, r, signal, { slots: flow.passes, rank: flow.nextRank() }).finally(() => flow.records.release());
     outcome.catch(() => undefined); // awaited by the execution, with the others
-    started.push(outcome);
+    outcomes.push(outcome);
   }
-  return started;
+  return { outcomes, started };
 }
 
 /** One record's checks, quota admission and runtime admission: ready for its passes, or its outcome already. */

@@ -61,6 +61,8 @@ export interface BulkDeps {
   log?: (line: string) => void;
   /** Told of each record committed (the sidecar's svc_bulk_records_total). */
   committed?: (outcome: "answered" | "error") => void;
+  /** The background passes at the runtime, shared with the training worker (records.ts BulkFlow); its own when absent. */
+  flow?: BulkFlow;
   /** How many records a claim takes (a fixed size in tests: SVC_TEST_BULK_CLAIM_RECORDS). */
   claimSize?: Pick<ClaimSize, "ran" | "records">;
 }
@@ -113,13 +115,14 @@ export class BulkSteps implements JobSteps<BatchClaim> {
   private readonly size: Pick<ClaimSize, "ran" | "records">;
   /** The size of the claim the next commit makes: the one the records prepared ahead were read for. */
   private nextClaimRecords: number | null = null;
-  /** What this worker's consecutive executions share at the runtime (records.ts BulkFlow). */
-  private readonly flow = new BulkFlow();
+  /** What this worker's consecutive executions share at the runtime (records.ts BulkFlow), with the training worker's. */
+  private readonly flow: BulkFlow;
 
   constructor(private readonly deps: BulkDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
     this.store = new BatchStore(poolDb(deps.pool));
     this.size = deps.claimSize ?? new ClaimSize();
+    this.flow = deps.flow ?? new BulkFlow();
   }
 
   /** Claims the batch that waited longest for a turn and has work this sidecar can do. */

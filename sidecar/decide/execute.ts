@@ -64,8 +64,10 @@ export async function executeDecision(
   request: Decision,
   signal?: AbortSignal,
   steps: Steps = SERVED_STEPS,
+  /** The slots its passes share with other background work, and its rank among them (passes.ts PassSlots); its own by default. */
+  shared?: { slots: PassSlots; rank: number },
 ): Promise<Execution> {
-  return runDecision(client, release, await admitDecision(client, release, request, signal, steps), signal, steps);
+  return runDecision(client, release, await admitDecision(client, release, request, signal, steps), signal, steps, shared);
 }
 
 /**

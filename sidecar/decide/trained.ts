@@ -15,7 +15,7 @@ import { applyHead } from "../train/head.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
 import { runtimeOf, verifiedClient, type Release } from "./identity.ts";
-import { PassRunner } from "./passes.ts";
+import { PassRunner, type PassSlots } from "./passes.ts";
 import { choiceAnswer, noulAnswer, optionMass, scoreAnswer } from "./readout.ts";
 import { TRAINED_STEPS } from "./steps.ts";
 
@@ -72,9 +72,11 @@ export async function exampleFeatures(
   request: Decision,
   signal?: AbortSignal,
   embed = false,
+  /** The slots its passes share with other background work, and its rank among them (passes.ts PassSlots); its own by default. */
+  shared?: { slots: PassSlots; rank: number },
 ): Promise<{ features: number[]; embedding: { encoder: string; values: number[] } | null; usage: Usage }> {
   const admission = await admit(client, runtimeOf(release), request, { rendering: TRAINED_STEPS.rendering, contextual: false, bothOrders: false }, signal);
-  const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal);
+  const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal, true, shared?.slots, shared?.rank);
   const [read, embedding] = await Promise.all([
     Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, true))),
     embed ? runner.embed(admission.stateText) : null,

@@ -161,17 +161,20 @@ describe("the job worker", () => {
     accountId = (await newAccount()).accountId;
     const order: string[] = [];
     const a = new CountingSteps("worker_test_a", order);
-    let claims = 0;
+    let claimed = 0;
     const claim = a.claim.bind(a);
-    a.claim = (leaseMs) => {
-      claims += 1;
-      return claim(leaseMs);
+    a.claim = async (leaseMs) => {
+      const found = await claim(leaseMs);
+      claimed += 1;
+      return found;
     };
     // Its poll is an hour away: only the wake can find the job.
     const worker = new JobWorker([a], { timing: { ...TIMING, idleMs: 3_600_000 } });
     worker.start();
     try {
-      await until(async () => claims === 1);
+      // Its first claim found nothing: it is waiting for its next poll.
+      await until(async () => claimed === 1);
+      await new Promise((resolve) => setTimeout(resolve, 100));
       await insert("worker_test_a", 1);
       worker.wake();
       await until(async () => order.length === 2);
@@ -185,14 +188,13 @@ describe("the job worker", () => {
     const order: string[] = [];
     const a = new CountingSteps("worker_test_a", order);
     const claim = a.claim.bind(a);
-    let first = true;
+    let first: Awaited<ReturnType<typeof claim>> | undefined;
     const worker = new JobWorker([a], { timing: { ...TIMING, idleMs: 3_600_000 } });
     // The job is committed, and the wake sent, after the first claim has read and found nothing.
     a.claim = async (leaseMs) => {
       const found = await claim(leaseMs);
-      if (first) {
-        first = false;
-        expect(found).toBeNull();
+      if (first === undefined) {
+        first = found;
         await insert("worker_test_a", 1);
         worker.wake();
       }
@@ -204,6 +206,7 @@ describe("the job worker", () => {
     } finally {
       await worker.stop();
     }
+    expect(first).toBeNull();
   });
 
   it("stops at once while idle, whatever its poll", async () => {

@@ -51,6 +51,9 @@ import { readInput, readGrant, type EdgeLink } from "../bulk/grants.ts";
 import type { JobSteps } from "../jobs/worker.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { executeDecision } from "../decide/execute.ts";
+import { SERVED_STEPS } from "../decide/steps.ts";
+import type { PassSlots } from "../decide/passes.ts";
+import { BulkFlow } from "../bulk/records.ts";
 import { exampleFeatures } from "../decide/trained.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
@@ -70,6 +73,12 @@ export interface TrainingDeps {
   secrets: SecretReader;
   edge: EdgeLink;
   log?: (line: string) => void;
+  /**
+   * The background passes at the runtime, shared with the bulk worker (bulk/records.ts BulkFlow): a
+   * bulk execution leaves the lane with its last passes still there, and a training example's passes
+   * take their turn after them, never more than BULK_PASSES_IN_FLIGHT at once. Its own when absent.
+   */
+  flow?: BulkFlow;
 }
 
 /** How long a step waits before asking the bulk lane again when it is full. */
@@ -86,9 +95,11 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
   private readonly log: (line: string) => void;
   private readonly store: TrainingStore;
   private readonly assets: ImageAssetStore;
+  private readonly flow: BulkFlow;
 
   constructor(private readonly deps: TrainingDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
+    this.flow = deps.flow ?? new BulkFlow();
     this.store = new TrainingStore(poolDb(deps.pool));
     this.assets = new ImageAssetStore(poolDb(deps.pool));
   }
@@ -204,9 +215,11 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
     const assetId = example.assetId;
     const features = assetId
       ? await this.inBulkLane(claim, signal, () => this.imageFeatures(claim, base, assetId, signal))
-      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.text, base.release, request, signal, base.encoder));
+      : await this.inBulkLane(claim, signal, () => exampleFeatures(base.text, base.release, request, signal, base.encoder, this.shared()));
     const zeroShot =
-      features && example.heldOut && !assetId ? await this.inBulkLane(claim, signal, () => executeDecision(base.text, base.release, request, signal)) : null;
+      features && example.heldOut && !assetId
+        ? await this.inBulkLane(claim, signal, () => executeDecision(base.text, base.release, request, signal, SERVED_STEPS, this.shared()))
+        : null;
     if (!features || (example.heldOut && !assetId && !zeroShot)) return;
     signal.throwIfAborted();
     const examplesRead = await this.store.commitExample(claim, example.line, features.features, zeroShot && distributions(task, zeroShot.answers), features.embedding);
@@ -226,6 +239,11 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
         });
       }
     }
+  }
+
+  /** Slots for one execution's text passes, shared with the bulk worker's, ranked after every pass started before. */
+  private shared(): { slots: PassSlots; rank: number } {
+    return { slots: this.flow.passes, rank: this.flow.nextRank() };
   }
 
   /** `run` in the bulk lane, waiting while the lane is full; null once the job's deadline has passed. */
@@ -310,7 +328,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
             const { features } = await this.imageFeatures(claim, base, assetId, signal);
             return imageAnswer(question, applyHead(release.trained!.heads.questions[0]!, features));
           })
-        : await this.inBulkLane(claim, signal, () => executeDecision(base.text, release, request, signal));
+        : await this.inBulkLane(claim, signal, () => executeDecision(base.text, release, request, signal, SERVED_STEPS, this.shared()));
       if (!answered) return;
     } catch (err) {
       if (signal.aborted) throw err;

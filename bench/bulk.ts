@@ -119,7 +119,7 @@ try {
   for (let i = 0; i < 20; i++) idle.push(await realtime());
   const half = Math.floor(records / 2);
   const directFirst = await direct(0, half);
-  slowest.ms = 0;
+  Object.assign(slowest, { ms: 0, timing: "" });
 
   // The batch.
   const file = states.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
@@ -173,8 +173,9 @@ try {
   console.log(`ratio of records/min, batch / direct: ${(directWall / wallMs).toFixed(3)}`);
   const idleP = percentiles(idle);
   const duringP = percentiles(during);
-  console.log(`\nreal-time, one noul question: idle p50 ${idleP.p50.toFixed(0)} ms, p99 ${idleP.p99.toFixed(0)} ms (${idle.length}); during the batch p50 ${duringP.p50.toFixed(0)} ms, p99 ${duringP.p99.toFixed(0)} ms (${during.length})`);
-  console.log(`slowest during the batch: ${slowest.ms.toFixed(0)} ms; its hops (Server-Timing): ${slowest.timing}`);
+  const duringText = during.length > 0 ? `p50 ${duringP.p50.toFixed(0)} ms, p99 ${duringP.p99.toFixed(0)} ms (${during.length})` : "none sent (the batch ended before the first)";
+  console.log(`\nreal-time, one noul question: idle p50 ${idleP.p50.toFixed(0)} ms, p99 ${idleP.p99.toFixed(0)} ms (${idle.length}); during the batch ${duringText}`);
+  if (during.length > 0) console.log(`slowest during the batch: ${slowest.ms.toFixed(0)} ms; its hops (Server-Timing): ${slowest.timing}`);
 
   // Small batches: how soon a worker takes one up. Woken: submitted as a client submits it (the edge
   // wakes the sidecars' idle workers). The baseline, interleaved: held at submit as a worker would
@@ -205,11 +206,10 @@ try {
     small[woken ? "woken" : "polled"].push([started - from, Date.parse(done.finished_at) - from]);
   }
   await pgc.end();
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   console.log(`\nsmall batches, ${SMALL_RECORDS} records each, ${SMALL_BATCHES} of each kind interleaved: ms from submit (or release) to the first claim / to completed, each batch, and the median`);
   for (const [kind, name] of [["woken", "woken at submit"], ["polled", "found by the idle poll (baseline)"]] as const) {
     const rows = small[kind];
-    console.log(`  ${name.padEnd(34)} ${rows.map(([a, b]) => `${a!.toFixed(0)}/${b!.toFixed(0)}`).join("  ")}   median ${median(rows.map((r) => r[0]!)).toFixed(0)} / ${median(rows.map((r) => r[1]!)).toFixed(0)}`);
+    console.log(`  ${name.padEnd(34)} ${rows.map(([a, b]) => `${a!.toFixed(0)}/${b!.toFixed(0)}`).join("  ")}   median ${percentiles(rows.map((r) => r[0]!)).p50.toFixed(0)} / ${percentiles(rows.map((r) => r[1]!)).p50.toFixed(0)}`);
   }
 } finally {
   await stack.stop();

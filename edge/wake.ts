@@ -8,25 +8,15 @@
  *     if (submitted) wakeJobWorkers(c);
  */
 import type { Context } from "hono";
-import { LIMITS } from "../contract/limits.ts";
+import { httpDb } from "../server-shared/db.ts";
 import { loggable } from "../server-shared/errors.ts";
-import { wakeSidecars } from "../server-shared/wake.ts";
+import { sidecarsToWake, wakeSidecars } from "../server-shared/wake.ts";
 import type { AppEnv } from "./env.ts";
 import { services } from "./services.ts";
 
 export function wakeJobWorkers(c: Context<AppEnv>): void {
   const { sql, settings } = services(c.env);
   const log = (line: string) => console.error(`edge: ${line}`);
-  const wake = async () => {
-    const rows = await sql.query(
-      "SELECT DISTINCT sidecar_url FROM model_releases WHERE retired_at IS NULL AND sidecar_url IS NOT NULL ORDER BY sidecar_url LIMIT $1",
-      [LIMITS.wakeSidecars],
-    );
-    await wakeSidecars(
-      rows.map((row) => String(row.sidecar_url)),
-      settings.SIDECAR_SECRET.send,
-      log,
-    );
-  };
+  const wake = async () => wakeSidecars(await sidecarsToWake(httpDb(sql)), settings.SIDECAR_SECRET.send, log);
   c.executionCtx.waitUntil(wake().catch((err) => log(`waking the job workers: the registry could not be read: ${loggable(err)}`)));
 }

@@ -41,9 +41,9 @@ import type { SecretReader } from "../../server-shared/secrets.ts";
 import type { Lanes } from "../lanes.ts";
 import type { Steps } from "../decide/steps.ts";
 import type { JobSteps, StepTurn } from "../jobs/worker.ts";
-import { otherSidecarsServing, servedRelease, servedReleaseIds } from "../runtime/registry.ts";
+import { servedRelease, servedReleaseIds } from "../runtime/registry.ts";
 import { loggable } from "../../server-shared/errors.ts";
-import { wakeSidecars } from "../../server-shared/wake.ts";
+import { sidecarsToWake, wakeSidecars } from "../../server-shared/wake.ts";
 import { readInput, type EdgeLink } from "./grants.ts";
 import { BulkFlow, errorRecord, frozenRelease, modelOf, processRecords, type Outcome, type RecordContext, type RecordsExecution } from "./records.ts";
 
@@ -196,7 +196,7 @@ export class BulkSteps implements JobSteps<BatchClaim> {
     if (!(await this.store.start(claim, checked.records, releases))) return;
     // This worker claims again at once; another sidecar's idle worker would wait for its next poll.
     const ids = [...new Set(releases.filter((id) => id !== null))];
-    void otherSidecarsServing(this.deps.pool, this.deps.selfUrl, ids)
+    void sidecarsToWake(poolDb(this.deps.pool), { releases: ids, except: this.deps.selfUrl })
       // The secret this sidecar sends is the one every sidecar accepts (the edge's).
       .then((others) => wakeSidecars(others, this.deps.edge.secret(), (line) => this.log(`sidecar: ${line}`)))
       .catch((err) => this.log(`sidecar: waking the sidecars of batch ${claim.id}: ${loggable(err)}`));

@@ -4,9 +4,14 @@
  * from LIMITS. Field names follow what users of OpenAI's batch API know (`request_counts`,
  * `created_at`, `expires_at`, a `list` object with `data`).
  *
- *     POST /v1/batches {"idempotency_key": "2026-11-22-tickets", "input_bytes": 48213}
+ *     POST /v1/batches {"idempotency_key": "2026-11-22-tickets"}
  *       -> 201 Batch, with `upload: {url, method: "PUT", headers, expires_at}`
- *     curl -T input.jsonl -H "content-length: 48213" -H "if-none-match: *" "$url"
+ *     curl -T input.jsonl -H "if-none-match: *" "$url"
+ *
+ * `input_bytes` at create is optional (the specification's body is `{idempotency_key}` alone): with
+ * it, the upload is bound to exactly that size by a signed Content-Length, which R2 itself checks;
+ * without it, the upload goes through the edge's own storage route, which stops any body past
+ * LIMITS.bulkFileBytes.
  *     POST /v1/batches/{id}/submit {}                    -> Batch (queued)
  *     GET  /v1/batches/{id}                              -> Batch
  *     POST /v1/batches/{id}/cancel {}                    -> Batch
@@ -40,8 +45,8 @@ export const BATCH_LIST_PAGE = { default: 20, max: 100 } as const;
 
 export const CreateBatchRequest = fields({
   idempotency_key: IdempotencyKey,
-  /** The input file's size: its upload is bound to exactly this many bytes. */
-  input_bytes: inputBytes(LIMITS.bulkFileBytes, "batch input file"),
+  /** The input file's size, optional: when given, its upload is bound to exactly this many bytes. */
+  input_bytes: inputBytes(LIMITS.bulkFileBytes, "batch input file").optional(),
   metadata: JobMetadata.optional(),
 });
 export type CreateBatchRequest = z.infer<typeof CreateBatchRequest>;
@@ -66,7 +71,7 @@ export const BATCH_LIMITS: BatchLimits = {
   results_retention_seconds: LIMITS.bulkDataRetentionMs / 1000,
 };
 
-/** Where and how to upload the input file: a signed PUT, used with exactly these headers (its `content-length` is the declared `input_bytes`). */
+/** Where and how to upload the input file: a signed PUT, used with exactly these headers (with a `content-length` when `input_bytes` was declared). */
 export const Upload = z.object({
   url: z.string(),
   method: z.literal("PUT"),
@@ -88,7 +93,7 @@ export const Batch = z.object({
   metadata: z.record(z.string(), z.string()).nullable(),
   request_counts: z.object({ total: z.number().int(), completed: z.number().int(), failed: z.number().int() }),
   created_at: Timestamp,
-  /** The input file's size, as declared at create (null only on a batch created before sizes were declared). */
+  /** The input file's size: as declared at create, or as uploaded once submitted (null: not declared, not yet submitted). */
   input_bytes: z.number().int().nullable(),
   submitted_at: Timestamp.nullable(),
   /** When a worker claimed the batch and began validating its file. */

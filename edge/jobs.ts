@@ -3,9 +3,10 @@
  * hooks and adds its own routes (a batch's results, a training's report). Every statement is the job
  * store's (server-shared/jobs/store.ts).
  *
- *   POST {path} {idempotency_key, input_bytes, ...}
- *                                        -> 201 job + upload of exactly input_bytes (200 with the same job on a repeat; 409 when
- *                                           the repeat names another size; 429 when a quota is full)
+ *   POST {path} {idempotency_key, input_bytes?, ...}
+ *                                        -> 201 job + upload (of exactly input_bytes when declared; else through the edge's
+ *                                           /storage, bounded by the kind's file limit); 200 with the same job on a repeat;
+ *                                           409 when the repeat names another size; 429 when a quota is full
  *   POST {path}/{id}/submit {}           -> job (queued); 409 until the input has been uploaded. The sidecars' idle job
  *                                           workers are woken after the answer (edge/wake.ts)
  *   GET  {path}/{id}                     -> job
@@ -58,7 +59,7 @@ export interface JobRoutesKind<T extends JobRow, S extends JobStore<T>, C> {
   account: (c: Context<AppEnv>, opts: { create: boolean }) => Promise<string | null>;
   /** The create request's body, and the kind's own columns it sets. */
   create: {
-    request: z.ZodType<C & { idempotency_key: string; input_bytes: number; metadata?: Record<string, string> | undefined }>;
+    request: z.ZodType<C & { idempotency_key: string; input_bytes?: number | undefined; metadata?: Record<string, string> | undefined }>;
     columns: (c: Context<AppEnv>, request: C) => Columns;
   };
   /** The 429 of a create refused by the kind's quota (the quota's state as the store read it). */
@@ -96,17 +97,21 @@ export function jobRoutes<T extends JobRow, S extends JobStore<T>, C>(app: Hono<
   app.post(path, async (c) => {
     const request = await readJson(c, kind.create.request, { maxBytes: LIMITS.controlBodyBytes });
     const accountId = (await kind.account(c, { create: true }))!;
-    const columns = { input_bytes: request.input_bytes, metadata: request.metadata ? JSON.stringify(request.metadata) : null, ...kind.create.columns(c, request) };
+    const declared = request.input_bytes ?? null;
+    const columns = { input_bytes: declared, metadata: request.metadata ? JSON.stringify(request.metadata) : null, ...kind.create.columns(c, request) };
     const outcome = await storeOf(c).create({ id: crypto.randomUUID(), accountId, idempotencyKey: request.idempotency_key, columns });
     if ("quota" in outcome) return kind.refusal(c, outcome.quota);
     const { job, created } = outcome;
-    // The size is part of what the key names: another size is another job (a job made before sizes were declared takes this one).
-    if (job.input_bytes !== null && job.input_bytes !== request.input_bytes) {
-      throw new ServiceError("idempotency_conflict", `this idempotency_key made a ${noun} for an input of ${job.input_bytes} bytes, not ${request.input_bytes}; use a new key for another file`);
+    // A declared size is part of what the key names: another size is another job. A repeat that
+    // names no size takes the job's; a job made without one takes the repeat's for its grant.
+    if (job.input_bytes !== null && declared !== null && job.input_bytes !== declared) {
+      throw new ServiceError("idempotency_conflict", `this idempotency_key made a ${noun} for an input of ${job.input_bytes} bytes, not ${declared}; use a new key for another file`);
     }
-    // A fresh destination, bound to the declared size, while no input has arrived; none once it has (submit may follow directly).
+    const bytes = job.status === "uploading" ? (job.input_bytes ?? declared) : null;
+    // A fresh destination while no input has arrived; none once it has (submit may follow directly).
     const needsUpload = job.status === "uploading" && (created || (await c.env.BUCKET.head(job.object_key)) === null);
-    const upload = needsUpload ? { upload: await signUpload(storageGrants(c, "clients"), job.object_key, request.input_bytes) } : {};
+    const grants = storageGrants(c, "clients", { edgeOnly: bytes === null });
+    const upload = needsUpload ? { upload: await signUpload(grants, job.object_key, bytes) } : {};
     return c.json({ ...kind.wire(job), ...upload }, created ? 201 : 200);
   });
 

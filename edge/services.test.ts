@@ -1,7 +1,11 @@
 import { neonConfig } from "@neondatabase/serverless";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Env } from "./env.ts";
+import type { Context } from "hono";
+import { signUpload } from "../server-shared/grants.ts";
+import type { AppEnv } from "./env.ts";
 import { services } from "./services.ts";
+import { storageGrants } from "./storage.ts";
 
 const NEON_URL = "postgres://app:pw@ep-quiet-lake-123456.us-east-2.aws.neon.tech/svc?sslmode=require";
 const settings = {
@@ -14,6 +18,7 @@ const settings = {
   OIDC_JWKS_URL: "https://login.example.com/jwks",
   STORAGE_ACCESS_KEY_ID: "k",
   STORAGE_SECRET_ACCESS_KEY: "s",
+  WEBHOOK_SECRET_KEY: "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=",
   PUBLIC_URL: "https://decide.example.com",
 };
 const env = (extra: Record<string, unknown> = {}) => ({ BUCKET: {} as R2Bucket, ...settings, ...extra }) as Env;
@@ -67,5 +72,20 @@ describe("edge services", () => {
     expect(remote).toMatchObject({ status: 503, operatorNote: expect.stringContaining("setting NEON_LOCAL_BRIDGE must be unset for a remote DATABASE_URL") });
     const local = refusalOf(() => services(env({ DATABASE_URL: "postgres://u:p@localhost/svc" })));
     expect(local).toMatchObject({ status: 503, operatorNote: expect.stringContaining("setting NEON_LOCAL_BRIDGE is required for a loopback DATABASE_URL") });
+  });
+});
+
+describe("storage grants", () => {
+  it("point at STORAGE_ENDPOINT, except an upload of no declared size, which only the edge's /storage bounds", async () => {
+    const endpoint = "https://0123456789abcdef0123456789abcdef.r2.cloudflarestorage.com/svc-data";
+    const c = { env: env({ STORAGE_ENDPOINT: endpoint }) } as Context<AppEnv>;
+    expect(storageGrants(c, "clients").endpoint).toBe(endpoint);
+    expect(storageGrants(c, "clients", { edgeOnly: true }).endpoint).toBe(`${settings.PUBLIC_URL}/storage`);
+    const unbounded = await signUpload(storageGrants(c, "clients", { edgeOnly: true }), "batches/x/input.jsonl", null);
+    expect(unbounded.url.startsWith(`${settings.PUBLIC_URL}/storage/batches/x/input.jsonl?`)).toBe(true);
+    expect(unbounded.headers).toEqual({ "if-none-match": "*" });
+    const bounded = await signUpload(storageGrants(c, "clients"), "batches/x/input.jsonl", 10);
+    expect(bounded.url.startsWith(`${endpoint}/batches/x/input.jsonl?`)).toBe(true);
+    expect(new URL(bounded.url).searchParams.get("X-Amz-SignedHeaders")).toBe("content-length;host;if-none-match");
   });
 });

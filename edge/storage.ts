@@ -38,13 +38,16 @@ export function objectKind(key: string): { holds: string; maxBytes: number; imag
  * sidecars' and runtimes' reads and writes): STORAGE_ENDPOINT when set, else this edge's own /storage
  * at its configured base URL (PUBLIC_URL, or INTERNAL_URL for hosts). Never the request's Host: a
  * caller who names another host gets no grant pointing there, and no sidecar is sent there.
+ * `edgeOnly`: this edge's /storage even when STORAGE_ENDPOINT is set, for an upload whose size was
+ * not declared (R2 bounds an upload only by a signed Content-Length; /storage bounds every object).
  */
-export function storageGrants(c: Context<AppEnv>, audience: "clients" | "hosts"): StorageGrants {
+export function storageGrants(c: Context<AppEnv>, audience: "clients" | "hosts", opts: { edgeOnly?: boolean } = {}): StorageGrants {
   const settings = services(c.env).settings;
   const base = audience === "hosts" ? (settings.INTERNAL_URL ?? settings.PUBLIC_URL) : settings.PUBLIC_URL;
+  const own = `${base.replace(/\/+$/, "")}${STORAGE_PATH}`;
   return {
     accessKeyId: settings.STORAGE_ACCESS_KEY_ID,
     secretAccessKey: settings.STORAGE_SECRET_ACCESS_KEY,
-    endpoint: settings.STORAGE_ENDPOINT ?? `${base.replace(/\/+$/, "")}${STORAGE_PATH}`,
+    endpoint: opts.edgeOnly ? own : (settings.STORAGE_ENDPOINT ?? own),
   };
 }

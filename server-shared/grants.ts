@@ -8,11 +8,13 @@
  *     const upload = await signUpload(grants, "batches/<id>/input.jsonl", 48213);   // {url, method, headers, expires_at}
  *     const key = await verifyGrant(grants, request);                         // the object key, or 403
  *
- * An upload must carry `if-none-match: *` and its `content-length` (both signed, so neither can be
- * left out or changed): the object is written only when none exists, so a second PUT cannot replace
- * the first, and it is exactly the length declared when the job was created, so the storage itself
- * (R2 checks a signed Content-Length, as /storage does) refuses a larger file. A signed URL is a credential:
- * nothing here or in the routes logs one.
+ * An upload must carry `if-none-match: *` and, when the job declared its size, its `content-length`
+ * (both signed, so neither can be left out or changed): the object is written only when none exists,
+ * so a second PUT cannot replace the first, and it is exactly the length declared when the job was
+ * created, so the storage itself (R2 checks a signed Content-Length, as /storage does) refuses a
+ * larger file. An upload of no declared size is granted on the edge's own /storage only, which
+ * bounds every object by its kind's limit (edge/storage.ts). A signed URL is a credential: nothing
+ * here or in the routes logs one.
  */
 import { AwsV4Signer } from "aws4fetch";
 import type { Upload } from "../contract/batches.ts";
@@ -28,16 +30,17 @@ export interface StorageGrants {
   endpoint: string;
 }
 
-/** The headers an upload of `bytes` must be sent with (all of them signed). */
-export const uploadHeaders = (bytes: number): Record<string, string> => ({ "content-length": String(bytes), "if-none-match": "*" });
+/** The headers an upload of `bytes` (null: not declared) must be sent with (all of them signed). */
+export const uploadHeaders = (bytes: number | null): Record<string, string> =>
+  bytes === null ? { "if-none-match": "*" } : { "content-length": String(bytes), "if-none-match": "*" };
 const REGION = "auto";
 const SERVICE = "s3";
 
 /** `20261122T180405Z`, the SigV4 date format. */
 const amzDate = (ms: number) => new Date(ms).toISOString().replace(/[:-]|\.\d{3}/g, "");
 
-/** A signed PUT of exactly `bytes` bytes to `objectKey`, valid for LIMITS.signedUploadValidityMs from `now`. */
-export async function signUpload(grants: StorageGrants, objectKey: string, bytes: number, now = Date.now()): Promise<Upload> {
+/** A signed PUT of exactly `bytes` bytes (null: of any size the endpoint takes) to `objectKey`, valid for LIMITS.signedUploadValidityMs from `now`. */
+export async function signUpload(grants: StorageGrants, objectKey: string, bytes: number | null, now = Date.now()): Promise<Upload> {
   const headers = uploadHeaders(bytes);
   const url = await signGrant(grants, objectKey, "PUT", LIMITS.signedUploadValidityMs, headers, now);
   return { url, method: "PUT", headers, expires_at: new Date(now + LIMITS.signedUploadValidityMs).toISOString() };

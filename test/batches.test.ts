@@ -126,16 +126,16 @@ describe("POST /v1/batches", () => {
     expect(Batch.parse(theirs.body).id).not.toBe(Batch.parse(replies[0]!.body).id);
   });
 
-  it("refuses a missing, fractional, empty or oversized input_bytes with 422, creating nothing", async () => {
+  it("refuses a fractional, empty or oversized input_bytes with 422, creating nothing", async () => {
     for (const [bad, message] of [
-      [undefined, /input_bytes is required: the batch input file's size in bytes/],
+      [null, /must be a number/],
       ["12", /must be a number/],
       [1.5, /must be an integer/],
       [0, /at least 1/],
       [LIMITS.bulkFileBytes + 1, new RegExp(`at most ${LIMITS.bulkFileBytes}`)],
     ] as const) {
       const key = `size-${randomBytes(4).toString("hex")}`;
-      const reply = await call("/v1/batches", { token: account.key.secret, body: { idempotency_key: key, ...(bad === undefined ? {} : { input_bytes: bad }) } });
+      const reply = await call("/v1/batches", { token: account.key.secret, body: { idempotency_key: key, input_bytes: bad } });
       expectError(reply, 422, "invalid_request");
       expect(ErrorEnvelope.parse(reply.body).error.message).toMatch(message);
       expect(await query("SELECT id FROM batches WHERE account_id = $1 AND idempotency_key = $2", [account.accountId, key])).toHaveLength(0);
@@ -304,6 +304,80 @@ describe("the signed upload", () => {
     const oversized = await signUpload(grants, `batches/${batch.id}/input.jsonl`, tooBig.byteLength);
     expect(await envelope(await put(oversized, tooBig))).toMatchObject({ status: 413, code: "payload_too_large" });
     expectError(await call(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} }), 409, "upload_incomplete");
+  });
+});
+
+/** A body of unknown length (fetch sends it chunked): `text`, or that many spaces in 1 MiB chunks. */
+function streamOf(content: string | number): ReadableStream<Uint8Array> {
+  let left = typeof content === "string" ? 0 : content;
+  let text: string | null = typeof content === "string" ? content : null;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (text !== null) {
+        controller.enqueue(new TextEncoder().encode(text));
+        text = null;
+      } else if (left > 0) {
+        const size = Math.min(left, 1024 * 1024);
+        controller.enqueue(new Uint8Array(size).fill(0x20));
+        left -= size;
+      } else controller.close();
+    },
+  });
+}
+
+describe("POST /v1/batches {idempotency_key} alone, as the specification writes it", () => {
+  const createBare = (token: string, idempotency_key: string) => call<Batch>("/v1/batches", { token, body: { idempotency_key } });
+  /** A batch made with the specification's body, and its upload. */
+  async function bareBatch(key = `bare-${randomBytes(6).toString("hex")}`) {
+    const reply = await createBare(account.key.secret, key);
+    expect(reply.status, JSON.stringify(reply.body)).toBe(201);
+    const batch = Batch.parse(reply.body);
+    remember(new URL(batch.upload!.url).searchParams.get("X-Amz-Signature")!);
+    return batch as Batch & { upload: NonNullable<Batch["upload"]> };
+  }
+
+  it("answers 201 with an upload to the edge's own storage that binds no length, and takes the file up to submit and results", async () => {
+    const batch = await bareBatch();
+    expect(batch).toMatchObject({ status: "uploading", input_bytes: null });
+    expect(batch.upload.headers).toEqual({ "if-none-match": "*" });
+    const url = new URL(batch.upload.url);
+    expect(url.origin + url.pathname).toBe(`${stack().baseUrl}/storage/batches/${batch.id}/input.jsonl`);
+    expect(url.searchParams.get("X-Amz-SignedHeaders")).toBe("host;if-none-match");
+    expect((await put(batch.upload, jsonl(3))).status).toBe(200);
+    // The repeat names the same batch, with no upload once the input is there.
+    const again = await createBare(account.key.secret, batch.idempotency_key);
+    expect(again.status).toBe(200);
+    expect(Batch.parse(again.body).id).toBe(batch.id);
+    expect(Batch.parse(again.body).upload).toBeUndefined();
+    const submitted = await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} });
+    expect(submitted.body).toMatchObject({ status: "queued", input_bytes: jsonl(3).length });
+  });
+
+  it("a repeat before the upload gets a fresh unbounded grant; a repeat that declares a size binds it, and a batch that declared one keeps it", async () => {
+    const batch = await bareBatch();
+    const again = Batch.parse((await createBare(account.key.secret, batch.idempotency_key)).body);
+    expect(again.upload!.headers).toEqual({ "if-none-match": "*" });
+    const sized = Batch.parse((await create(account.key.secret, batch.idempotency_key, jsonl(2).length)).body);
+    expect(sized.upload!.headers).toMatchObject({ "content-length": String(jsonl(2).length) });
+    // Declared at create: a repeat without a size is granted that size, never an unbounded upload.
+    const declared = await newBatch(account, jsonl(2));
+    const repeat = Batch.parse((await createBare(account.key.secret, declared.idempotency_key)).body);
+    expect(repeat.upload!.headers).toMatchObject({ "content-length": String(jsonl(2).length) });
+  });
+
+  it("refuses an upload past the bulk file limit, with a length or chunked (keeping nothing past the limit), storing nothing", async () => {
+    const batch = await bareBatch();
+    const tooBig = new Uint8Array(LIMITS.bulkFileBytes + 1).fill(0x20);
+    expect(await envelope(await put(batch.upload, tooBig))).toMatchObject({ status: 413, code: "payload_too_large" });
+    // Chunked, as `curl -T -` sends a pipe: nothing past the limit is kept, and the file is refused.
+    const chunked = await fetch(batch.upload.url, { method: "PUT", headers: batch.upload.headers, body: streamOf(LIMITS.bulkFileBytes + 1), duplex: "half" } as RequestInit);
+    expect(await envelope(chunked)).toMatchObject({ status: 413, code: "payload_too_large" });
+    expectError(await call(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} }), 409, "upload_incomplete");
+    // A chunked file within the limit is stored whole.
+    const body = jsonl(5);
+    const small = await fetch(batch.upload.url, { method: "PUT", headers: batch.upload.headers, body: streamOf(body), duplex: "half" } as RequestInit);
+    expect(small.status).toBe(200);
+    expect((await call<Batch>(`/v1/batches/${batch.id}/submit`, { token: account.key.secret, body: {} })).body).toMatchObject({ status: "queued", input_bytes: Buffer.byteLength(body) });
   });
 });
 

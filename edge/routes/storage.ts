@@ -4,9 +4,10 @@
  * sends them straight to R2's S3 endpoint, which accepts the same URLs. No API key: the signed URL
  * is the credential, and it is never logged.
  *
- *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *)
- *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 no Content-Length;
- *        413 over the object's limit (edge/storage.ts objectKind); 412 `already_uploaded` when the object exists (kept intact)
+ *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *, and content-length when signed)
+ *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 neither Content-Length nor chunked;
+ *        413 over the object's limit (edge/storage.ts objectKind), a chunked body at its first byte past it;
+ *        412 `already_uploaded` when the object exists (kept intact)
  *   PUT /storage/images/<id>/source?X-Amz-...   (headers: content-length, if-none-match: *, x-amz-checksum-sha256)
  *     -> the same, and 400 `checksum_mismatch` when the bytes' SHA-256 is not the signed one (nothing stored)
  *   GET    /storage/...?X-Amz-...  -> the object's bytes; 404 when there is none
@@ -48,8 +49,14 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
   if (c.req.header("transfer-encoding") !== undefined && length !== undefined) {
     throw new ServiceError("invalid_request", "send the file with Content-Length or chunked Transfer-Encoding, not both");
   }
-  if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
   const { holds, maxBytes, image, uploaded } = objectKind(key);
+  // A batch's or training's file may come chunked (`curl -T -` from a pipe): it is read up to its
+  // limit and refused at the first byte past it, so nothing larger is ever held or stored.
+  if (length === undefined && image === null && c.req.raw.body !== null) {
+    const bytes = await readAtMost(c.req.raw.body, maxBytes, () => new ServiceError("payload_too_large", `the file is larger than ${maxBytes} bytes; ${holds} holds at most ${maxBytes} bytes`));
+    return stored(c, key, bytes, image, uploaded);
+  }
+  if (length === undefined || !/^\d{1,12}$/.test(length)) throw new ServiceError("length_required", "send the file with a Content-Length header (curl -T does)");
   if (Number(length) > maxBytes) {
     // Nothing is stored. A body up to twice the limit is read and dropped first, so that a client
     // still sending gets the 413 rather than a reset connection; a larger one is answered at once.
@@ -87,21 +94,60 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
     }
     body = bytes;
   }
-  // Written only when no object exists yet: a second PUT never replaces the first.
-  let stored: R2Object | null;
   try {
-    stored = await c.env.BUCKET.put(key, body, {
-      onlyIf: new Headers({ "if-none-match": "*" }),
-      httpMetadata: { contentType: image === null ? "application/jsonl" : image === "canonical" ? "image/png" : "application/octet-stream" },
-      ...(sha256 ? { sha256 } : {}),
-    });
+    return await stored(c, key, body, image, uploaded, sha256);
   } catch (err) {
     if (!(await received)) throw cutShort();
     throw err;
   }
-  if (stored === null) throw new ServiceError("already_uploaded", uploaded);
-  return c.json({ key, size: stored.size, etag: stored.etag });
 });
+
+/** Writes the object only when none exists yet (a second PUT never replaces the first); 200 with what was stored. */
+async function stored(
+  c: Context<AppEnv>,
+  key: string,
+  body: ReadableStream<Uint8Array> | Uint8Array | string,
+  image: "source" | "canonical" | null,
+  uploaded: string,
+  sha256?: string,
+): Promise<Response> {
+  const object = await c.env.BUCKET.put(key, body, {
+    onlyIf: new Headers({ "if-none-match": "*" }),
+    httpMetadata: { contentType: image === null ? "application/jsonl" : image === "canonical" ? "image/png" : "application/octet-stream" },
+    ...(sha256 ? { sha256 } : {}),
+  });
+  if (object === null) throw new ServiceError("already_uploaded", uploaded);
+  return c.json({ key, size: object.size, etag: object.etag });
+}
+
+/**
+ * A body's bytes, read until its end; past `maxBytes` nothing more is kept and `tooLarge()` is thrown,
+ * once the rest is read and dropped (up to twice the limit, so that a client still sending gets the
+ * answer rather than a reset connection) or at once beyond that.
+ */
+async function readAtMost(body: ReadableStream<Uint8Array> | null, maxBytes: number, tooLarge: () => Error): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (body) {
+    const reader = body.getReader();
+    for (let next = await reader.read(); !next.done; next = await reader.read()) {
+      size += next.value.byteLength;
+      if (size > 2 * maxBytes) {
+        await reader.cancel().catch(() => {});
+        throw tooLarge();
+      }
+      if (size <= maxBytes) chunks.push(next.value);
+    }
+  }
+  if (size > maxBytes) throw tooLarge();
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
+}
 
 /** The hex form of a base64 digest ("" when it is not one). */
 function base64ToHex(text: string): string {

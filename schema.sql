@@ -97,8 +97,9 @@ CREATE TABLE api_keys (
 );
 CREATE INDEX api_keys_by_account ON api_keys (account_id, created_at);
 
--- Successful input usage, one row per answered decision (real-time) or committed record (bulk).
--- Failed or unknown work has no row: absence is not zero.
+-- Successful input usage, one row per answered decision (real-time) or committed record (bulk),
+-- with the key that made it (a batch record's: the key that submitted the batch). Failed or unknown
+-- work has no row: absence is not zero.
 CREATE TABLE usage_records (
   id                     bigserial PRIMARY KEY,
   account_id             uuid NOT NULL REFERENCES accounts (id),
@@ -117,7 +118,9 @@ CREATE INDEX usage_records_by_account ON usage_records (account_id, created_at);
 -- it; `idempotency_key` is unique per account. Every batch not yet purged reserves
 -- LIMITS.batchStorageReservationBytes of the account's `max_batch_storage_bytes`; a non-terminal one
 -- counts against `max_active_batches`. `models` is frozen at submit: the releases and aliases the
--- account could use then ({"releases": {id: fingerprint}, "aliases": {alias: id}}).
+-- account could use then through both the creating and the submitting key ({"releases": {id:
+-- fingerprint}, "aliases": {alias: id}, "direct": [release ids a record may name by id]}).
+-- `submitted_by_key` is the key whose submit queued the batch: its records' usage is that key's.
 CREATE TABLE batches (
   id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
   account_id         uuid NOT NULL REFERENCES accounts (id),
@@ -148,6 +151,7 @@ CREATE TABLE batches (
   input_deleted_at   timestamptz,
   -- The caller's string pairs given at create (contract/jobs.ts JobMetadata).
   metadata           jsonb CHECK (metadata IS NULL OR jsonb_typeof(metadata) = 'object'),
+  submitted_by_key   text,
   UNIQUE (account_id, idempotency_key),
   CONSTRAINT batches_finished_when_terminal CHECK (batch_status_terminal(status) = (finished_at IS NOT NULL))
 );
@@ -409,7 +413,7 @@ BEGIN
     SELECT p_batch, fresh.line, fresh.custom_id, fresh.result::json FROM fresh),
   used AS (
     INSERT INTO usage_records (account_id, key_id, release_id, source, request_id, input_tokens, output_tokens, billable_input_tokens)
-    SELECT b.account_id, NULL, fresh.release_id, 'bulk', 'batch_' || p_batch || '_' || fresh.line,
+    SELECT b.account_id, b.submitted_by_key, fresh.release_id, 'bulk', 'batch_' || p_batch || '_' || fresh.line,
            fresh.input_tokens, fresh.output_tokens, fresh.billable
       FROM fresh WHERE fresh.release_id IS NOT NULL)
   SELECT count(*) FILTER (WHERE fresh.release_id IS NOT NULL), count(*) FILTER (WHERE fresh.release_id IS NULL)

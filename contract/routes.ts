@@ -206,7 +206,7 @@ export const ROUTES: readonly Route[] = [
     credential: "user_token",
     parameters: [PARAMETERS.usageStart, PARAMETERS.usageEnd, PARAMETERS.usageGroupBy],
     responses: { 200: { description: `The account's usage over at most ${USAGE_DAYS} days.`, body: Usage } },
-    errors: [...USER_TOKEN, "account_disabled", "invalid_request", ...SERVER],
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "rate_limited", ...SERVER],
   },
   {
     method: "post",

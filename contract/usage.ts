@@ -11,15 +11,23 @@
 import { z } from "zod";
 import { LIMITS } from "./limits.ts";
 
-/** What a bucket may be per: a UTC day, an API key (a batch's records count for the key that created it). */
+/** What a bucket may be per: a UTC day, an API key (a batch's records count for the key that submitted it). */
 export const USAGE_GROUPS = ["day", "key"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
 
 /** How far back usage can be asked for: usage rows are kept for the batch metadata's retention (30 days). */
 export const USAGE_DAYS = LIMITS.batchMetadataRetentionMs / 86_400_000;
 
-/** A UTC calendar day, `YYYY-MM-DD` (format `date` in the document: 2026-02-30 is not one). */
-export const UsageDay = z.iso.date({ error: "a day is YYYY-MM-DD, a calendar day" });
+/** The days usage can be asked about: from the epoch to the last day whose next day is still a four-digit year. */
+export const USAGE_DAY_RANGE = { first: "1970-01-01", last: "9999-12-30" } as const;
+
+/** A UTC calendar day, `YYYY-MM-DD` (format `date` in the document: 2026-02-30 is not one), within USAGE_DAY_RANGE. */
+export const UsageDay = z.iso
+  .date({ error: "a day is YYYY-MM-DD, a calendar day" })
+  .refine((day) => day >= USAGE_DAY_RANGE.first && day <= USAGE_DAY_RANGE.last, `a day is from ${USAGE_DAY_RANGE.first} to ${USAGE_DAY_RANGE.last}`);
+
+/** How often one account may ask for its usage: at most `requests` in each fixed window of `windowMs` (429 `rate_limited` past it). */
+export const USAGE_RATE = { requests: 20, windowMs: 10_000 } as const;
 
 /** `group_by`: `day`, `key`, or both comma-separated (`day,key`); buckets come by day first either way. */
 export const UsageGrouping = z

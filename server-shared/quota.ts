@@ -58,3 +58,26 @@ export async function admit(redis: Redis, account: QuotaAccount, reserveTokens: 
     ? { admitted: false, limit: "requests_per_second", value: requestLimit, retryAfterMs }
     : { admitted: false, limit: "tokens_per_second", value: tokenLimit, retryAfterMs };
 }
+
+/**
+ * A fixed-window rate of `limit` requests per `windowMs` under `name` (e.g. one account's usage
+ * reads): admitted and counted, or refused with the time to the window's end. Redis unreachable:
+ * admitted, since such a rate guards cost, not an account's paid quota.
+ */
+export async function admitRate(redis: Redis, name: string, limit: number, windowMs: number, nowMs = Date.now()): Promise<{ admitted: true } | { admitted: false; retryAfterMs: number }> {
+  const window = Math.floor(nowMs / windowMs);
+  let count: number;
+  try {
+    count = await redis.createScript<number>(RATE_SCRIPT).exec([`rate:{${name}}:${window}`], [String(windowMs * 2)]);
+  } catch {
+    return { admitted: true };
+  }
+  return count <= limit ? { admitted: true } : { admitted: false, retryAfterMs: windowMs - (nowMs % windowMs) };
+}
+
+/** KEYS[1]: the window's count; ARGV[1]: its time to live (ms). Returns the count with this request. */
+const RATE_SCRIPT = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return count
+`;

@@ -5,7 +5,9 @@
 import { createHash } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CreatedKey, KEY_NAME_MAX, KeyList, KeyMetadata } from "../contract/keys.ts";
+import type { ResultRecord } from "../contract/batches.ts";
 import { call, createKey, query, remember, signIn } from "./support/api.ts";
+import { lines, poll, results, type Account } from "./support/bulk.ts";
 import { expectError, userRouteSecurity } from "./support/security.ts";
 
 let user: { login: string; token: string };
@@ -231,16 +233,64 @@ describe("keys created for less", () => {
     const refused = await decide(key.secret, release);
     expectError(refused, 403, "insufficient_scope");
     expect(JSON.stringify(refused.body)).toContain('may name only these models: \\"svc-shared\\"');
-    // Its batch runs only on what it names: a record naming another model is answered model_not_found.
-    const input = [
+    // Its batch runs only on what it names: a record naming another model, or the alias's release by
+    // its id (refused in real time just above), is answered model_not_found.
+    const input = lines([
       { custom_id: "named", body: { model: "svc-shared", state: "refund", questions: { q: { type: "noul" } } } },
       { custom_id: "other", body: { model: "some-other-model", state: "refund", questions: { q: { type: "noul" } } } },
-    ].map((r) => JSON.stringify(r)).join("\n") + "\n";
-    const created = await call<{ id: string; upload: { url: string; headers: Record<string, string> } }>("/v1/batches", { token: key.secret, body: { idempotency_key: "models", input_bytes: Buffer.byteLength(input) } });
-    expect((await fetch(created.body.upload.url, { method: "PUT", headers: created.body.upload.headers, body: input })).status).toBe(200);
-    expect((await call(`/v1/batches/${created.body.id}/submit`, { token: key.secret, body: {} })).status).toBe(200);
-    const [frozen] = await query<{ models: { releases: Record<string, string>; aliases: Record<string, string> } }>("SELECT models FROM batches WHERE id = $1", [created.body.id]);
+      { custom_id: "release", body: { model: release, state: "refund", questions: { q: { type: "noul" } } } },
+    ]);
+    const id = await uploaded(key.secret, "models", input);
+    expect((await call(`/v1/batches/${id}/submit`, { token: key.secret, body: {} })).status).toBe(200);
+    const [frozen] = await query<{ models: { releases: Record<string, string>; aliases: Record<string, string>; direct: string[] } }>("SELECT models FROM batches WHERE id = $1", [id]);
     expect(Object.keys(frozen!.models.aliases)).toEqual(["svc-shared"]);
     expect(Object.keys(frozen!.models.releases)).toEqual([release]);
+    expect(frozen!.models.direct).toEqual([]);
+    expect(outcomes(await finished(key.secret, id))).toEqual({ named: "answered", other: "model_not_found", release: "model_not_found" });
+  });
+
+  it("never lets a key do through another key's batch what it could not do itself: a submit freezes what both keys may use, and the usage is the submitter's", async () => {
+    const open = await newKey({});
+    const imageOnly = await newKey({ models: ["svc-image"] });
+    const input = lines([{ custom_id: "text", body: { model: "svc-shared", state: "refund", questions: { q: { type: "noul" } } } }]);
+    // The unrestricted key creates; the restricted one repeats the create, takes the grant, uploads and submits.
+    const key = `takeover-${crypto.randomUUID()}`;
+    const created = await call<{ id: string }>("/v1/batches", { token: open.secret, body: { idempotency_key: key } });
+    expect(created.status).toBe(201);
+    const id = await uploaded(imageOnly.secret, key, input);
+    expect(id).toBe(created.body.id);
+    expect((await call(`/v1/batches/${id}/submit`, { token: imageOnly.secret, body: {} })).status).toBe(200);
+    expect(outcomes(await finished(open.secret, id))).toEqual({ text: "model_not_found" });
+    expect(await query("SELECT submitted_by_key FROM batches WHERE id = $1", [id])).toEqual([{ submitted_by_key: imageOnly.id }]);
+
+    // The other way round: a key of the text model submits the open key's batch; it runs, and its usage is the submitter's.
+    const textOnly = await newKey({ models: ["svc-shared"] });
+    const second = `submitter-${crypto.randomUUID()}`;
+    const made = await call<{ id: string }>("/v1/batches", { token: open.secret, body: { idempotency_key: second } });
+    await uploaded(open.secret, second, input);
+    expect((await call(`/v1/batches/${made.body.id}/submit`, { token: textOnly.secret, body: {} })).status).toBe(200);
+    expect(outcomes(await finished(open.secret, made.body.id))).toEqual({ text: "answered" });
+    expect(await query("SELECT key_id FROM usage_records WHERE request_id = $1", [`batch_${made.body.id}_1`])).toEqual([{ key_id: textOnly.id }]);
+    const usage = await call<{ data: { key_id: string | null; batch_records: number }[] }>("/v1/usage?group_by=key", { token: user.token });
+    expect(usage.body.data.find((b) => b.key_id === textOnly.id)).toMatchObject({ batch_records: 1 });
+    expect(usage.body.data.find((b) => b.key_id === open.id)).toBeUndefined();
   });
 });
+
+/** The batch of `idempotencyKey` (made by `secret` when new), its upload taken and used by `secret`; its id. */
+async function uploaded(secret: string, idempotencyKey: string, input: string): Promise<string> {
+  const created = await call<{ id: string; upload: { url: string; headers: Record<string, string> } }>("/v1/batches", { token: secret, body: { idempotency_key: idempotencyKey } });
+  remember(new URL(created.body.upload.url).searchParams.get("X-Amz-Signature")!);
+  expect((await fetch(created.body.upload.url, { method: "PUT", headers: created.body.upload.headers, body: input })).status).toBe(200);
+  return created.body.id;
+}
+
+/** The batch's results once it has finished. */
+async function finished(secret: string, id: string): Promise<ResultRecord[]> {
+  const account = { key: { secret } } as Account;
+  expect((await poll(account, id)).status).toBe("completed");
+  return results(account, id);
+}
+
+/** Each record's outcome: "answered", or its error's code. */
+const outcomes = (records: ResultRecord[]) => Object.fromEntries(records.map((r) => [r.custom_id, "response" in r ? "answered" : r.error.code]));

@@ -101,7 +101,7 @@ async function recorded(url: string): Promise<Array<{ version: number; name: str
 }
 
 /** A release, an account with a key, a finished batch with results and usage, and a running batch mid-way with its lease. */
-async function addRows(url: string): Promise<{ runningBatch: string; leaseToken: string }> {
+async function addRows(url: string): Promise<{ runningBatch: string; leaseToken: string; finishedBatch: string }> {
   return withClient(url, async (db) => {
     await db.query(
       `INSERT INTO model_releases (id, fingerprint, url, token_env, release_date, sidecar_url) VALUES ('rel-1', repeat('a', 64), 'http://127.0.0.1:1', 'RUNTIME_SECRET', '2026-01-01', 'http://127.0.0.1:2')`,
@@ -119,8 +119,8 @@ async function addRows(url: string): Promise<{ runningBatch: string; leaseToken:
     await db.query(`INSERT INTO batch_records (batch_id, line, custom_id, body, release_id, done) VALUES ($1, 1, 'a', '{}', 'rel-1', true)`, [finished]);
     await db.query(`INSERT INTO batch_results (batch_id, line, custom_id, result) VALUES ($1, 1, 'a', '{"z": 1, "a": 2}')`, [finished]);
     await db.query(
-      `INSERT INTO usage_records (account_id, release_id, source, request_id, input_tokens, output_tokens) VALUES ($1, 'rel-1', 'bulk', 'batch_1', 12, 1)`,
-      [account],
+      `INSERT INTO usage_records (account_id, release_id, source, request_id, input_tokens, output_tokens) VALUES ($1, 'rel-1', 'bulk', 'batch_1', 12, 1), ($1, 'rel-1', 'bulk', $2, 13, 1)`,
+      [account, `batch_${finished}_1`],
     );
     const leaseToken = crypto.randomUUID();
     const running = (
@@ -131,7 +131,7 @@ async function addRows(url: string): Promise<{ runningBatch: string; leaseToken:
       )
     ).rows[0].id;
     await db.query(`INSERT INTO batch_records (batch_id, line, custom_id, body, release_id, attempts, not_before) VALUES ($1, 1, 'x', '{}', 'rel-1', 1, now()), ($1, 2, 'y', '{}', NULL, 0, NULL)`, [running]);
-    return { runningBatch: running, leaseToken };
+    return { runningBatch: running, leaseToken, finishedBatch: finished as string };
   });
 }
 
@@ -152,16 +152,20 @@ describe("npm run db:migrate on a database of the unversioned schema (version 0)
 
   it("keeps its rows: batches, records, results, usage, the registry and accounts; the bulk functions go on with them", async () => {
     const url = await versionZeroDatabase();
-    const { runningBatch, leaseToken } = await addRows(url);
+    const { runningBatch, leaseToken, finishedBatch } = await addRows(url);
     const before = await rows(url);
     await migrate(url);
     // Columns that later migrations add read as null on the rows that were there (a release's modality: text, as every release was).
     const added: Record<string, Record<string, string | null>> = {
       model_releases: { task: null, head: null, training_id: null, modality: "text" },
-      batches: { input_deleted_at: null, metadata: null },
+      batches: { input_deleted_at: null, metadata: null, submitted_by_key: null },
       api_keys: { expires_at: null, scope: null, models: null },
     };
     const expected = Object.fromEntries(Object.entries(before).map(([table, list]) => [table, list.map((row) => ({ ...(row as object), ...added[table] }))]));
+    // A batch record's usage row names its batch's key from then on (a request id that names no batch keeps none).
+    for (const row of expected.usage_records as { request_id: string; key_id: string | null }[]) {
+      if (row.request_id === `batch_${finishedBatch}_1`) row.key_id = "key";
+    }
     expect(await rows(url)).toEqual(expected);
 
     await withClient(url, async (db) => {
@@ -185,7 +189,7 @@ describe("the bulk functions of the latest version", () => {
     const { runningBatch: batch, leaseToken } = await addRows(url);
     await withClient(url, async (db) => {
       await db.query(`INSERT INTO batch_records (batch_id, line, custom_id, body, release_id) VALUES ($1, 3, 'z', '{}', 'rel-1'), ($1, 4, 'w', '{}', 'rel-1')`, [batch]);
-      await db.query("UPDATE batches SET total_records = 4 WHERE id = $1", [batch]);
+      await db.query("UPDATE batches SET total_records = 4, submitted_by_key = 'submitter' WHERE id = $1", [batch]);
       const commit = (token: string, lines: number[], releases: (string | null)[]) =>
         db.query("SELECT bulk_commit_records($1, $2, $3::integer[], $4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::integer[]) AS outcome", [
           batch,
@@ -225,8 +229,12 @@ describe("the bulk functions of the latest version", () => {
 
       const results = await db.query("SELECT line, custom_id, result::text AS result FROM batch_results WHERE batch_id = $1 ORDER BY line", [batch]);
       expect(results.rows).toEqual([1, 2, 3, 4].map((line) => ({ line, custom_id: `c-${line}`, result: `{"line": ${line}}` })));
-      const usage = await db.query("SELECT request_id, input_tokens FROM usage_records WHERE request_id LIKE $1 ORDER BY request_id", [`batch_${batch}_%`]);
-      expect(usage.rows).toEqual([{ request_id: `batch_${batch}_1`, input_tokens: 11 }, { request_id: `batch_${batch}_4`, input_tokens: 14 }]);
+      // Each usage row is the submitting key's.
+      const usage = await db.query("SELECT request_id, input_tokens, key_id FROM usage_records WHERE request_id LIKE $1 ORDER BY request_id", [`batch_${batch}_%`]);
+      expect(usage.rows).toEqual([
+        { request_id: `batch_${batch}_1`, input_tokens: 11, key_id: "submitter" },
+        { request_id: `batch_${batch}_4`, input_tokens: 14, key_id: "submitter" },
+      ]);
     });
   });
 });

@@ -8,8 +8,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { DecisionResponse } from "../contract/decision.ts";
 import { ResultsPage } from "../contract/batches.ts";
 import { ErrorEnvelope } from "../contract/errors.ts";
-import { Usage, USAGE_DAYS, type UsageCounts } from "../contract/usage.ts";
-import { call, createKey, newAccount, signIn } from "./support/api.ts";
+import { Usage, USAGE_DAY_RANGE, USAGE_DAYS, USAGE_RATE, type UsageCounts } from "../contract/usage.ts";
+import { USAGE_ENTRIES } from "../server-shared/usage.ts";
+import { call, createKey, newAccount, signIn, withDb } from "./support/api.ts";
 import { lines, poll, submitted } from "./support/bulk.ts";
 import { expectError } from "./support/security.ts";
 
@@ -31,10 +32,17 @@ async function decide(key: { id: string; secret: string }, state: string): Promi
   made.set(key.id, { requests: sum.requests + 1, input: sum.input + usage.input_tokens, billable: sum.billable + (usage.billable_input_tokens ?? 0), output: sum.output + usage.output_tokens });
 }
 
+/** The usage, read as a client should: after a 429, again once its Retry-After has passed. */
 async function usage(query: string, token = account.userToken): Promise<Usage> {
-  const reply = await call(`/v1/usage${query}`, { token });
-  expect(reply.status, JSON.stringify(reply.body)).toBe(200);
-  return Usage.parse(reply.body);
+  for (;;) {
+    const reply = await call(`/v1/usage${query}`, { token });
+    if (reply.status === 429) {
+      await new Promise((resolve) => setTimeout(resolve, Number(reply.headers.get("retry-after-ms"))));
+      continue;
+    }
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    return Usage.parse(reply.body);
+  }
 }
 
 /** Polls until `check` holds of the usage (the sidecar records usage just after answering). */
@@ -54,7 +62,8 @@ beforeAll(async () => {
   await decide(second, "Ticket 9: the app crashes when I open it.");
   const batch = await submitted(account, lines([{ custom_id: "a", body: { state: "Refund me", questions: { q: QUESTION } } }, { custom_id: "b", body: { state: "Thanks!", questions: { q: QUESTION } } }]));
   expect((await poll(account, batch)).status).toBe("completed");
-  // The batch's records count for the key that created it: what their answers reported.
+  // The batch's records count for the key that submitted it (here also its creator; test/keys.test.ts
+  // has one key submit another's batch): what their answers reported.
   const page = ResultsPage.parse((await call(`/v1/batches/${batch}/results`, { token: account.key.secret })).body);
   const sum = made.get(account.key.id)!;
   for (const record of page.data) {
@@ -67,7 +76,7 @@ beforeAll(async () => {
 }, 120_000);
 
 describe("GET /v1/usage", () => {
-  it("counts each key's decisions and tokens as their answers reported them, and a batch's records for the key that created it", async () => {
+  it("counts each key's decisions and tokens as their answers reported them, and a batch's records for the key that submitted it", async () => {
     const byKey = await usageUntil("?group_by=key", (u) => u.totals.requests === 4 && u.totals.batch_records === 2);
     expect(byKey).toMatchObject({ object: "usage", group_by: ["key"], end: today() });
     const first = byKey.data.find((b) => b.key_id === account.key.id)!;
@@ -117,11 +126,41 @@ describe("GET /v1/usage", () => {
       ["?group_by=day,day", /group_by is day, key, or both/],
       [`?start=${today()}&end=2000-01-01`, /start \(.*\) is after end/],
       [`?start=2000-01-01&end=${today()}`, new RegExp(`at most ${USAGE_DAYS} days at a time`)],
+      // Days it cannot count to the end of (it answered 500).
+      ["?start=9999-12-02&end=9999-12-31", /end: a day is from 1970-01-01 to 9999-12-30/],
+      [`?start=0000-01-01&end=${today()}`, /start: a day is from 1970-01-01 to 9999-12-30/],
     ] as const) {
       const reply = await call(`/v1/usage${query}`, { token: account.userToken });
       expectError(reply, 422, "invalid_request");
       expect(ErrorEnvelope.parse(reply.body).error.message, query).toMatch(message);
     }
     expectError(await call("/v1/usage", { token: account.key.secret }), 401, "wrong_credential_kind");
+    expect((await usage(`?start=9999-12-02&end=${USAGE_DAY_RANGE.last}`)).totals.requests).toBe(0);
+  });
+
+  it(`answers an account at most ${USAGE_RATE.requests} times in ${USAGE_RATE.windowMs / 1000} s (429 rate_limited with Retry-After), other accounts unaffected`, async () => {
+    const busy = await newAccount();
+    const replies = await Promise.all(Array.from({ length: USAGE_RATE.requests + 5 }, () => call("/v1/usage", { token: busy.userToken })));
+    const refused = replies.filter((r) => r.status === 429);
+    // The window may turn during the burst: at most twice the rate gets through.
+    expect(refused.length).toBeGreaterThan(0);
+    expect(replies.every((r) => r.status === 200 || r.status === 429)).toBe(true);
+    expectError(refused[0]!, 429, "rate_limited");
+    expect(Number(refused[0]!.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await call("/v1/usage", { token: (await newAccount()).userToken })).status).toBe(200);
+  });
+
+  it("reads every row through the account's indexes, with no scan of the batches (its plan, sequential scans off)", async () => {
+    const plan = await withDb(async (db) => {
+      await db.query("BEGIN");
+      await db.query("SET LOCAL enable_seqscan = off");
+      const { rows } = await db.query(`EXPLAIN (FORMAT JSON) ${USAGE_ENTRIES}`, [account.accountId, `${today()}T00:00:00Z`, new Date(Date.now() + 86_400_000).toISOString()]);
+      await db.query("ROLLBACK");
+      return JSON.stringify(rows[0]["QUERY PLAN"]);
+    });
+    expect(plan).not.toContain('"Seq Scan"');
+    expect(plan).not.toContain('"batches"');
+    expect(plan).toContain('"usage_records_by_account"');
+    expect(plan).toContain('"credit_reservations_settled"');
   });
 });

@@ -19,7 +19,7 @@ import { LIMITS } from "../../contract/limits.ts";
 import { PARAMETERS } from "../../contract/routes.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
-import { BATCH_FROZEN, BatchStore, QuotaState, type BatchRow } from "../../server-shared/jobs/batches.ts";
+import { batchFrozen, BatchStore, QuotaState, type BatchRow } from "../../server-shared/jobs/batches.ts";
 import { apiKeyAuth, batchScope } from "../auth/api-key.ts";
 import { quota } from "../auth/quota.ts";
 import type { AppEnv } from "../env.ts";
@@ -36,7 +36,7 @@ const { find: findBatch, storeOf } = jobRoutes(batches, {
   account: async (c) => c.get("account").id,
   create: { request: CreateBatchRequest, columns: (c) => ({ created_by_key: c.get("keyId") }) },
   refusal: (c, state) => quotaRefusal(c, QuotaState.parse(state)),
-  frozen: async () => BATCH_FROZEN,
+  frozen: async (c) => batchFrozen(c.get("keyId")),
   wire: batchOf,
   parameters: { id: PARAMETERS.batchId, limit: PARAMETERS.batchListLimit, after: PARAMETERS.batchListAfter, status: PARAMETERS.batchListStatus },
   notSubmittable: "batch_not_submittable",

@@ -4,15 +4,19 @@
  *   GET /v1/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=day|key|day,key  -> Usage
  *
  * Counted from what the service recorded: usage rows (a real-time or image decision's, with its key;
- * a batch record's, for the key that created the batch) and settled image credit (the decision's key,
- * through its request id). Days are UTC. A user without an account yet has used nothing.
+ * a batch record's, with the key that submitted the batch) and settled image credit (the decision's
+ * key, through its request id). Days are UTC, from USAGE_DAY_RANGE. A user without an account yet has
+ * used nothing. An account reads its usage at most USAGE_RATE.requests times a window (429 past it).
  */
 import { Hono } from "hono";
 import { z } from "zod";
 import { PARAMETERS } from "../../contract/routes.ts";
-import { USAGE_DAYS, type Usage, type UsageBucket, type UsageCounts, type UsageGroup } from "../../contract/usage.ts";
+import { USAGE_DAYS, USAGE_RATE, type Usage, type UsageBucket, type UsageCounts, type UsageGroup } from "../../contract/usage.ts";
 import { Column } from "../../server-shared/db.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
+import { tooManyRequests } from "../../server-shared/http.ts";
+import { admitRate } from "../../server-shared/quota.ts";
+import { USAGE_ENTRIES } from "../../server-shared/usage.ts";
 import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
@@ -41,34 +45,14 @@ const Row = z.object({
 const COUNTS = ["requests", "batch_records", "input_tokens", "billable_input_tokens", "billable_unreported", "output_tokens", "image_credit_micro_usd"] as const;
 const zero = (): UsageCounts => Object.fromEntries(COUNTS.map((name) => [name, 0])) as UsageCounts;
 
-/**
- * Every usage row and settled credit charge of the account in [$2, $3), with its UTC day and key: a
- * batch record's key is the batch's creator (its request id is `batch_<id>_<line>`), a charge's key
- * the one its decision's usage row names.
- */
-const ENTRIES = `
-  SELECT (u.created_at AT TIME ZONE 'UTC')::date AS day,
-         CASE WHEN u.source = 'bulk'
-              THEN (SELECT b.created_by_key FROM batches b WHERE b.account_id = u.account_id AND b.id::text = substr(u.request_id, 7, 36))
-              ELSE u.key_id END AS key_id,
-         (u.source = 'realtime')::int AS requests, (u.source = 'bulk')::int AS batch_records,
-         u.input_tokens, coalesce(u.billable_input_tokens, 0) AS billable_input_tokens,
-         (u.billable_input_tokens IS NULL)::int AS billable_unreported, u.output_tokens, 0::bigint AS image_credit_micro_usd
-    FROM usage_records u
-   WHERE u.account_id = $1 AND u.created_at >= $2 AND u.created_at < $3
-  UNION ALL
-  SELECT (r.finished_at AT TIME ZONE 'UTC')::date,
-         -- The decision's own row, written after the reservation and about when it is settled (the sidecar
-         -- records usage once it has answered, the edge settles once it has the answer): the account's
-         -- index narrows the search to that span.
-         (SELECT u.key_id FROM usage_records u
-           WHERE u.account_id = r.account_id AND u.created_at >= r.created_at AND u.created_at < r.finished_at + interval '1 minute'
-             AND u.request_id = r.request_id LIMIT 1),
-         0, 0, 0, 0, 0, 0, r.charged_micro_usd
-    FROM credit_reservations r
-   WHERE r.account_id = $1 AND r.status = 'settled' AND r.finished_at >= $2 AND r.finished_at < $3`;
-
 usage.get("/v1/usage", async (c) => {
+  const accountId = await userAccount(c, { create: false });
+  if (accountId) {
+    const admission = await admitRate(services(c.env).redis, `usage:${accountId}`, USAGE_RATE.requests, USAGE_RATE.windowMs);
+    if (!admission.admitted) {
+      return tooManyRequests(c, "rate_limited", `an account may read its usage at most ${USAGE_RATE.requests} times in ${USAGE_RATE.windowMs / 1000} seconds`, admission.retryAfterMs);
+    }
+  }
   const groups = queryParam(c, PARAMETERS.usageGroupBy);
   const end = queryParam(c, PARAMETERS.usageEnd) ?? dayOf(Date.now());
   const start = queryParam(c, PARAMETERS.usageStart) ?? dayOf(Date.parse(end) - (USAGE_DAYS - 1) * DAY_MS);
@@ -76,7 +60,6 @@ usage.get("/v1/usage", async (c) => {
   if (days < 1) throw new ServiceError("invalid_request", `start (${start}) is after end (${end})`);
   if (days > USAGE_DAYS) throw new ServiceError("invalid_request", `at most ${USAGE_DAYS} days at a time (usage is kept ${USAGE_DAYS} days); this range has ${days}`);
 
-  const accountId = await userAccount(c, { create: false });
   const byDay = groups.includes("day");
   const byKey = groups.includes("key");
   const rows = accountId
@@ -84,7 +67,7 @@ usage.get("/v1/usage", async (c) => {
         await services(c.env).sql.query(
           `SELECT ${byDay ? "to_char(e.day, 'YYYY-MM-DD')" : "NULL"} AS day, ${byKey ? "e.key_id" : "NULL"} AS key_id, ${byKey ? "min(k.name)" : "NULL"} AS key_name,
                   ${COUNTS.map((name) => `sum(e.${name}) AS ${name}`).join(", ")}
-             FROM (${ENTRIES}) e LEFT JOIN api_keys k ON k.id = e.key_id AND k.account_id = $1
+             FROM (${USAGE_ENTRIES}) e LEFT JOIN api_keys k ON k.id = e.key_id AND k.account_id = $1
             GROUP BY 1, 2 ORDER BY 1, 3, 2`,
           [accountId, `${start}T00:00:00Z`, new Date(Date.parse(end) + DAY_MS).toISOString()],
         )

@@ -25,8 +25,12 @@ import { JobStore, PROGRESS_WINDOW_MINUTES, type JobKind, type Lease } from "./s
 
 const { time: Time, int: Int } = Column;
 
-/** The releases and aliases an account could use when its batch was submitted ({"releases": {id: fingerprint}, "aliases": {alias: id}}). */
-export const FrozenModels = z.object({ releases: z.record(z.string(), z.string()), aliases: z.record(z.string(), z.string()) });
+/**
+ * The releases and aliases an account could use when its batch was submitted ({"releases": {id:
+ * fingerprint}, "aliases": {alias: id}}), and `direct`: the releases a record may name by id (every
+ * one of `releases` when absent, as batches submitted before keys were limited froze them).
+ */
+export const FrozenModels = z.object({ releases: z.record(z.string(), z.string()), aliases: z.record(z.string(), z.string()), direct: z.array(z.string()).optional() });
 export type FrozenModels = z.infer<typeof FrozenModels>;
 
 const COLUMNS =
@@ -144,24 +148,30 @@ export const BATCH_KIND: JobKind<BatchRow> = {
 };
 
 /**
- * What a submit freezes: the releases and aliases the account may use now are the ones the batch
- * runs on, whatever moves later. A batch created by a key limited to some model names
- * (contract/keys.ts) freezes only those: the aliases it names, and the releases it names or whose
- * alias it names; a record naming any other model is answered model_not_found.
+ * What a submit by key `submitKey` freezes: the releases and aliases the account may use now are the
+ * ones the batch runs on, whatever moves later, and the batch's usage is that key's. A key limited to
+ * some model names (contract/keys.ts) narrows them, the creating key's and the submitting key's both:
+ * a batch may use only what each of them could use itself in a real-time decision (the aliases both
+ * may name, and by id only the releases both may name by id), so no key does more through another
+ * key's batch than it could do alone. A record naming any other model is answered model_not_found.
  */
 const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)";
-// A scalar array (its cast keeps `= ANY (...)` from reading the subquery as a set of rows).
-const keyModels = "(SELECT ak.models FROM api_keys ak WHERE ak.id = batches.created_by_key)::text[]";
-const namedRelease = `(${keyModels} IS NULL OR r.id = ANY (${keyModels}) OR EXISTS (SELECT 1 FROM model_aliases ka WHERE ka.release_id = r.id AND ka.alias = ANY (${keyModels})))`;
-export const BATCH_FROZEN = {
+// Scalar arrays (the cast keeps `= ANY (...)` from reading the subquery as a set of rows).
+const keyLimits = ["(SELECT ak.models FROM api_keys ak WHERE ak.id = batches.created_by_key)::text[]", "(SELECT ak.models FROM api_keys ak WHERE ak.id = $4)::text[]"];
+/** Whether both keys may name `name` (a key of no list names anything). */
+const bothMayName = (name: string) => keyLimits.map((models) => `(${models} IS NULL OR ${name} = ANY (${models}))`).join(" AND ");
+const aliased = `EXISTS (SELECT 1 FROM model_aliases ka WHERE ka.release_id = r.id AND ${bothMayName("ka.alias")})`;
+export const batchFrozen = (submitKey: string) => ({
   set: {
     models: `jsonb_build_object(
-      'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable} AND ${namedRelease}),
+      'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable} AND (${bothMayName("r.id")} OR ${aliased})),
       'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id
-                   WHERE ${usable} AND (${keyModels} IS NULL OR m.alias = ANY (${keyModels}))))`,
+                   WHERE ${usable} AND ${bothMayName("m.alias")}),
+      'direct', (SELECT coalesce(jsonb_agg(r.id ORDER BY r.id), '[]') FROM model_releases r WHERE ${usable} AND ${bothMayName("r.id")}))`,
+    submitted_by_key: "$4",
   },
-  params: [],
-};
+  params: [submitKey],
+});
 
 export class BatchStore extends JobStore<BatchRow> {
   constructor(db: Db) {

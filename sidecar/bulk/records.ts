@@ -72,7 +72,9 @@ const CAPACITY_POLL_MS = 200;
 
 /** The release a record's model names among those frozen at submit; null when the job did not freeze it. */
 export function frozenRelease(models: FrozenModels, name: string): { id: string; fingerprint: string } | null {
-  const id = Object.hasOwn(models.aliases, name) ? models.aliases[name]! : name;
+  const alias = Object.hasOwn(models.aliases, name);
+  if (!alias && models.direct && !models.direct.includes(name)) return null;
+  const id = alias ? models.aliases[name]! : name;
   return Object.hasOwn(models.releases, id) ? { id, fingerprint: models.releases[id]! } : null;
 }
 

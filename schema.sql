@@ -534,7 +534,9 @@ CREATE TABLE webhook_endpoints (
   url                  text NOT NULL CHECK (length(url) BETWEEN 1 AND 2048),
   description          text CHECK (length(description) <= 256),
   events               text[] NOT NULL CHECK (cardinality(events) >= 1),
-  -- whsec_...: the current signing secret, and the previous one while it still signs after a rotation.
+  -- The current signing secret, and the previous one while it still signs after a rotation, each
+  -- sealed under WEBHOOK_SECRET_KEY (server-shared/webhook-secrets.ts): `aesgcm1:<key id>:...`, never
+  -- the whsec_... itself (rows of before are sealed by the sidecar, sidecar/webhook-sealing.ts).
   secret               text NOT NULL,
   previous_secret      text,
   previous_secret_until timestamptz,

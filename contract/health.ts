@@ -1,6 +1,6 @@
 /**
- * The health answers. Anyone gets whether the service is up; the operator (the sidecar secret as a
- * bearer token) gets the report, one entry per link between tiers, each proven by a real call.
+ * The health answers. Anyone gets whether the service is up; the operator (METRICS_SECRET as a bearer
+ * token) gets the report, one entry per link between tiers, each proven by a real call.
  *
  *     GET /health -> 200 { status: "ok" }  |  503 { status: "down", error: {...} }
  *     GET /health (operator) -> 200 { status: "ok", links: [{ name: "edge->postgres", ok: true, latency_ms: 3 }, ...] }
@@ -18,7 +18,7 @@ export const LinkStatus = z.object({
 });
 export type LinkStatus = z.infer<typeof LinkStatus>;
 
-/** How long the public answer is reused (per edge isolate): anyone's probes cost the links one round of calls in that time. */
+/** How long a report is reused (per edge isolate, from its probe's start), for anyone and the operator: the links get one round of calls in that time. */
 export const PUBLIC_HEALTH_CACHE_MS = 3000;
 
 /** What anyone is told. */

@@ -21,7 +21,8 @@
  *
  * A 2xx answer within `attemptTimeoutMs` delivers it; anything else (another status, a redirect, a
  * timeout, a refused connection) is retried after each wait of `retryDelaysMs` (about a day in all),
- * then marked failed. At least once: a sidecar that dies mid-attempt leaves it to be sent again.
+ * then marked failed. Each endpoint and each account has a few attempts in flight at most
+ * (`inFlight`), so one account's slow endpoints delay only its own deliveries. At least once: a sidecar that dies mid-attempt leaves it to be sent again.
  * After a rotation the previous secret also signs for `previousSecretMs`, so receivers can switch; a
  * second rotation within that time replaces it (only the two latest secrets ever sign).
  *
@@ -59,8 +60,13 @@ export const WEBHOOK_LIMITS = {
   endpoints: 16,
   urlChars: 2048,
   descriptionChars: 256,
-  /** How long one attempt may take, connection to answer. */
+  /** How long one attempt may take, from resolving the endpoint's name to its answer. */
   attemptTimeoutMs: 10 * SECOND,
+  /**
+   * Attempts in flight at once to one endpoint, and to all of one account's endpoints, counted
+   * across every sender: an endpoint that hangs holds at most its account's places, never another's.
+   */
+  inFlight: { perEndpoint: 2, perAccount: 4 },
   /** The waits before each retry: 11 attempts over about 25 hours, then the delivery is failed. */
   retryDelaysMs: [5 * SECOND, 30 * SECOND, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 8 * HOUR],
   /** After a rotation, how long the previous secret also signs. */

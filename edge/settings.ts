@@ -10,6 +10,9 @@
  *   UPSTASH_REDIS_REST_TOKEN
  *   SIDECAR_SECRET              shared with every sidecar (which sidecar serves a release is the registry's);
  *                               `new,old` while rotating: the first is sent, both are accepted
+ *   METRICS_SECRET              the operator's read-only secret (the sidecars' and runtimes' /metrics take
+ *                               it too): GET /health gives its bearer every link's report. A list while
+ *                               rotating; unset: everyone gets the public answer
  *   OIDC_ISSUER, OIDC_AUDIENCE, OIDC_JWKS_URL   the identity provider whose user tokens manage keys
  *   OIDC_CLI_CLIENT_ID          the provider's public client for `svc login` (GET /v1/sign-in); default svc-cli
  *   OIDC_CONSOLE_CLIENT_ID      the provider's public client for the web console (/console, a single-page
@@ -28,6 +31,9 @@
  *                               not exist for an API key). Edge-only: no sidecar redeploy.
  *   IMAGE_BROWSER               `on`: the image routes take a signed-in user's access token, and the
  *                               browser routes of the image vertical exist (default off). Edge-only.
+ *   WEBHOOK_SECRET_KEY          seals webhook signing secrets in the database (server-shared/webhook-secrets.ts):
+ *                               the base64 of 32 random bytes, the same list as every sidecar's;
+ *                               `new,old` while rotating: the first seals (docs/deploy.md)
  *   WEBHOOK_PRIVATE_TARGETS     `on`: webhook endpoints may be loopback or private addresses, and
  *                               loopback ones plain http:// (the local stack's receivers). Default off:
  *                               public HTTPS only (contract/webhooks.ts). Never on in production.
@@ -37,7 +43,7 @@
 import { z } from "zod";
 import { checkNeonRoute } from "../server-shared/neon-route.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { flag, optional, optionalInteger, optionalServiceUrl, required, secretList, serviceUrl } from "../server-shared/settings.ts";
+import { flag, optional, optionalInteger, optionalSecretList, optionalServiceUrl, required, secretList, serviceUrl, webhookKeyList } from "../server-shared/settings.ts";
 
 export const EdgeSettings = z.object({
   DATABASE_URL: required(),
@@ -45,6 +51,7 @@ export const EdgeSettings = z.object({
   UPSTASH_REDIS_REST_URL: serviceUrl(),
   UPSTASH_REDIS_REST_TOKEN: required(),
   SIDECAR_SECRET: secretList(),
+  METRICS_SECRET: optionalSecretList(),
   OIDC_ISSUER: required(),
   OIDC_AUDIENCE: required(),
   OIDC_JWKS_URL: serviceUrl(),
@@ -58,6 +65,7 @@ export const EdgeSettings = z.object({
   INTERNAL_URL: optionalServiceUrl(),
   IMAGE_API: flag("off"),
   IMAGE_BROWSER: flag("off"),
+  WEBHOOK_SECRET_KEY: webhookKeyList(),
   WEBHOOK_PRIVATE_TARGETS: flag("off"),
   SVC_TEST_IMAGE_RETENTION_MS: optionalInteger(1000, LIMITS.imagePredictionRetentionMs),
   SVC_TEST_IMAGE_UPLOAD_MS: optionalInteger(1000, LIMITS.imageUploadValidityMs),

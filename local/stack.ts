@@ -78,7 +78,7 @@ export interface Stack {
   imageRelease: Identity | null;
   idp: IdpInfo;
   /** Secrets of this stack, for tests that call internal tiers directly. */
-  secrets: { runtime: string; imageRuntime: string; sidecar: string; upstash: string; storage: string; metrics: string };
+  secrets: { runtime: string; imageRuntime: string; sidecar: string; upstash: string; storage: string; metrics: string; webhookKey: string };
   /** neonBridge is null when DATABASE_URL is remote (Neon): the tiers then use Neon's own endpoints. */
   urls: { runtime: string; imageRuntime: string | null; sidecar: string; upstash: string; neonBridge: string | null };
   children: Child[];
@@ -114,7 +114,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const model = await ensureModel();
     log(`model      ${model.path}`);
     const encoder = await ensureTextEncoder();
-    const secrets = newSecrets();
+    const secrets = newSecrets(dataDir);
     const services = await startServices(started, dataDir, opts.idpPort);
     const { postgres, redis, idp } = services;
     const bridges = await startProtocolBridges(started, postgres.url, redis.url, secrets.upstash, logDir);
@@ -140,6 +140,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       runtimeSecrets: { [RUNTIME_TOKEN_ENV]: secrets.runtime, [IMAGE_RUNTIME_TOKEN_ENV]: secrets.imageRuntime },
       edgeUrl: baseUrl,
       upstash: { url: upstashUrl, token: secrets.upstash },
+      webhookKey: secrets.webhookKey,
       extraEnv: { METRICS_SECRET: secrets.metrics, ...opts.sidecarEnv },
       logDir,
     });
@@ -202,8 +203,21 @@ function secret(): string {
   return randomBytes(32).toString("base64url");
 }
 
-function newSecrets(): Stack["secrets"] {
-  return { runtime: secret(), imageRuntime: secret(), sidecar: secret(), upstash: secret(), storage: secret(), metrics: secret() };
+function newSecrets(dataDir: string): Stack["secrets"] {
+  return { runtime: secret(), imageRuntime: secret(), sidecar: secret(), upstash: secret(), storage: secret(), metrics: secret(), webhookKey: webhookKeyOf(dataDir) };
+}
+
+/**
+ * The stack's WEBHOOK_SECRET_KEY (32 random bytes in base64url), kept in `<dataDir>/webhook-secret-key`
+ * (mode 0600): the endpoints' secrets in its database are sealed under it, so a stack started again
+ * over the same data needs the same key, where every other secret may be new.
+ */
+function webhookKeyOf(dataDir: string): string {
+  const path = join(dataDir, "webhook-secret-key");
+  if (existsSync(path)) return readFileSync(path, "utf8").trim();
+  const key = secret();
+  writeFileSync(path, `${key}\n`, { mode: 0o600 });
+  return key;
 }
 
 /** Postgres with the schema applied, Redis and the identity provider; the three start in parallel. */
@@ -320,6 +334,9 @@ function writeEdgeEnv(
       UPSTASH_REDIS_REST_URL: upstashUrl,
       UPSTASH_REDIS_REST_TOKEN: secrets.upstash,
       SIDECAR_SECRET: secrets.sidecar,
+      WEBHOOK_SECRET_KEY: secrets.webhookKey,
+      // The operator's read-only secret, the sidecar's and runtime's too: /health gives its bearer the full report.
+      METRICS_SECRET: secrets.metrics,
       STORAGE_ACCESS_KEY_ID: storageKeyId,
       STORAGE_SECRET_ACCESS_KEY: secrets.storage,
       OIDC_ISSUER: idp.issuer,

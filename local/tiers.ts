@@ -87,6 +87,8 @@ export async function startSidecar(opts: {
   edgeUrl: string;
   /** The Upstash REST endpoint and token (quota admission of bulk records). */
   upstash: { url: string; token: string };
+  /** WEBHOOK_SECRET_KEY, the edge's: required unless `extraEnv` turns BULK_WORKER off (no webhook sender then). */
+  webhookKey?: string;
   /** More settings (BULK_WORKER, the SVC_TEST_BULK_* periods of tests). */
   extraEnv?: Record<string, string>;
   logDir: string;
@@ -104,6 +106,7 @@ export async function startSidecar(opts: {
       EDGE_URL: opts.edgeUrl,
       UPSTASH_REDIS_REST_URL: opts.upstash.url,
       UPSTASH_REDIS_REST_TOKEN: opts.upstash.token,
+      ...(opts.webhookKey ? { WEBHOOK_SECRET_KEY: opts.webhookKey } : {}),
       // Webhook receivers on this machine (a developer's, a test's): never in production.
       WEBHOOK_PRIVATE_TARGETS: "on",
       ...opts.runtimeSecrets,

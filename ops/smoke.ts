@@ -8,9 +8,9 @@
  * The user token (of the identity provider) comes from SVC_USER_TOKEN or --user-token-file (`-` reads
  * stdin), never from an argument, since arguments land in shell history. Neither it nor the API key
  * made for the run is ever printed, not even in part: the key is named by its name, not its id (which
- * is part of the secret). The key is revoked however the steps before went. With SIDECAR_SECRET (the
- * operator's) in the environment, the health step names every link; without it, it sees only
- * whether the service is up, as anyone does.
+ * is part of the secret). The key is revoked however the steps before went. With METRICS_SECRET (the
+ * operator's read-only secret) in the environment, the health step names every link; without it, it
+ * sees only whether the service is up, as anyone does.
  * Exit: 0 all ok, 1 a step failed, 2 bad usage.
  */
 import { readFileSync } from "node:fs";
@@ -144,8 +144,8 @@ function checkAnswers(answers: Record<string, Answer>, questions: Record<string,
 
 /** Runs the steps; returns null when all passed, else what went wrong, in a sentence. */
 async function smoke({ baseUrl, token, model, timeoutMs }: NonNullable<ReturnType<typeof readOptions>>): Promise<string | null> {
-  // The operator's secret, when given, is the first of a rotation list (the one sidecars send).
-  const operator = process.env.SIDECAR_SECRET?.split(",")[0]?.trim() || null;
+  // The operator's secret, when given, is the first of a rotation list (the newest).
+  const operator = process.env.METRICS_SECRET?.split(",")[0]?.trim() || null;
   secrets = operator ? [token, operator] : [token];
   const name = `smoke ${new Date().toISOString()}`;
   let key: CreatedKey;
@@ -153,7 +153,7 @@ async function smoke({ baseUrl, token, model, timeoutMs }: NonNullable<ReturnTyp
     await step("health", async () => {
       if (!operator) {
         if (HealthStatus.parse(await call(`${baseUrl}/health`, {}, 200)).status !== "ok") throw new StepFailed("down");
-        return { value: null, detail: "up (SIDECAR_SECRET in the environment names every link)" };
+        return { value: null, detail: "up (METRICS_SECRET in the environment names every link)" };
       }
       const report = HealthReport.parse(await call(`${baseUrl}/health`, { token: operator }, 200));
       const down = report.links.filter((link) => !link.ok);

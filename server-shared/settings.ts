@@ -9,6 +9,7 @@
 import { z } from "zod";
 import { checkServiceUrl } from "../contract/urls.ts";
 import { parseSecretList } from "./secret-list.ts";
+import { webhookKeyProblem } from "./webhook-secrets.ts";
 
 export class SettingsError extends Error {
   override readonly name = "SettingsError";
@@ -59,6 +60,16 @@ export const secretList = () =>
       ctx.addIssue({ code: "custom", message: (err as Error).message });
       return z.NEVER;
     }
+  });
+
+/** A secret list that may be left unset (or empty): absent then. */
+export const optionalSecretList = () => z.preprocess((v) => (v === "" ? undefined : v), secretList().optional());
+
+/** The keys that seal webhook secrets as a rotation list, `new,old`, each the base64 of 32 bytes (server-shared/webhook-secrets.ts). */
+export const webhookKeyList = () =>
+  secretList().superRefine((list, ctx) => {
+    const problem = webhookKeyProblem(list);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
   });
 
 /** A service URL under the transport policy: https anywhere, plain http on loopback only. */

@@ -99,7 +99,10 @@ export function createSidecarApp(deps: SidecarDeps): Hono {
   app.use("/internal/*", sharedSecret(() => deps.secrets.list("SIDECAR_SECRET")?.accepted ?? [], "sidecar"));
   if (deps.metrics) app.get(METRICS_PATH, metricsHandler(deps.metrics.metrics, () => deps.secrets.list("METRICS_SECRET")?.accepted));
 
-  app.get(SIDECAR_PATHS.health, async (c) => c.json({ links: await healthLinks(deps) }));
+  app.get(SIDECAR_PATHS.health, async (c) => {
+    deps.metrics?.healthReports.inc();
+    return c.json({ links: await healthLinks(deps) });
+  });
 
   app.post(SIDECAR_PATHS.wakeJobs, async (c) => {
     await readJson(c, EmptyRequest, { maxBytes: LIMITS.actionBodyBytes, emptyIsObject: true });

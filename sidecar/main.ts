@@ -2,7 +2,8 @@
  * Sidecar entry point: `bun sidecar/main.ts`, one process per GPU host. Settings: sidecar/settings.ts.
  *
  * Signals: SIGTERM (or SIGINT) drains and exits (see `shutdown`); SIGHUP reads the secret files again
- * (`systemctl reload`), so a secret is rotated without a restart.
+ * (`systemctl reload`), so a secret is rotated without a restart, and seals every webhook secret
+ * under the first key of WEBHOOK_SECRET_KEY (sidecar/webhook-sealing.ts).
  */
 import { Pool } from "@neondatabase/serverless";
 import { Redis } from "@upstash/redis";
@@ -18,6 +19,8 @@ import { JOB_TIMING, JobWorker } from "./jobs/worker.ts";
 import { TrainingSteps } from "./train/steps.ts";
 import { Sweeper, SWEEPER_TIMING } from "./sweeper.ts";
 import { WebhookSender } from "./webhooks.ts";
+import { SecretSealer } from "./webhook-sealing.ts";
+import { webhookKeyProblem, webhookKeyring } from "../server-shared/webhook-secrets.ts";
 import { sidecarMetrics } from "./metrics.ts";
 import { SidecarSettings } from "./settings.ts";
 import { SERVED_STEPS, type Steps } from "./decide/steps.ts";
@@ -28,12 +31,22 @@ const secrets = new SecretSource(process.env);
 try {
   settings = parseSettings("sidecar", SidecarSettings, process.env);
   if (!secrets.list("SIDECAR_SECRET")) throw new Error("sidecar: setting SIDECAR_SECRET (or SIDECAR_SECRET_FILE) is required");
+  if (settings.BULK_WORKER === "on") checkWebhookKeys();
 } catch (err) {
   console.error(`${(err as Error).message.replace(/^(?!sidecar: )/, "sidecar: ")}; refusing to start`);
   process.exit(2);
 }
 useNeonRoute(neonRoute(settings.DATABASE_URL, settings.NEON_LOCAL_BRIDGE));
 const sidecarSecret = () => secrets.list("SIDECAR_SECRET")!;
+
+/** The webhook sender opens endpoints' secrets with these keys: required where it runs. Throws naming the setting, never a value. */
+function checkWebhookKeys(): void {
+  const keys = secrets.list("WEBHOOK_SECRET_KEY");
+  if (!keys) throw new Error("sidecar: setting WEBHOOK_SECRET_KEY (or WEBHOOK_SECRET_KEY_FILE) is required where the webhook sender runs (BULK_WORKER on)");
+  const problem = webhookKeyProblem(keys);
+  if (problem) throw new Error(`sidecar: setting WEBHOOK_SECRET_KEY ${problem}`);
+}
+const webhookKeys = () => webhookKeyring(secrets.list("WEBHOOK_SECRET_KEY")!);
 
 const pool = new Pool({ connectionString: settings.DATABASE_URL, max: 4 });
 // The confirmations of kept keys (app.ts) have connections of their own, opened at start and kept
@@ -136,15 +149,26 @@ const webhookSender =
     ? new WebhookSender({
         pool,
         privateTargets: settings.WEBHOOK_PRIVATE_TARGETS === "on",
+        keyring: webhookKeys,
         leaseMs: settings.SVC_TEST_WEBHOOK_LEASE_MS,
         attempted: (delivered) => metrics.webhookAttempts.inc({ outcome: delivered ? "delivered" : "failed" }),
       })
     : null;
 webhookSender?.start();
+// Endpoints' secrets still plain, or under an older key, sealed under the current key (at start, hourly, on SIGHUP).
+const secretSealer = webhookSender ? new SecretSealer({ pool, keyring: webhookKeys }) : null;
+secretSealer?.start();
 
 process.on("SIGHUP", () => {
   const failed = secrets.reload();
   console.error(failed.length === 0 ? "sidecar: secrets read again" : `sidecar: could not read ${failed.join(", ")} again; kept the previous value`);
+  if (!secretSealer) return;
+  try {
+    checkWebhookKeys();
+    secretSealer.wake();
+  } catch (err) {
+    console.error(`${(err as Error).message}; webhook deliveries wait until it is mended`);
+  }
 });
 
 /**
@@ -159,7 +183,7 @@ async function shutdown(): Promise<void> {
   stopping = true;
   console.error(`sidecar: stopping; draining for at most ${settings.SIDECAR_DRAIN_MS} ms`);
   const deadline = AbortSignal.timeout(settings.SIDECAR_DRAIN_MS);
-  const drained = Promise.all([...workers.map((worker) => worker.stop({ drain: deadline })), sweeper?.stop(), webhookSender?.stop(), server.stop()]);
+  const drained = Promise.all([...workers.map((worker) => worker.stop({ drain: deadline })), sweeper?.stop(), webhookSender?.stop(), secretSealer?.stop(), server.stop()]);
   await Promise.race([drained, new Promise((resolve) => deadline.addEventListener("abort", resolve, { once: true }))]);
   if (deadline.aborted) {
     console.error("sidecar: drain deadline reached; closing the requests still open");

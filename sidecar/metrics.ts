@@ -11,6 +11,7 @@
  *   svc_image_decisions_total{outcome}       counter: image decisions, answered or error
  *   svc_errors_total{code}                   counter: errors this sidecar answered the edge, by stable code
  *   svc_webhook_attempts_total{outcome}      counter: webhook delivery attempts, delivered or failed
+ *   svc_health_reports_total                 counter: health reports given (one per edge probe, one per GPU host check)
  *   svc_training_jobs{status}                gauge: training jobs by status, purged ones left out (Postgres, at scrape)
  *   svc_image_credit_reserved_micro_usd      gauge: image credit held by reservations not yet settled (Postgres, at scrape)
  */
@@ -35,6 +36,9 @@ export function sidecarMetrics(deps: { pool: Pool; lanes: () => LaneSnapshot }) 
   const imageDecisions = metrics.counter("svc_image_decisions_total", "Image decisions run by this sidecar, by outcome (answered, error).", ["outcome"]);
   const errors = metrics.counter("svc_errors_total", "Errors this sidecar answered, by stable error code.", ["code"]);
   const webhookAttempts = metrics.counter("svc_webhook_attempts_total", "Webhook delivery attempts, by outcome (delivered, failed).", ["outcome"]);
+  const healthReports = metrics.counter("svc_health_reports_total", "Health reports this sidecar gave: one per probe of the edge's /health, one per check of the GPU host's.");
+  // Shown as 0 before the first report, so that the series exists from the first scrape.
+  healthReports.inc({}, 0);
   metrics.gauge("svc_training_jobs", "Training jobs by status, purged ones left out.", async () => {
     const { rows } = await deps.pool.query("SELECT status, count(*) AS n FROM trainings WHERE purged_at IS NULL GROUP BY status");
     const counts = new Map(rows.map((row) => [z.string().parse(row.status), Column.int.parse(row.n)]));
@@ -44,5 +48,5 @@ export function sidecarMetrics(deps: { pool: Pool; lanes: () => LaneSnapshot }) 
     const { rows } = await deps.pool.query("SELECT coalesce(sum(amount_micro_usd), 0) AS held FROM credit_reservations WHERE status = 'reserved'");
     return [{ labels: {}, value: Column.int.parse(rows[0]?.held ?? 0) }];
   });
-  return { metrics, laneWait, laneRefusals, bulkRecords, imageDecisions, errors, webhookAttempts };
+  return { metrics, laneWait, laneRefusals, bulkRecords, imageDecisions, errors, webhookAttempts, healthReports };
 }

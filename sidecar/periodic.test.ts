@@ -23,4 +23,39 @@ describe("Periodic", () => {
     expect(Date.now() - started).toBeLessThan(1000);
     expect(finished).toBe(2);
   });
+
+  it("runs at once when woken, even by a wake that came during a tick, and stops during a tick without waiting its period", async () => {
+    let ticks = 0;
+    let hold = false;
+    let release: () => void = () => {};
+    const loop = new Periodic("sidecar: test loop", 60_000, async () => {
+      ticks++;
+      if (hold) await new Promise<void>((resolve) => (release = resolve));
+      return false;
+    }, () => {});
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+    loop.start();
+    await settle();
+    expect(ticks).toBe(1);
+    // Woken while waiting its minute: the next tick runs now; a wake during that tick is not lost.
+    hold = true;
+    loop.wake();
+    await settle();
+    expect(ticks).toBe(2);
+    loop.wake();
+    hold = false;
+    release();
+    await settle();
+    expect(ticks).toBe(3);
+
+    hold = true;
+    loop.wake();
+    await settle();
+    const started = Date.now();
+    const stopped = loop.stop();
+    release();
+    await stopped;
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(ticks).toBe(4);
+  });
 });

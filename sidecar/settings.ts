@@ -17,6 +17,10 @@
  *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
  *   SIDECAR_SHARED_WORK "on" (default) or "off": "off" evaluates every pass in full and keeps no
  *                       content-free reading (execute.ts Steps.shared): a benchmark's baseline only
+ *   WEBHOOK_SECRET_KEY  the edge's list of keys that seal webhook signing secrets (server-shared/webhook-secrets.ts),
+ *                       required where the webhook sender runs (BULK_WORKER on): the sender opens each
+ *                       secret with it, and re-seals under its first key what an older one holds. Or
+ *                       WEBHOOK_SECRET_KEY_FILE; read again on SIGHUP; `new,old` while rotating
  *   WEBHOOK_PRIVATE_TARGETS "on": webhooks may go to loopback and private addresses (the local stack's
  *                       receivers); default "off": public addresses only, checked after resolving
  *                       (contract/webhooks.ts). Never on in production
@@ -26,7 +30,7 @@
  * For tests only (shorter periods than the spec's; never set in production):
  *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
  *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS,
- *   SVC_TEST_WEBHOOK_LEASE_MS (how long a webhook attempt holds its delivery),
+ *   SVC_TEST_WEBHOOK_LEASE_MS (how long a webhook attempt holds its delivery; the attempt ends by half of it),
  *   SVC_TEST_BULK_CLAIM_RECORDS (every bulk claim takes this many records, whatever the passes take),
  *   SVC_TEST_JOB_IDLE_MS (how long an idle job worker waits before it looks for work again, unless woken),
  *   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER ("on": the process kills itself right after handing over an
@@ -55,6 +59,8 @@ export const SidecarSettings = z.object({
   SIDECAR_DRAIN_MS: integer(0, 10 * 60_000, 25_000),
   BULK_WORKER: flag("on"),
   SIDECAR_SHARED_WORK: flag("on"),
+  // Checked (with WEBHOOK_SECRET_KEY_FILE) at start where the webhook sender runs.
+  WEBHOOK_SECRET_KEY: optional(),
   WEBHOOK_PRIVATE_TARGETS: flag("off"),
   SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
   SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),

@@ -23,6 +23,7 @@ import { qualitySets } from "../bench/quality/data.ts";
 import { retireRelease } from "../ops/releases.ts";
 import { call, newAccount, query, stack, withDb } from "./support/api.ts";
 import { lines, poll, results, submitted } from "./support/bulk.ts";
+import { operatorHealthAfterChange } from "./support/health.ts";
 import { apiKeyRouteSecurity, expectError } from "./support/security.ts";
 
 function registry(...args: string[]): { status: number | null; stdout: string; stderr: string } {
@@ -144,7 +145,7 @@ describe("npm run registry -- calibrate", () => {
     await withForgedCalibratedRow(forged, async () => {
       const reply = await call("/v1/systemone", { token: account.key.secret, body: { model: forged, ...ticket } });
       expectError(reply, 503, "identity_mismatch");
-      const health = await call("/health", { token: stack().secrets.sidecar });
+      const health = await operatorHealthAfterChange();
       expect(JSON.stringify(health.body)).toContain(`sidecar->runtime ${forged}`);
       expect(JSON.stringify(health.body)).toMatch(/identity mismatch/);
     });

@@ -28,6 +28,7 @@ const placeholderSecrets = {
   SIDECAR_SECRET: "sidecar-secret",
   STORAGE_ACCESS_KEY_ID: "0123456789abcdef0123456789abcdef",
   STORAGE_SECRET_ACCESS_KEY: "secret-access-key",
+  WEBHOOK_SECRET_KEY: "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=",
 };
 
 describe("wrangler.toml's production environment", () => {

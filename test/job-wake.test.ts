@@ -51,6 +51,7 @@ beforeAll(async () => {
     runtimeSecrets: { WAKE_RUNTIME_SECRET: runtimeSecret },
     edgeUrl: stack().baseUrl,
     upstash: { url: stack().upstashUrl, token: stack().secrets.upstash },
+    webhookKey: stack().secrets.webhookKey,
     // Its worker looks for work at start, then only once an hour unless woken.
     extraEnv: { SVC_TEST_JOB_IDLE_MS: "3600000" },
     logDir: stack().logDir,

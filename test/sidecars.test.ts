@@ -17,6 +17,7 @@ import { sidecarAddress, startRuntime, startSidecar, type StartedRuntime } from 
 import { registerRelease, retireRelease } from "../ops/releases.ts";
 import { call, newAccount, query, remember, stack, usageRows, withDb } from "./support/api.ts";
 import { lines, poll, results, submitted } from "./support/bulk.ts";
+import { operatorHealthAfterChange } from "./support/health.ts";
 
 const SECOND = `second-${randomBytes(4).toString("hex")}`;
 const runtimeSecret = remember(randomBytes(32).toString("base64url"));
@@ -24,6 +25,8 @@ let runtime: StartedRuntime;
 let sidecar: Child;
 let secondSidecarUrl: string;
 let account: Awaited<ReturnType<typeof newAccount>>;
+/** When the second sidecar was registered and started: the health report read below was probed after it. */
+let startedAt = 0;
 
 beforeAll(async () => {
   account = await newAccount();
@@ -54,8 +57,10 @@ beforeAll(async () => {
     // Its bulk worker shares the queue with the stack's.
     edgeUrl: stack().baseUrl,
     upstash: { url: stack().upstashUrl, token: stack().secrets.upstash },
+    webhookKey: stack().secrets.webhookKey,
     logDir: stack().logDir,
   });
+  startedAt = Date.now();
 });
 
 afterAll(async () => {
@@ -106,8 +111,7 @@ describe("two sidecars serving different releases", () => {
   });
 
   it("reports both sidecars' links in the health report", async () => {
-    const res = await fetch(`${stack().baseUrl}/health`, { headers: { authorization: `Bearer ${stack().secrets.sidecar}` } });
-    const names = HealthReport.parse(await res.json()).links.map((link) => link.name);
+    const names = HealthReport.parse((await operatorHealthAfterChange(startedAt)).body).links.map((link) => link.name);
     expect(names).toEqual(expect.arrayContaining(["edge->sidecar #1", "edge->sidecar #2", `sidecar->runtime ${SECOND} #2`]));
   });
 

@@ -48,12 +48,12 @@ const steps = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^(ok|F
 describe("npm run smoke", () => {
   it("passes every step on a healthy stack, prints no secret, and leaves its key revoked", async () => {
     const { token } = await signIn();
-    // The operator's secret shows every link (and is printed nowhere either).
-    const outcome = await smoke(["--base-url", `${stack().baseUrl}/`], { SVC_USER_TOKEN: token, SIDECAR_SECRET: stack().secrets.sidecar });
+    // The operator's read-only secret shows every link (and is printed nowhere either).
+    const outcome = await smoke(["--base-url", `${stack().baseUrl}/`], { SVC_USER_TOKEN: token, METRICS_SECRET: stack().secrets.metrics });
     expect(outcome.status, explain(outcome)).toBe(0);
     expect(steps(outcome.stdout)).toEqual({ health: "ok", key: "ok", decision: "ok", batch: "ok", revoke: "ok" });
     expect(outcome.stdout).toMatch(/^ok +health .*edge->postgres.*edge->redis/m);
-    expect(`${outcome.stdout}${outcome.stderr}`).not.toContain(stack().secrets.sidecar);
+    expect(`${outcome.stdout}${outcome.stderr}`).not.toContain(stack().secrets.metrics);
     expect(outcome.stdout).toMatch(/^ +batch completed 3\/3$/m);
 
     const list = KeyList.parse((await call("/v1/keys", { token })).body);

@@ -57,16 +57,45 @@ function listModels(key: CreatedKey): Promise<Response> {
   return fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${key.secret}` } });
 }
 
-/** The operator's health report (the sidecar secret as a bearer token): every link, probed afresh. */
+/**
+ * When this file last had an answer from /health. The edge reuses a report until
+ * PUBLIC_HEALTH_CACHE_MS after its probe started, which was before that answer; only this file asks
+ * this stack.
+ */
+let lastAnswerAt = 0;
+
+/** Until no report this file has been given can be reused (with room for workerd's clock, which moves at I/O). */
+async function reportsExpired(): Promise<void> {
+  const wait = lastAnswerAt + PUBLIC_HEALTH_CACHE_MS + 200 - Date.now();
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+}
+
+async function askHealth(authorization?: string): Promise<Response> {
+  const res = await fetch(`${stack.baseUrl}/health`, authorization ? { headers: { authorization } } : {});
+  lastAnswerAt = Date.now();
+  return res;
+}
+
+/** The operator's health report (the metrics secret as a bearer token), probed after every change made before the call. */
 async function health(): Promise<{ status: number; body: HealthReport & Partial<ErrorEnvelope>; requestId: string | null }> {
-  const res = await fetch(`${stack.baseUrl}/health`, { headers: { authorization: `Bearer ${stack.secrets.sidecar}` } });
+  await reportsExpired();
+  const res = await askHealth(`Bearer ${stack.secrets.metrics}`);
   return { status: res.status, body: (await res.json()) as HealthReport & Partial<ErrorEnvelope>, requestId: res.headers.get(REQUEST_ID_HEADER) };
 }
 
-/** What anyone is told. */
+/** What anyone is told (from a report that may be a few seconds old). */
 async function publicHealth(authorization?: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${stack.baseUrl}/health`, authorization ? { headers: { authorization } } : {});
+  const res = await askHealth(authorization);
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** How many health reports the stack's sidecar has given: one per probe of the edge's. */
+async function sidecarReports(): Promise<number> {
+  const res = await fetch(`${stack.urls.sidecar}/metrics`, { headers: { authorization: `Bearer ${stack.secrets.metrics}` } });
+  expect(res.status).toBe(200);
+  const line = /^svc_health_reports_total (\d+)$/m.exec(await res.text());
+  expect(line).not.toBeNull();
+  return Number(line![1]);
 }
 
 const EXPECTED_LINKS = ["edge->postgres", "edge->redis", "edge->r2", "edge->sidecar", "sidecar->postgres"];
@@ -106,17 +135,43 @@ describe("local stack", () => {
     expect(requestId).toMatch(/^req_[0-9a-f]{32}$/);
   });
 
-  it("tells anyone only whether it is up, the same for a wrong secret, and writes nothing to storage", async () => {
-    for (const authorization of [undefined, "Bearer nope", `Bearer ${stack.secrets.storage}`]) {
+  it("tells anyone only whether it is up, the same for a wrong secret or the sidecar secret, and writes nothing to storage", async () => {
+    // The sidecar secret signs storage grants for every tenant's objects: a monitor never needs it.
+    const presented = [undefined, "Bearer nope", `Bearer ${stack.secrets.storage}`, `Bearer ${stack.secrets.sidecar}`];
+    for (const [i, authorization] of presented.entries()) {
       const { status, body } = await publicHealth(authorization);
-      expect([status, body]).toEqual([200, { status: "ok" }]);
+      expect([status, body], `authorization #${i}`).toEqual([200, { status: "ok" }]);
     }
-    const probe = await fetch(`${stack.baseUrl}/health`, { headers: { authorization: `Bearer ${stack.secrets.sidecar}` } });
-    expect(probe.status).toBe(200);
+    expect((await health()).status).toBe(200);
     // The local R2 store (its index and blobs under the data folder) holds no probe object: storage is proven by a read.
     const files = readdirSync(join(dataDir, "wrangler"), { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile());
     expect(files.length).toBeGreaterThan(0);
     expect(files.filter((entry) => readFileSync(join(entry.parentPath, entry.name)).includes("health/probe")).map((entry) => entry.name)).toEqual([]);
+  });
+
+  it("probes the links once for many requests at once, public and the operator's alike, and reuses the report for the cache period", async () => {
+    await reportsExpired();
+    const before = await sidecarReports();
+    const operator = `Bearer ${stack.secrets.metrics}`;
+    const asked = [undefined, operator, undefined, `Bearer ${stack.secrets.sidecar}`, operator, "Bearer nope", undefined, operator];
+    const sentAt = Date.now();
+    const answers = await Promise.all(asked.map(async (authorization) => ({ authorization, res: await askHealth(authorization) })));
+    // The sidecar was asked for its links once: one probe for all of them.
+    expect((await sidecarReports()) - before).toBe(1);
+    const reports = new Set<string>();
+    for (const { authorization, res } of answers) {
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as Record<string, unknown>;
+      if (authorization === operator) reports.add(JSON.stringify(HealthReport.parse(body)));
+      else expect(body).toEqual({ status: "ok" });
+    }
+    // The operator's answers are that one report, latencies and all.
+    expect(reports.size).toBe(1);
+    // Asked again within the period (the premise checked below), the operator is given that report again.
+    const again = await askHealth(operator);
+    expect(JSON.stringify(HealthReport.parse(await again.json()))).toBe([...reports][0]);
+    expect(Date.now() - sentAt).toBeLessThan(PUBLIC_HEALTH_CACHE_MS);
+    expect((await sidecarReports()) - before).toBe(1);
   });
 
   it("answers unknown routes with the error envelope and a request id", async () => {
@@ -143,8 +198,7 @@ describe("local stack", () => {
       );
       const { status, body } = await health();
       expect(status).toBe(503);
-      // Anyone sees the service down, and nothing of which link or release (once the public answer's few seconds have passed).
-      await new Promise((resolve) => setTimeout(resolve, PUBLIC_HEALTH_CACHE_MS));
+      // Anyone sees the service down (from the same report), and nothing of which link or release.
       const seen = await publicHealth();
       expect(seen.status).toBe(503);
       expect(JSON.stringify(seen.body)).not.toMatch(/impostor|sidecar|runtime|links/);

@@ -128,9 +128,9 @@ const made = { userToken: "", key: "", batchId: "", results: "", textModel: "", 
 
 /** Everything the first run made still works: the key, the batch's results, both trained models, the credit; /health is 200. */
 async function everythingStillWorks(): Promise<void> {
-  // The operator's view names a link that is down and why (the sidecar secret is in the edge's settings file).
-  const sidecarSecret = /^SIDECAR_SECRET=(.*)$/m.exec(readFileSync(join(dataDir, "edge.env"), "utf8"))![1]!;
-  const health = await fetch(`${base()}/health`, { headers: { authorization: `Bearer ${sidecarSecret}` } });
+  // The operator's view names a link that is down and why (its secret is in the edge's settings file).
+  const metricsSecret = /^METRICS_SECRET=(.*)$/m.exec(readFileSync(join(dataDir, "edge.env"), "utf8"))![1]!;
+  const health = await fetch(`${base()}/health`, { headers: { authorization: `Bearer ${metricsSecret}` } });
   expect(health.status, await health.text()).toBe(200);
   const results = await fetch(`${base()}/v1/batches/${made.batchId}/results`, { headers: { authorization: `Bearer ${made.key}` } });
   expect(results.status).toBe(200);

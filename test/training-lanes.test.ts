@@ -20,6 +20,7 @@ import { JOB_TIMING, JobWorker } from "../sidecar/jobs/worker.ts";
 import { TrainingSteps } from "../sidecar/train/steps.ts";
 import { UsageWriter } from "../sidecar/usage.ts";
 import { call, newAccount, query, stack } from "./support/api.ts";
+import { operatorHealthAfterChange } from "./support/health.ts";
 import { animalSentences, noulFile, pollTraining, submitTraining, withModel, type Account } from "./support/training.ts";
 
 /** Lanes that record, in order, when each execution is submitted and when it starts. */
@@ -57,6 +58,8 @@ let server: Server;
 let selfUrl: string;
 let account: Account;
 let worker: JobWorker;
+/** When this file's release was registered: the health report read below was probed after it. */
+let registeredAt = 0;
 let usage: UsageWriter;
 const lanes = new RecordingLanes();
 
@@ -101,6 +104,7 @@ beforeAll(async () => {
      SELECT $1, fingerprint, ARRAY[$2::uuid], url, token_env, $3, current_date, id FROM model_releases WHERE id = $4`,
     [BASE, account.accountId, selfUrl, stack().releaseId],
   );
+  registeredAt = Date.now();
   const training = new TrainingSteps({ pool, lanes, selfUrl, secrets, edge: { url: stack().baseUrl, secret: () => stackSecrets.sidecar } });
   worker = new JobWorker([training], { timing: { ...JOB_TIMING, idleMs: 100 } });
 });
@@ -122,7 +126,7 @@ describe("training in the lanes", () => {
     const reading = await pollTraining(account, training.id, (t) => (t.progress?.examples_read ?? 0) >= 2 || t.finished_at !== null, 60_000);
     expect(reading.status, JSON.stringify(reading)).toBe("running");
     // The edge's health check finds this sidecar and its releases well.
-    const health = await call("/health", { token: stack().secrets.sidecar });
+    const health = await operatorHealthAfterChange(registeredAt);
     expect(health.status, JSON.stringify(health.body)).toBe(200);
 
     for (let i = 0; i < 6; i++) {

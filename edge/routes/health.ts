@@ -2,12 +2,19 @@
  * GET /health: proves every link of the service with a real call.
  *
  * - **Public** (load balancers, the README's first curl): only whether the service is up, 200
- *   `{"status": "ok"}` or 503 `{"status": "down", "error": ...}`, nothing about what runs where. The
- *   answer is reused for PUBLIC_HEALTH_CACHE_MS, so probes from anyone cost the links at most one round of
- *   calls per isolate in that time.
- * - **The operator** (`Authorization: Bearer <SIDECAR_SECRET>`, as ops/health-check.ts and the
- *   sidecars hold it): the full report, probed afresh: each link's status and latency, which link is
- *   down and why, the releases each sidecar serves and their runtimes' identities.
+ *   `{"status": "ok"}` or 503 `{"status": "down", "error": ...}`, nothing about what runs where.
+ * - **The operator** (`Authorization: Bearer <METRICS_SECRET>`, the operator's read-only secret that
+ *   the sidecars' and runtimes' /metrics take too, and that opens nothing of any tenant): the report,
+ *   each link's status and latency, which link is down and why, the releases each sidecar serves and
+ *   their runtimes' identities. Where METRICS_SECRET is not set, everyone gets the public answer.
+ *   SIDECAR_SECRET opens nothing here: it signs storage grants for every tenant's objects, and a
+ *   monitor has no need of it.
+ *
+ * One probe at a time, at most one per PUBLIC_HEALTH_CACHE_MS per isolate, whoever asks and however
+ * many ask at once: every request, public or the operator's, is answered from the report of the
+ * latest probe while that probe runs and until PUBLIC_HEALTH_CACHE_MS after it started. The operator's
+ * report is therefore up to that old too; the alternative, a fresh probe for every operator request,
+ * would let the holder of a read-only secret set the links' load.
  *
  * Every sidecar that the registry names for a serving release is probed, and reports its own links
  * (sidecar->postgres, sidecar->runtime per release it serves). With several sidecars, each one's
@@ -31,14 +38,13 @@ const PROBE_KEY = "health/probe";
 /** A sidecar address with the releases the registry assigns to it. */
 const SidecarRow = z.object({ sidecar_url: z.string(), releases: z.array(z.string()) }).transform((row) => ({ url: row.sidecar_url, releases: row.releases }));
 
-let lastPublic: { at: number; up: boolean } | null = null;
+/** The latest probe: when it started, whether it has ended, and its report. */
+let latest: { startedAt: number; ended: boolean; report: Promise<HealthReport> } | null = null;
 
 health.get("/health", async (c) => {
-  const operator = await presentsSecret(c, services(c.env).settings.SIDECAR_SECRET.accepted);
-  if (!operator && lastPublic && Date.now() - lastPublic.at < PUBLIC_HEALTH_CACHE_MS) return publicAnswer(c, lastPublic.up);
-  const report = await probe(c);
-  lastPublic = { at: Date.now(), up: report.status === "ok" };
-  if (!operator) return publicAnswer(c, lastPublic.up);
+  const operator = await presentsSecret(c, services(c.env).settings.METRICS_SECRET?.accepted ?? []);
+  const report = await sharedReport(c);
+  if (!operator) return publicAnswer(c, report.status === "ok");
   if (report.status === "ok") return c.json(report);
   const message = report.links
     .filter((link) => !link.ok)
@@ -46,6 +52,28 @@ health.get("/health", async (c) => {
     .join("; ");
   return c.json({ ...report, ...errorBody("unavailable", message) }, 503);
 });
+
+/** The latest probe's report while it runs or is younger than PUBLIC_HEALTH_CACHE_MS; else a new probe's. */
+function sharedReport(c: Context<AppEnv>): Promise<HealthReport> {
+  const now = Date.now();
+  if (latest && (!latest.ended || now - latest.startedAt < PUBLIC_HEALTH_CACHE_MS)) return latest.report;
+  const started = { startedAt: now, ended: false, report: probe(c) };
+  latest = started;
+  started.report.then(
+    () => {
+      started.ended = true;
+    },
+    () => {
+      // A probe that threw (it reports failures as links, so only a fault of its own) is not reused.
+      started.ended = true;
+      if (latest === started) latest = null;
+    },
+  );
+  // The probe's calls belong to this request: kept alive past its caller's leaving, so that the
+  // requests sharing the probe still get their answer.
+  c.executionCtx.waitUntil(started.report.catch(() => undefined));
+  return started.report;
+}
 
 function publicAnswer(c: Context<AppEnv>, up: boolean): Response {
   if (up) return c.json({ status: "ok" } satisfies HealthStatus);

@@ -10,7 +10,8 @@
  *   POST   /v1/webhooks/{id}/rotate_secret {}          -> endpoint + its new secret
  *   GET    /v1/webhooks/{id}/deliveries?limit=&after=  -> one page of its delivery log, newest first
  *
- * Another account's endpoint answers 404, like one that does not exist.
+ * Another account's endpoint answers 404, like one that does not exist. A secret is stored sealed
+ * under WEBHOOK_SECRET_KEY (server-shared/webhook-secrets.ts): the database never holds one that signs.
  */
 import { Hono, type Context } from "hono";
 import { z } from "zod";
@@ -33,6 +34,7 @@ import {
 import { readJson } from "../../server-shared/body.ts";
 import { Column, httpDb } from "../../server-shared/db.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
+import { webhookKeyring } from "../../server-shared/webhook-secrets.ts";
 import { userAccount } from "../accounts.ts";
 import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
@@ -61,6 +63,7 @@ webhooks.post("/v1/webhooks", async (c) => {
   const checked = checkWebhookUrl(request.url, { privateTargets: services(c.env).settings.WEBHOOK_PRIVATE_TARGETS === "on" });
   if ("error" in checked) throw new ServiceError("invalid_request", checked.error);
   const accountId = await userAccount(c, { create: true });
+  const id = crypto.randomUUID();
   const secret = newWebhookSecret();
   // Under the account's row lock, so that concurrent creates cannot both take the last place.
   const [, inserted = []] = await httpDb(services(c.env).sql).transaction([
@@ -70,7 +73,7 @@ webhooks.post("/v1/webhooks", async (c) => {
        SELECT $1, $2, $3, $4, $5, $6
         WHERE (SELECT count(*) FROM webhook_endpoints WHERE account_id = $2) < $7
        RETURNING ${COLUMNS}`,
-      params: [crypto.randomUUID(), accountId, checked.url.href, request.description ?? null, request.events, secret, WEBHOOK_LIMITS.endpoints],
+      params: [id, accountId, checked.url.href, request.description ?? null, request.events, await sealed(c, id, secret), WEBHOOK_LIMITS.endpoints],
     },
   ]);
   if (!inserted[0]) throw new ServiceError("webhook_endpoint_limit", `this account already has ${WEBHOOK_LIMITS.endpoints} webhook endpoints, the most it may have; delete one first`);
@@ -100,7 +103,7 @@ webhooks.post("/v1/webhooks/:id/rotate_secret", async (c) => {
         SET previous_secret = secret, previous_secret_until = now() + make_interval(secs => $3::double precision / 1000),
             secret = $2, secret_rotated_at = now()
       WHERE id = $1 RETURNING ${COLUMNS}`,
-    [id, secret, WEBHOOK_LIMITS.previousSecretMs],
+    [id, await sealed(c, id, secret), WEBHOOK_LIMITS.previousSecretMs],
   );
   if (!row) throw notFound(c);
   return c.json({ ...endpoint(row), secret } satisfies WebhookEndpointWithSecret);
@@ -140,6 +143,11 @@ webhooks.get("/v1/webhooks/:id/deliveries", async (c) => {
   });
   return c.json({ object: "list", data, has_more: rows.length > limit } satisfies WebhookDeliveryList);
 });
+
+/** `secret` as the endpoint `id` stores it: sealed under the first key of WEBHOOK_SECRET_KEY. */
+async function sealed(c: Context<AppEnv>, id: string, secret: string): Promise<string> {
+  return (await webhookKeyring(services(c.env).settings.WEBHOOK_SECRET_KEY)).seal(id, secret);
+}
 
 /** The signed-in user's endpoint named by the path; 404 for a malformed id, an unknown one and another account's alike. */
 async function ownEndpoint(c: Context<AppEnv>): Promise<z.infer<typeof EndpointRow>> {

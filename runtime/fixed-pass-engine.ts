@@ -1,35 +1,58 @@
 /**
- * A stand-in for a GPU, for benchmarks only (issue 37): a runtime whose every pass takes a fixed time
- * (`RUNTIME_FAKE_PASS_MS`, e.g. 2, about an H100's short pass) and evaluates nothing. It tokenizes
- * with the real model, so that everything around a pass (the sidecar's admission, its labels, the
- * usage it counts, the bulk worker's commits) is what it is on a real runtime; only the evaluation is
- * replaced, by a wait of that time in one serial queue, as a GPU runs one pass at a time. Its answers
- * are fixed numbers derived from the pass's text: a benchmark of the service's own time per pass
- * needs passes that take a known time, not answers. Never for serving: the identity's `engine` says
- * "fixed N ms passes (a stand-in for a GPU, no evaluation)".
+ * A stand-in for a GPU, for benchmarks only: a runtime that evaluates nothing and takes the time a GPU
+ * would, in one serial queue, as a GPU runs one decode at a time. Two cost models:
  *
- *     const engine = new FixedPassEngine(await Engine.load(options), 2);
+ *   - `RUNTIME_FAKE_PASS_MS=N`: every pass takes N ms, whatever its length (the first stand-in).
+ *   - `RUNTIME_FAKE_GPU=h200`: every llama.cpp decode costs a fixed part and a part per token, and
+ *     every label read at an answer position a part of its own (GPU_COSTS, fitted to the H200 figures
+ *     of docs/deploy.md), so a pass on a new prefix costs two decodes (the prefix, then the rest and
+ *     its read) and a pass over a kept prefix one, as in the engine (engine.ts).
+ *
+ * It tokenizes with the real model, so that everything around a pass (the sidecar's admission, its
+ * labels, the usage it counts, the bulk worker's commits) is what it is on a real runtime. Its answers
+ * are fixed numbers derived from the pass's text: a benchmark of the service's own time per pass needs
+ * passes that take a known time, not answers. Never for serving: the identity's `engine` says it is
+ * a stand-in.
+ *
+ *     const engine = new FixedPassEngine(await Engine.load(options), { kind: "pass", passMs: 2 });
+ *     const gpu = new FixedPassEngine(await Engine.load(options), { kind: "decode", name: "h200", ...GPU_COSTS.h200 });
  */
 import { createHash } from "node:crypto";
 import { ServiceError } from "../server-shared/errors.ts";
 import type { Segment, Tokenized } from "../server-shared/runtime-protocol.ts";
 import type { Engine, ScoreOptions, ScoreResult, ScoringEngine } from "./engine.ts";
 
+/**
+ * What a decode costs on a GPU, in ms: `decodeMs` whatever its length (kernel launches), `tokenMs` for
+ * each token it evaluates, and `readMs` for reading the labels at an answer position. Fitted to
+ * docs/deploy.md's H200 table (local CUDA build, the runtime calling the addon directly): decodes that
+ * read nothing took 1.7, 1.9, 2.9 and 3.0 ms at 1, 8, 14 and 40 tokens (least squares: 1.87 + 0.032
+ * a token), the label read 0.9-1.0 ms over its pass, and five questions over a 1,529-token state 91
+ * ms, of which this model gives the state's decode about 51 ms and the ten short passes about 40.
+ */
+export const GPU_COSTS = { h200: { decodeMs: 1.8, tokenMs: 0.032, readMs: 1.0 } } as const;
+
+export type StandInCost = { kind: "pass"; passMs: number } | { kind: "decode"; name: string; decodeMs: number; tokenMs: number; readMs: number };
+
 export class FixedPassEngine implements ScoringEngine {
   private queue: Promise<unknown> = Promise.resolve();
   private passes = 0;
   private evaluatedTokens = 0;
   private busyMs = 0;
+  /** When the stand-in GPU is done with the work it was given (performance.now() time). */
+  private freeAt = 0;
   /** The prefix the last pass kept, as the real engine keeps it (only the rest is then "evaluated"). */
   private keptPrefix: string | null = null;
 
   constructor(
     private readonly real: Pick<Engine, "tokenize" | "passTokens" | "maxTokensPerPass" | "dispose">,
-    readonly passMs: number,
+    readonly cost: StandInCost,
   ) {}
 
   get description(): string {
-    return `fixed ${this.passMs} ms passes (a stand-in for a GPU, no evaluation)`;
+    if (this.cost.kind === "pass") return `fixed ${this.cost.passMs} ms passes (a stand-in for a GPU, no evaluation)`;
+    const { name, decodeMs, tokenMs, readMs } = this.cost;
+    return `${name} decode costs: ${decodeMs} ms a decode, ${tokenMs} ms a token, ${readMs} ms a label read (a stand-in for a GPU, no evaluation)`;
   }
 
   get maxTokensPerPass(): number {
@@ -53,14 +76,22 @@ export class FixedPassEngine implements ScoringEngine {
     }
     // Kept for its owner only, as the real engine keeps it.
     const prefixText = prefixSegments > 0 ? `${options.prefixOwner ?? ""}\u0000${segments.slice(0, prefixSegments).map((s) => s.text).join("")}` : null;
+    const arrived = performance.now();
     const run = this.queue.then(async () => {
-      const started = performance.now();
-      await Bun.sleep(this.passMs);
-      this.busyMs += performance.now() - started;
-      this.passes += 1;
       const kept = prefixText !== null && prefixText === this.keptPrefix;
       this.keptPrefix = prefixText;
       const evaluated = kept ? restTokens : prefixTokens + restTokens;
+      const cost = this.cost;
+      if (cost.kind === "pass") {
+        const started = performance.now();
+        await Bun.sleep(cost.passMs);
+        this.busyMs += performance.now() - started;
+      } else {
+        // A new prefix is a decode of its own, as the engine evaluates it; the rest and its read another.
+        const decodes = kept || prefixTokens === 0 ? [evaluated] : [prefixTokens, restTokens];
+        await this.occupy(arrived, decodes.reduce((ms, tokens) => ms + cost.decodeMs + tokens * cost.tokenMs, cost.readMs));
+      }
+      this.passes += 1;
       this.evaluatedTokens += evaluated;
       return evaluated;
     });
@@ -70,6 +101,18 @@ export class FixedPassEngine implements ScoringEngine {
     const digest = createHash("sha256").update(segments.map((s) => s.text).join("\u0000")).digest();
     const logprobs = labelTokens.map((_, i) => Math.log((0.5 * (1 + digest[i % digest.length]!)) / (256 * labelTokens.length)));
     return { promptTokens: prefixTokens + restTokens, prefixTokens, evaluatedTokens: evaluated, logprobs };
+  }
+
+  /**
+   * Holds the stand-in GPU for `ms` from when it is free (or from when the work `arrived`, if later):
+   * a clock of its own, so that a timer that wakes late delays this work's answer, not the GPU's next
+   * work, as a GPU that queued it would start it at once.
+   */
+  private async occupy(arrived: number, ms: number): Promise<void> {
+    this.freeAt = Math.max(this.freeAt, arrived) + ms;
+    this.busyMs += ms;
+    const wait = this.freeAt - performance.now();
+    if (wait > 0) await Bun.sleep(wait);
   }
 
   stats(): { passes: number; evaluatedTokens: number; busyMs: number } {

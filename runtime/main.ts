@@ -23,6 +23,9 @@
  *                                 probe, no fallback). The identity's `engine` says which runs, and why not the others.
  *   RUNTIME_FAKE_PASS_MS          benchmarks only: every pass takes this many milliseconds and evaluates nothing (a
  *                                 stand-in for a GPU, fixed-pass-engine.ts); the identity's `engine` says so
+ *   RUNTIME_FAKE_GPU              benchmarks only: "h200", every decode costs what it costs on that GPU (a fixed part, a
+ *                                 part per token, a label read) and evaluates nothing (fixed-pass-engine.ts GPU_COSTS);
+ *                                 not with RUNTIME_FAKE_PASS_MS
  *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
  *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
  *                                 within about 1e-3, about 45 ms slower a pass on a CPU; benchmarks' baseline only)
@@ -41,7 +44,7 @@ import { createHash } from "node:crypto";
 import { basename } from "node:path";
 import { Engine, type EngineOptions } from "./engine.ts";
 import { localCudaBuild, type EngineBuild } from "./engine-build.ts";
-import { FixedPassEngine } from "./fixed-pass-engine.ts";
+import { FixedPassEngine, GPU_COSTS } from "./fixed-pass-engine.ts";
 import { chooseBuild } from "./gpu-probe.ts";
 import type { SentenceEncoder } from "./text-encoder.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
@@ -60,6 +63,7 @@ const RuntimeSettings = z.object({
   RUNTIME_MAX_TOKENS_PER_PASS: integer(2, 1 << 20, LIMITS.tokensPerPass),
   RUNTIME_THREADS: integer(1, 1024, 2),
   RUNTIME_FAKE_PASS_MS: z.preprocess((v) => (v === "" ? undefined : v), z.coerce.number().int().min(1).max(1000).optional()),
+  RUNTIME_FAKE_GPU: z.preprocess((v) => (v === "" ? undefined : v), z.enum(Object.keys(GPU_COSTS) as [keyof typeof GPU_COSTS], { error: `must be ${Object.keys(GPU_COSTS).join(" or ")}` }).optional()),
   RUNTIME_READOUT: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["labels", "distribution"]).default("labels")),
   RUNTIME_GPU: z.preprocess(
     (v) => (v === "" ? undefined : v),
@@ -73,6 +77,7 @@ async function main(): Promise<void> {
   try {
     settings = parseSettings("runtime", RuntimeSettings, process.env);
     if (!secrets.list("RUNTIME_SECRET")) throw new Error("runtime: setting RUNTIME_SECRET (or RUNTIME_SECRET_FILE) is required");
+    if (settings.RUNTIME_FAKE_PASS_MS && settings.RUNTIME_FAKE_GPU) throw new Error("runtime: RUNTIME_FAKE_PASS_MS and RUNTIME_FAKE_GPU are two stand-ins; set one");
   } catch (err) {
     console.error(`${(err as Error).message.replace(/^(?!runtime: )/, "runtime: ")}; refusing to start`);
     process.exit(2);
@@ -98,7 +103,11 @@ async function main(): Promise<void> {
   const choice = settings.RUNTIME_GPU === "auto" ? await chooseBuild({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
   const started = performance.now();
   const loaded = await Engine.load({ ...engineOptions, build: choice ? choice.build : engineOptions.build });
-  const engine = settings.RUNTIME_FAKE_PASS_MS ? new FixedPassEngine(loaded, settings.RUNTIME_FAKE_PASS_MS) : loaded;
+  const engine = settings.RUNTIME_FAKE_PASS_MS
+    ? new FixedPassEngine(loaded, { kind: "pass", passMs: settings.RUNTIME_FAKE_PASS_MS })
+    : settings.RUNTIME_FAKE_GPU
+      ? new FixedPassEngine(loaded, { kind: "decode", name: settings.RUNTIME_FAKE_GPU, ...GPU_COSTS[settings.RUNTIME_FAKE_GPU] })
+      : loaded;
   console.error(`runtime: loaded ${modelPath}${adapterPath ? ` with adapter ${adapterPath}` : ""} in ${Math.round(performance.now() - started)} ms`);
 
   const encoder = settings.RUNTIME_ENCODER_PATH ? await loadEncoder(settings.RUNTIME_ENCODER_PATH, settings.RUNTIME_THREADS) : null;

@@ -24,6 +24,7 @@ import { start } from "../local/process.ts";
 import { cachedSha256, sha256File } from "../server-shared/digest.ts";
 import type { ScoringEngine } from "../runtime/engine.ts";
 import { defaultReleaseId, fingerprintOf } from "../runtime/fingerprint.ts";
+import { GPU_COSTS } from "../runtime/fixed-pass-engine.ts";
 import { createRuntimeApp } from "../runtime/server.ts";
 import { runtimeEnv, startRuntime, type StartedRuntime } from "../local/tiers.ts";
 
@@ -603,6 +604,39 @@ describe("a stand-in for a GPU (RUNTIME_FAKE_PASS_MS, benchmarks only)", () => {
       }
     } finally {
       await fixed.child.stop();
+    }
+  });
+});
+
+describe("a stand-in for a GPU's decode costs (RUNTIME_FAKE_GPU=h200, benchmarks only)", () => {
+  it("costs each decode its fixed part and its tokens, and each read its own: a new prefix a decode of its own, a kept one none", async () => {
+    const gpu = await startRuntime({ name: "runtime-fake-gpu", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_GPU: "false", RUNTIME_FAKE_GPU: "h200" } });
+    try {
+      const { decodeMs, tokenMs, readMs } = GPU_COSTS.h200;
+      const identity = Identity.parse(await call(gpu, "GET", RUNTIME_PATHS.identity));
+      expect(identity.engine).toBe(`h200 decode costs: ${decodeMs} ms a decode, ${tokenMs} ms a token, ${readMs} ms a label read (a stand-in for a GPU, no evaluation)`);
+      const labels = await labelTokens("Yes", "No");
+      const state = { text: `<start_of_turn>user\n${"The invoice was charged twice and nobody answers my mail. ".repeat(60)}`, special: true };
+      const question = (q: string) => [state, { text: q, special: false }, { text: "<end_of_turn>\n<start_of_turn>model\n", special: true }];
+      const busy = async () => Stats.parse(await call(gpu, "GET", RUNTIME_PATHS.stats)).busy_ms;
+      // A new prefix: two decodes (the prefix; the rest and its read). The same prefix again: one.
+      const first = ScoreResponse.parse(await call(gpu, "POST", RUNTIME_PATHS.score, { segments: question("Is it about money?"), prefix_segments: 1, label_tokens: labels }));
+      const afterFirst = await busy();
+      const rest = first.prompt_tokens - first.prefix_tokens!;
+      expect(first.prefix_tokens).toBeGreaterThan(500);
+      expect(afterFirst).toBeCloseTo(2 * decodeMs + first.prompt_tokens * tokenMs + readMs, 6);
+      const started = performance.now();
+      const again = ScoreResponse.parse(await call(gpu, "POST", RUNTIME_PATHS.score, { segments: question("Is it about money?"), prefix_segments: 1, label_tokens: labels }));
+      expect(again.evaluated_tokens).toBe(rest);
+      expect((await busy()) - afterFirst).toBeCloseTo(decodeMs + rest * tokenMs + readMs, 6);
+      // It waits that long (a lower bound: how late a timer wakes is the machine's).
+      expect(performance.now() - started).toBeGreaterThanOrEqual(decodeMs + rest * tokenMs + readMs - 1);
+      // No prefix: one decode of every token.
+      const before = await busy();
+      const whole = ScoreResponse.parse(await call(gpu, "POST", RUNTIME_PATHS.score, { segments: question("Is it about money?"), label_tokens: labels }));
+      expect((await busy()) - before).toBeCloseTo(decodeMs + whole.prompt_tokens * tokenMs + readMs, 6);
+    } finally {
+      await gpu.child.stop();
     }
   });
 });

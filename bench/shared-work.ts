@@ -27,6 +27,7 @@
  *     npm run bench:shared-work                    # about 20 minutes on 2 CPU cores
  *     PARTS=a,b RUNS=3 npm run bench:shared-work   # (a) and (b) only, fewer runs
  *     STACK=runtime PARTS=a,b,k RUNTIME_GPU=cuda npm run bench:shared-work   # the runtime alone (a GPU host)
+ *     STACK=runtime PARTS=a,k RUNTIME_FAKE_GPU=h200 npm run bench:shared-work # the runtime alone, costing what an H200 costs
  *
  * Figures of the run on 2026-11-25 after the bulk lookahead (2-core CPU, no GPU; Gemma 3 270M
  * Q4_K_M, render-v3, node-llama-cpp 3.22.1; RUNS=5):
@@ -135,7 +136,7 @@ if (runtimeOnly && parts.has("c")) throw new Error("STACK=runtime runs (a), (b) 
 // Imported only for the whole stack, so that a GPU host needs none of its packages.
 const stack = runtimeOnly ? null : await (await import("../local/stack.ts")).startStack({ dataDir, log: () => {} });
 const runtimeSecret = stack?.secrets.runtime ?? randomBytes(24).toString("hex");
-const runtimeSettings = { RUNTIME_GPU: process.env.RUNTIME_GPU ?? "", RUNTIME_THREADS: process.env.RUNTIME_THREADS ?? "2" };
+const runtimeSettings = { RUNTIME_GPU: process.env.RUNTIME_GPU ?? "", RUNTIME_THREADS: process.env.RUNTIME_THREADS ?? "2", RUNTIME_FAKE_GPU: process.env.RUNTIME_FAKE_GPU ?? "" };
 const runtime = stack ? null : await startRuntime({ name: "runtime", modelPath: (await ensureModel()).path, secret: runtimeSecret, logDir: dataDir, env: runtimeSettings });
 const runtimeUrl = stack?.urls.runtime ?? runtime!.url;
 const client = new HttpRuntimeClient(runtimeUrl, runtimeSecret);

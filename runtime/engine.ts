@@ -5,7 +5,7 @@
  * loads the model and makes the contexts; passes are evaluated through its addon directly
  * (llama-sequence.ts: the same llama.cpp calls and numbers, without its per-evaluation machinery).
  *
- * Two llama.cpp contexts over the one model, their passes in one queue (one pass at a time):
+ * Up to three llama.cpp contexts over the one model, their passes in one queue (one pass, or one group, at a time):
  *   - the ordinary context, made at load, runs every pass that does not ask for the hidden state;
  *     llama.cpp computes the output layer (262,144 logits for Gemma 3) at the answer position only.
  *   - the hidden-state context, made on the first pass that asks for the hidden state, runs those
@@ -14,6 +14,10 @@
  *     output layer as well: such a pass costs 1.6 to 2.2 times an ordinary one, and the context
  *     holds about 1.1 GiB (see hiddenContext()), costs that ordinary passes, the real-time ones,
  *     must not pay. A runtime that is never asked for a hidden state never makes it.
+ *   - the group context, made on the first /v1/score-group call of a runtime of `sequences` > 1
+ *     (a GPU's default), holds that many sequences, each with its own KV cache: a group's passes
+ *     that read no hidden state share their prefixes' evaluation and decode their rests together
+ *     (scoreGroup). A CPU runtime's default of one sequence never makes it.
  * Both contexts split a pass into decodes alike, so a pass gives the same logprobs on either one
  * (measured on the CPU build at every length tried; the GPU build is unmeasured).
  *
@@ -36,7 +40,7 @@ import { ServiceError } from "../server-shared/errors.ts";
 import { LOGPROB_FLOOR, type Tokenized } from "../server-shared/runtime-protocol.ts";
 import type { Segment } from "../server-shared/runtime-protocol.ts";
 import { describeBuild, engineVersion, loadLlama, type EngineBuild } from "./engine-build.ts";
-import { LlamaSequence } from "./llama-sequence.ts";
+import { LlamaSequence, type ReadResult } from "./llama-sequence.ts";
 
 export interface EngineOptions {
   modelPath: string;
@@ -52,6 +56,19 @@ export interface EngineOptions {
    * the label read is the nearer to a double-precision sum (test/runtime.test.ts). Default "labels".
    */
   readout?: Readout;
+  /**
+   * Passes one decode may carry (scoreGroup): 1 evaluates a group's passes one after another, as
+   * score does; more makes a context of that many sequences, each with `maxTokensPerPass` cells of
+   * KV cache (llama.cpp's per-sequence streams), on the group's first use. Default 1.
+   */
+  sequences?: number;
+}
+
+/** One pass of a group (scoreGroup): what score takes. */
+export interface GroupPass {
+  segments: readonly Segment[];
+  labelTokens: readonly number[];
+  options?: ScoreOptions;
 }
 
 export type Readout = "labels" | "distribution";
@@ -84,6 +101,10 @@ export interface ScoreOptions {
 export interface ScoringEngine {
   tokenize(text: string, special: boolean): Tokenized;
   score(segments: readonly Segment[], labelTokens: readonly number[], options?: ScoreOptions): Promise<ScoreResult>;
+  /** Several passes in one call (runtime-protocol.ts `/v1/score-group`): each answered as score answers it. */
+  scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]>;
+  /** Passes one decode carries at most (1: a group's passes run one after another). */
+  readonly sequences: number;
   /** Passes evaluated since start, the tokens they evaluated, and the milliseconds the engine spent evaluating them. */
   stats(): { passes: number; evaluatedTokens: number; busyMs: number };
 }
@@ -95,6 +116,8 @@ export class Engine implements ScoringEngine {
   private busyMs = 0;
   /** The hidden-state context and its one sequence, made by the first pass that asks for a hidden state. */
   private hidden: { context: LlamaContext; sequence: PrefixSequence } | null = null;
+  /** The group context (`sequences` > 1) and its sequences, each with the prefix it holds; made by the first group. */
+  private group: { context: LlamaContext; sequences: { sequence: LlamaSequence; held: string | null }[] } | null = null;
   private evaluatedTokens = 0;
   /**
    * The latest prefix's segments (as JSON) and their tokens: the passes that share a state send it
@@ -116,6 +139,7 @@ export class Engine implements ScoringEngine {
     /** Engine and version, reported in the identity for operators. */
     readonly description: string,
     private readonly reader: Reader,
+    readonly sequences: number,
   ) {}
 
   static async load(options: EngineOptions): Promise<Engine> {
@@ -139,7 +163,8 @@ export class Engine implements ScoringEngine {
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
     const description = `node-llama-cpp ${engineVersion()}, ${describeBuild(llama)}${devices.length > 0 ? ` on ${devices.join(", ")}` : ""}`;
     const reader = READERS[options.readout ?? "labels"];
-    return new Engine(llama, model, context, new PrefixSequence(sequence, reader), contextOptions, options.maxTokensPerPass, warmup.size, description, reader);
+    const sequences = options.readout === "distribution" ? 1 : (options.sequences ?? 1);
+    return new Engine(llama, model, context, new PrefixSequence(sequence, reader), contextOptions, options.maxTokensPerPass, warmup.size, description, reader, sequences);
   }
 
   /** The model's own tokens for `text` (special-token markers parsed only when `special`), no beginning-of-sequence token added. */
@@ -156,6 +181,61 @@ export class Engine implements ScoringEngine {
    * a pass longer than `maxTokensPerPass` before evaluating it.
    */
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+    const { prefix, rest } = this.checkedPass(segments, labelTokens, options);
+    const tokens = [...prefix, ...rest];
+
+    const { reading, hiddenState, pooledState, evaluated } = await this.exclusive(async () => {
+      // Made (once) before the pass's clock starts: making it is no evaluation.
+      const hidden = options.hiddenState ? await this.hiddenContext() : null;
+      const started = performance.now();
+      try {
+        const pool = options.pooledState && hidden ? () => lastHiddenState(hidden.context) : null;
+        const { reading, evaluated, pooled } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[], pool, options.prefixOwner ?? "");
+        this.evaluatedTokens += evaluated;
+        // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
+        return { reading, evaluated, pooledState: pooled ?? undefined, hiddenState: hidden ? lastHiddenState(hidden.context) : undefined };
+      } finally {
+        this.busyMs += performance.now() - started;
+        this.passes += 1;
+      }
+    });
+    if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
+    if (pooledState && !pooledState.every(Number.isFinite)) throw new Error("engine returned a non-finite pooled state");
+    return {
+      promptTokens: tokens.length,
+      prefixTokens: prefix.length,
+      evaluatedTokens: evaluated,
+      logprobs: logprobsOf(reading, labelTokens),
+      ...(hiddenState ? { hiddenState } : {}),
+      ...(pooledState ? { pooledState } : {}),
+    };
+  }
+
+  /**
+   * Several passes, each answered as score answers it. With `sequences` > 1, the passes that read no
+   * hidden state run on the group context: each distinct prefix evaluated once (unless a sequence
+   * holds it) and copied to the sequences of the passes that share it, then every pass's rest in as
+   * few decodes as the batch size allows, `sequences` passes at a time. Their numbers are not those
+   * of score, as a pass split differently is not (llama.cpp's kernels are not batch-invariant; the
+   * difference measured is runtime-protocol.ts GROUP_LOGPROB_TOLERANCE). The other passes, and every
+   * pass where `sequences` is 1, run one after another through score.
+   */
+  async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
+    const checked = passes.map((pass) => ({ pass, ...this.checkedPass(pass.segments, pass.labelTokens, pass.options ?? {}) }));
+    const together = this.sequences > 1 ? checked.filter(({ pass }) => !pass.options?.hiddenState) : [];
+    const results = new Map<GroupPass, ScoreResult>();
+    for (let start = 0; start < together.length; start += this.sequences) {
+      const chunk = together.slice(start, start + this.sequences);
+      const answered = await this.exclusive(() => this.evaluateTogether(chunk));
+      chunk.forEach(({ pass }, i) => results.set(pass, answered[i]!));
+    }
+    for (const { pass } of checked) {
+      if (!results.has(pass)) results.set(pass, await this.score(pass.segments, pass.labelTokens, pass.options));
+    }
+    return passes.map((pass) => results.get(pass)!);
+  }
+  /** A pass's tokens, once it is checked as the protocol requires (422 `invalid_request` or `pass_too_long` otherwise), before anything is evaluated. */
+  private checkedPass(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions): { prefix: readonly Token[]; rest: Token[] } {
     const { prefix, rest } = this.passTokens(segments, options.prefixSegments ?? 0);
     const tokens = [...prefix, ...rest];
     if (tokens.length === 0) throw new ServiceError("invalid_request", "prompt produced no tokens");
@@ -176,36 +256,106 @@ export class Engine implements ScoringEngine {
       throw new ServiceError("invalid_request", "label_tokens: token ids must be distinct");
     }
 
-    const { reading, hiddenState, pooledState, evaluated } = await this.exclusive(async () => {
-      // Made (once) before the pass's clock starts: making it is no evaluation.
-      const hidden = options.hiddenState ? await this.hiddenContext() : null;
-      const started = performance.now();
-      try {
-        const pool = options.pooledState && hidden ? () => lastHiddenState(hidden.context) : null;
-        const { reading, evaluated, pooled } = await (hidden?.sequence ?? this.sequence).evaluate(prefix, rest, labelTokens as Token[], pool, options.prefixOwner ?? "");
-        this.evaluatedTokens += evaluated;
-        // Read before anything else evaluates: the context holds the hidden states of its latest batch only.
-        return { reading, evaluated, pooledState: pooled ?? undefined, hiddenState: hidden ? lastHiddenState(hidden.context) : undefined };
-      } finally {
-        this.busyMs += performance.now() - started;
-        this.passes += 1;
+    return { prefix, rest };
+  }
+
+  /**
+   * Runs `chunk` (at most `sequences` passes, none reading a hidden state) on the group context; call
+   * only inside `exclusive`. A pass's prefix is evaluated on the first sequence of the passes sharing
+   * it (unless a sequence holds it already) and copied to the others; then all the rests are decoded
+   * together, packed into decodes of at most the batch size.
+   */
+  private async evaluateTogether(chunk: readonly { pass: GroupPass; prefix: readonly Token[]; rest: Token[] }[]): Promise<ScoreResult[]> {
+    const group = await this.groupContext();
+    const started = performance.now();
+    try {
+      const keyOf = (prefix: readonly Token[], owner: string) => (prefix.length === 0 ? null : `${owner}\u0000${prefix.join(",")}`);
+      const keys = chunk.map(({ pass, prefix }) => keyOf(prefix, pass.options?.prefixOwner ?? ""));
+      // Each pass a sequence of its own; the first pass of a prefix takes a sequence that holds it, if one does.
+      const free = new Set(group.sequences);
+      const assigned: (typeof group.sequences)[number][] = [];
+      const sources = new Map<string, (typeof group.sequences)[number]>();
+      for (const key of new Set(keys)) {
+        const holder = key === null ? undefined : group.sequences.find((s) => s.held === key && free.has(s));
+        if (key !== null && holder) {
+          sources.set(key, holder);
+          free.delete(holder);
+        }
       }
-    });
-    const logprobs = labelTokens.map((token) => {
-      const logit = reading.logits.get(token as Token) ?? Number.NaN;
-      return Math.min(0, Math.max(LOGPROB_FLOOR, logit - reading.logNormaliser));
-    });
-    if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
-    if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
-    if (pooledState && !pooledState.every(Number.isFinite)) throw new Error("engine returned a non-finite pooled state");
-    return {
-      promptTokens: tokens.length,
-      prefixTokens: prefix.length,
-      evaluatedTokens: evaluated,
-      logprobs,
-      ...(hiddenState ? { hiddenState } : {}),
-      ...(pooledState ? { pooledState } : {}),
-    };
+      const evaluated: number[] = [];
+      for (const [i, { prefix, rest }] of chunk.entries()) {
+        const key = keys[i]!;
+        const source = key === null ? undefined : sources.get(key);
+        const slot = source && !assigned.includes(source) ? source : [...free][0]!;
+        free.delete(slot);
+        assigned.push(slot);
+        evaluated.push(rest.length);
+        if (key === null) {
+          slot.held = null;
+          slot.sequence.eraseFrom(0);
+        } else if (source === slot) {
+          // It holds the prefix: only its rest is evaluated.
+          slot.sequence.eraseFrom(prefix.length);
+        } else if (source) {
+          // Another pass's sequence holds the prefix (and nothing after it yet): copied, not evaluated.
+          slot.held = null;
+          await slot.sequence.copyFrom(source.sequence);
+          slot.held = key;
+        } else {
+          // The first pass of a prefix no sequence holds: evaluated here, once.
+          slot.held = null;
+          slot.sequence.eraseFrom(0);
+          await slot.sequence.evaluate(prefix, null);
+          slot.held = key;
+          sources.set(key, slot);
+          evaluated[i]! += prefix.length;
+        }
+      }
+      // The rests, packed in order into decodes of at most the batch size.
+      const readings: LabelReading[] = [];
+      let batch: number[] = [];
+      let size = 0;
+      const flush = async () => {
+        if (batch.length === 0) return;
+        const reads = await LlamaSequence.evaluateTogether(batch.map((i) => ({ sequence: assigned[i]!.sequence, tokens: chunk[i]!.rest, labels: chunk[i]!.pass.labelTokens as Token[] })));
+        batch.forEach((i, j) => (readings[i] = labelReadingOf(reads[j]!)));
+        batch = [];
+        size = 0;
+      };
+      for (const [i, { rest }] of chunk.entries()) {
+        if (size + rest.length > assigned[i]!.sequence.decodeTokens) await flush();
+        if (rest.length > assigned[i]!.sequence.decodeTokens) {
+          // Longer than one decode: alone, in decodes of the batch size.
+          readings[i] = await this.reader(assigned[i]!.sequence, rest, chunk[i]!.pass.labelTokens as Token[]);
+          continue;
+        }
+        batch.push(i);
+        size += rest.length;
+      }
+      await flush();
+      // Each sequence now holds its prefix and its rest: the rest is erased when it is next used.
+      return chunk.map(({ pass, prefix, rest }, i) => {
+        this.evaluatedTokens += evaluated[i]!;
+        return { promptTokens: prefix.length + rest.length, prefixTokens: prefix.length, evaluatedTokens: evaluated[i]!, logprobs: logprobsOf(readings[i]!, pass.labelTokens) };
+      });
+    } catch (err) {
+      // Whatever the sequences hold after a failure, none of it is trusted as a kept prefix.
+      for (const slot of group.sequences) slot.held = null;
+      throw err;
+    } finally {
+      this.busyMs += performance.now() - started;
+      this.passes += chunk.length;
+    }
+  }
+
+  /** The group context and its sequences, made on first use; call only inside `exclusive`. */
+  private async groupContext(): Promise<NonNullable<Engine["group"]>> {
+    if (!this.group) {
+      // The ordinary context's batch size, so that a decode splits alike on both.
+      const context = await this.model.createContext({ ...this.contextOptions, sequences: this.sequences, batchSize: this.context.batchSize });
+      this.group = { context, sequences: Array.from({ length: this.sequences }, () => ({ sequence: LlamaSequence.of(context, this.model), held: null })) };
+    }
+    return this.group;
   }
 
   stats(): { passes: number; evaluatedTokens: number; busyMs: number } {
@@ -217,6 +367,9 @@ export class Engine implements ScoringEngine {
       this.hidden?.sequence.sequence.dispose();
       await this.hidden?.context.dispose();
       this.hidden = null;
+      for (const slot of this.group?.sequences ?? []) slot.sequence.dispose();
+      await this.group?.context.dispose();
+      this.group = null;
       this.sequence.sequence.dispose();
       await this.context.dispose();
       await this.model.dispose();
@@ -440,3 +593,20 @@ async function readDistribution(sequence: LlamaSequence, tokens: readonly Token[
 
 type Reader = (sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
 const READERS: Record<Readout, Reader> = { labels: readLabels, distribution: readDistribution };
+
+/** A label read (LlamaSequence.evaluateTogether) as a LabelReading, checked as readLabels checks it. */
+function labelReadingOf(read: Extract<ReadResult, { kind: "labels" }>): LabelReading {
+  const largest = read.token !== null ? read.logits.get(read.token) : undefined;
+  if (largest === undefined || read.totalLogitWeight === undefined || !(read.totalLogitWeight >= 1)) throw new Error("engine returned no distribution for the answer position");
+  return { logits: read.logits, logNormaliser: largest + Math.log(read.totalLogitWeight) };
+}
+
+/** The labels' log-probabilities from a reading: finite, at most 0, an underflow read as LOGPROB_FLOOR. */
+function logprobsOf(reading: LabelReading, labelTokens: readonly number[]): number[] {
+  const logprobs = labelTokens.map((token) => {
+    const logit = reading.logits.get(token as Token) ?? Number.NaN;
+    return Math.min(0, Math.max(LOGPROB_FLOOR, logit - reading.logNormaliser));
+  });
+  if (!logprobs.every(Number.isFinite)) throw new Error("engine returned non-finite logits");
+  return logprobs;
+}

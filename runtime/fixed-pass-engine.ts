@@ -20,7 +20,7 @@
 import { createHash } from "node:crypto";
 import { ServiceError } from "../server-shared/errors.ts";
 import type { Segment, Tokenized } from "../server-shared/runtime-protocol.ts";
-import type { Engine, ScoreOptions, ScoreResult, ScoringEngine } from "./engine.ts";
+import type { Engine, GroupPass, ScoreOptions, ScoreResult, ScoringEngine } from "./engine.ts";
 
 /**
  * What a decode costs on a GPU, in ms: `decodeMs` whatever its length (kernel launches), `tokenMs` for
@@ -61,6 +61,15 @@ export class FixedPassEngine implements ScoringEngine {
 
   tokenize(text: string, special: boolean): Tokenized {
     return this.real.tokenize(text, special);
+  }
+
+  /** One pass a decode: a group's passes cost what they cost one after another. */
+  readonly sequences = 1;
+
+  async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
+    const results: ScoreResult[] = [];
+    for (const pass of passes) results.push(await this.score(pass.segments, pass.labelTokens, pass.options));
+    return results;
   }
 
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {

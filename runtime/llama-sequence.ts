@@ -37,6 +37,8 @@ interface AddonContext {
     totalLogitWeight: boolean,
   ): Promise<[token: number, probabilities: number[] | undefined, confidence: number | undefined, logits: number[] | undefined, totalLogitWeight: number | undefined]>;
   removeTokenCellsFromSequence(sequenceId: number, start: number, end: number): boolean;
+  /** llama_memory_seq_cp of every cell of `sourceSequenceId` into `targetSequenceId` (another stream: a copy); the source's last position. */
+  copySequenceStateFromOtherSequence(targetSequenceId: number, sourceSequenceId: number): Promise<number>;
 }
 
 interface AddonSampler {
@@ -87,14 +89,14 @@ export class LlamaSequence {
     private readonly sampler: AddonSampler,
   ) {}
 
-  /** The context's one sequence (`sequences: 1`), taken from node-llama-cpp so that nothing else is given it. */
+  /** A sequence of the context not yet taken (its one with `sequences: 1`), taken from node-llama-cpp so that nothing else is given it. */
   static of(context: LlamaContext, model: LlamaModel): LlamaSequence {
     const owner = context.getSequence();
     const sequence = owner as unknown as { _sequenceId?: unknown; _resolveSamplerConfig?: (options: object) => object };
     const ctx = (context as unknown as { _ctx?: Partial<AddonContext> })._ctx;
     const internals = model as unknown as { _model?: unknown; _llama?: { _bindings?: { AddonSampler?: new (model: unknown) => AddonSampler } } };
     const Sampler = internals._llama?._bindings?.AddonSampler;
-    const methods = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "removeTokenCellsFromSequence"] as const;
+    const methods = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "removeTokenCellsFromSequence", "copySequenceStateFromOtherSequence"] as const;
     if (
       !ctx ||
       methods.some((name) => typeof ctx[name] !== "function") ||
@@ -157,6 +159,56 @@ export class LlamaSequence {
     }
     const [, probabilities] = await this.ctx.sampleToken(outputIndex, this.sampler, true, false, false, false);
     return { kind: "distribution", probabilities: pairs(probabilities) };
+  }
+
+  /** Holds what `source` (a sequence of the same context) holds, copied cell by cell; nothing is evaluated. */
+  async copyFrom(source: LlamaSequence): Promise<void> {
+    if (source.ctx !== this.ctx) throw new Error("engine can copy only between sequences of one context");
+    this.eraseFrom(0);
+    await this.ctx.copySequenceStateFromOtherSequence(this.id, source.id);
+    this.held = source.held;
+  }
+
+  /**
+   * Evaluates each item's tokens after what its sequence holds, all of them in one llama.cpp decode
+   * (the caller keeps their total within the context's batch size, and gives each sequence once), and
+   * reads each item's labels at its last token.
+   */
+  static async evaluateTogether(items: readonly { sequence: LlamaSequence; tokens: readonly Token[]; labels: readonly Token[] }[]): Promise<Extract<ReadResult, { kind: "labels" }>[]> {
+    const ctx = items[0]!.sequence.ctx;
+    const total = items.reduce((n, item) => n + item.tokens.length, 0);
+    if (items.some((item) => item.sequence.ctx !== ctx) || new Set(items.map((item) => item.sequence)).size !== items.length) {
+      throw new Error("engine decodes together only distinct sequences of one context");
+    }
+    if (total > items[0]!.sequence.batchSize || items.some((item) => item.tokens.length === 0)) throw new Error(`engine cannot decode ${total} tokens together`);
+    for (const { sequence, tokens } of items) {
+      if (sequence.held + tokens.length > sequence.contextSize) throw new Error(`engine sequence overflow: ${sequence.held} + ${tokens.length} tokens in a context of ${sequence.contextSize}`);
+    }
+    ctx.initBatch(total);
+    const outputs = items.map(({ sequence, tokens }) => ctx.addToBatch(sequence.id, sequence.held, Uint32Array.from(tokens), Uint32Array.of(tokens.length - 1))[0] ?? -1);
+    try {
+      await ctx.decodeBatch();
+    } catch (err) {
+      for (const { sequence } of items) {
+        ctx.removeTokenCellsFromSequence(sequence.id, 0, -1);
+        sequence.held = 0;
+      }
+      throw err;
+    }
+    for (const item of items) item.sequence.held += item.tokens.length;
+    const reads: Extract<ReadResult, { kind: "labels" }>[] = [];
+    for (const [i, { sequence, labels }] of items.entries()) {
+      if (outputs[i]! < 0) throw new Error("engine returned no output position for the answer");
+      const { logits: ask, totalLogitWeight: weigh } = labelReadRequest(labels);
+      const [token, , , logits, totalLogitWeight] = await ctx.sampleToken(outputs[i]!, sequence.sampler, false, false, [ask.filter.tokens, false, false, ask.filter.includeSelected, 0], weigh);
+      reads.push({ kind: "labels", token: token === -1 ? null : (token as Token), logits: pairs(logits), totalLogitWeight });
+    }
+    return reads;
+  }
+
+  /** Tokens one decode of this sequence's context takes. */
+  get decodeTokens(): number {
+    return this.batchSize;
   }
 
   dispose(): void {

@@ -26,6 +26,8 @@
  *   RUNTIME_FAKE_GPU              benchmarks only: "h200", every decode costs what it costs on that GPU (a fixed part, a
  *                                 part per token, a label read) and evaluates nothing (fixed-pass-engine.ts GPU_COSTS);
  *                                 not with RUNTIME_FAKE_PASS_MS
+ *   RUNTIME_SEQUENCES             passes one decode of /v1/score-group carries (default: 1 on the CPU build, where a
+ *                                 decode's cost is its tokens and every sequence holds a pass's KV cache; 16 on a GPU)
  *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
  *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
  *                                 within about 1e-3, about 45 ms slower a pass on a CPU; benchmarks' baseline only)
@@ -62,6 +64,7 @@ const RuntimeSettings = z.object({
   RUNTIME_PORT: integer(0, 65535),
   RUNTIME_MAX_TOKENS_PER_PASS: integer(2, 1 << 20, LIMITS.tokensPerPass),
   RUNTIME_THREADS: integer(1, 1024, 2),
+  RUNTIME_SEQUENCES: z.preprocess((v) => (v === "" ? undefined : v), z.coerce.number().int().min(1).max(64).optional()),
   RUNTIME_FAKE_PASS_MS: z.preprocess((v) => (v === "" ? undefined : v), z.coerce.number().int().min(1).max(1000).optional()),
   RUNTIME_FAKE_GPU: z.preprocess((v) => (v === "" ? undefined : v), z.enum(Object.keys(GPU_COSTS) as [keyof typeof GPU_COSTS], { error: `must be ${Object.keys(GPU_COSTS).join(" or ")}` }).optional()),
   RUNTIME_READOUT: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["labels", "distribution"]).default("labels")),
@@ -102,7 +105,8 @@ async function main(): Promise<void> {
   // that aborts the process takes down a probe, never the runtime.
   const choice = settings.RUNTIME_GPU === "auto" ? await chooseBuild({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
   const started = performance.now();
-  const loaded = await Engine.load({ ...engineOptions, build: choice ? choice.build : engineOptions.build });
+  const build = choice ? choice.build : engineOptions.build;
+  const loaded = await Engine.load({ ...engineOptions, build, sequences: settings.RUNTIME_SEQUENCES ?? (build === "cpu" ? 1 : 16) });
   const engine = settings.RUNTIME_FAKE_PASS_MS
     ? new FixedPassEngine(loaded, { kind: "pass", passMs: settings.RUNTIME_FAKE_PASS_MS })
     : settings.RUNTIME_FAKE_GPU
@@ -117,6 +121,7 @@ async function main(): Promise<void> {
     rendering_version: RENDERING_VERSION,
     modalities: ["text"],
     max_tokens_per_pass: engine.maxTokensPerPass,
+    sequences: engine.sequences,
     engine: choice && choice.tried.length > 0 ? `${engine.description}, after ${choice.tried.map((t) => `${t.build}: ${t.why}`).join("; ")}` : engine.description,
     ...(encoder ? { encoder: encoder.identity } : {}),
   });

@@ -1,7 +1,7 @@
 /**
  * The runtime's HTTP face (runs in the runtime process on the GPU host): the calls of
  * server-shared/runtime-protocol.ts behind a bearer secret, with the gateway's error envelope. A text
- * runtime (createRuntimeApp) answers tokenize and score (and embed, with a sentence encoder), an image runtime (createImageRuntimeApp)
+ * runtime (createRuntimeApp) answers tokenize, score and score-group (and embed, with a sentence encoder), an image runtime (createImageRuntimeApp)
  * image-features; both answer identity and stats.
  *
  * Both serve Prometheus metrics at GET /metrics to a bearer of METRICS_SECRET (`metricsSecrets`; no
@@ -10,7 +10,7 @@
  *   svc_runtime_passes_total                   counter: passes evaluated
  *   svc_runtime_evaluated_tokens_total         counter: tokens evaluated (a kept prefix's are not counted again)
  *   svc_runtime_busy_seconds_total             counter: time the engine spent evaluating; rate() is its busy share
- *   svc_runtime_pass_duration_seconds{call}    histogram: one evaluation call (score, embed, image_features), as answered
+ *   svc_runtime_pass_duration_seconds{call}    histogram: one evaluation call (score, score_group, embed, image_features), as answered
  *   svc_runtime_errors_total{code}             counter: errors answered, by stable code
  *
  * Nothing here logs a request body or a header: prompts are customer data and the secret is a secret.
@@ -26,8 +26,11 @@ import {
   ImageFeaturesRequest,
   RUNTIME_BODY,
   RUNTIME_PATHS,
+  ScoreGroupRequest,
   ScoreRequest,
   TokenizeRequest,
+  type PassResult,
+  type ScoreGroupResponse,
   type EmbedResponse,
   type Identity,
   type ImageFeaturesResponse,
@@ -35,7 +38,7 @@ import {
   type Stats,
   type TokenizeResponse,
 } from "../server-shared/runtime-protocol.ts";
-import type { ScoringEngine } from "./engine.ts";
+import type { ScoreResult, ScoringEngine } from "./engine.ts";
 import type { ImageEngine } from "./image-engine.ts";
 import type { SentenceEncoder } from "./text-encoder.ts";
 
@@ -57,21 +60,20 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
 
   app.post(RUNTIME_PATHS.score, async (c) => {
     const body = await readJson(c, ScoreRequest, RUNTIME_BODY);
-    const result = await timed("score", () => engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments, pooledState: body.pooled_state, prefixOwner: body.prefix_owner })).catch((err: unknown) => {
-      if (err instanceof ServiceError) throw err;
-      // An engine failure's message names no prompt content; operators need it.
-      throw new ServiceError("internal_error", "the engine failed to evaluate the request", `engine failed: ${err instanceof Error ? err.message : String(err)}`);
-    });
-    const response: ScoreResponse = {
-      release_id: identity.release_id,
-      fingerprint: identity.fingerprint,
-      prompt_tokens: result.promptTokens,
-      prefix_tokens: result.prefixTokens,
-      evaluated_tokens: result.evaluatedTokens,
-      logprobs: result.logprobs,
-      ...(body.hidden_state ? { hidden_state: result.hiddenState } : {}),
-      ...(body.pooled_state ? { pooled_state: result.pooledState } : {}),
-    };
+    const result = await timed("score", () => engine.score(body.segments, body.label_tokens, { hiddenState: body.hidden_state, prefixSegments: body.prefix_segments, pooledState: body.pooled_state, prefixOwner: body.prefix_owner })).catch(engineFailure);
+    const response: ScoreResponse = { release_id: identity.release_id, fingerprint: identity.fingerprint, ...passResult(body, result) };
+    return c.json(response);
+  });
+
+  app.post(RUNTIME_PATHS.scoreGroup, async (c) => {
+    const body = await readJson(c, ScoreGroupRequest, RUNTIME_BODY);
+    const passes = body.passes.map((pass) => ({
+      segments: pass.segments,
+      labelTokens: pass.label_tokens,
+      options: { hiddenState: pass.hidden_state, prefixSegments: pass.prefix_segments, pooledState: pass.pooled_state, prefixOwner: pass.prefix_owner },
+    }));
+    const results = await timed("score_group", () => engine.scoreGroup(passes)).catch(engineFailure);
+    const response: ScoreGroupResponse = { release_id: identity.release_id, fingerprint: identity.fingerprint, results: results.map((result, i) => passResult(body.passes[i]!, result)) };
     return c.json(response);
   });
 
@@ -155,4 +157,22 @@ function common(
       durations.observe({ call }, (performance.now() - started) / 1000);
     }
   };
+}
+
+/** A pass's answer on the wire (its hidden and pooled states where it asked for them). */
+function passResult(pass: { hidden_state: boolean; pooled_state: boolean }, result: ScoreResult): PassResult {
+  return {
+    prompt_tokens: result.promptTokens,
+    prefix_tokens: result.prefixTokens,
+    evaluated_tokens: result.evaluatedTokens,
+    logprobs: result.logprobs,
+    ...(pass.hidden_state ? { hidden_state: result.hiddenState } : {}),
+    ...(pass.pooled_state ? { pooled_state: result.pooledState } : {}),
+  };
+}
+
+/** An engine's failure as the envelope's 500 (a refusal of the request stays as it is); its message names no prompt content, and operators need it. */
+function engineFailure(err: unknown): never {
+  if (err instanceof ServiceError) throw err;
+  throw new ServiceError("internal_error", "the engine failed to evaluate the request", `engine failed: ${err instanceof Error ? err.message : String(err)}`);
 }

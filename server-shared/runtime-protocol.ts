@@ -60,6 +60,18 @@
  *        digest of the account (sidecar/runtime/client.ts `ownedBy`); the runtime learns no id.
  *        A runtime evaluates one pass at a time; concurrent calls wait their turn.
  *
+ *   POST /v1/score-group   ScoreGroupRequest -> ScoreGroupResponse
+ *        Several passes in one call (at most GROUP_PASSES_MAX), each a ScoreRequest, answered in order
+ *        as /v1/score answers it (`results[i]` for `passes[i]`, without the stamp, which the response
+ *        carries once). A runtime of `identity.sequences` > 1 evaluates each distinct prefix once
+ *        (owner and tokens alike; not at all when a sequence holds it already) and copies it to the
+ *        other passes' sequences, then every pass's rest in as few decodes as its batch allows,
+ *        `sequences` passes at a time. The rest's numbers are then not the one-pass numbers: llama.cpp's
+ *        kernels are not batch-invariant, and a pass decoded beside others moves by up to
+ *        GROUP_LOGPROB_TOLERANCE in a log-probability. Passes that ask for a hidden state, and every
+ *        pass of a runtime of `sequences` 1, are evaluated one after another, as /v1/score evaluates
+ *        them. A pass refused (422) refuses the whole call before anything is evaluated.
+ *
  *   POST /v1/image-features   ImageFeaturesRequest -> ImageFeaturesResponse   (an image runtime)
  *        One still image through the runtime's image backbone. The runtime reads the canonical PNG
  *        (sidecar/images/: 8-bit RGB, at most LIMITS.imageCanonicalPixels) through the read grant
@@ -108,6 +120,8 @@ export const Identity = z.object({
   max_tokens_per_pass: z.number().int().positive(),
   /** Engine and version, for operators; not part of the identity comparison. */
   engine: z.string(),
+  /** Passes one decode of `/v1/score-group` carries at most (absent: a runtime before groups, which has no such call). */
+  sequences: z.number().int().positive().optional(),
   /** The sentence encoder `/v1/embed` runs (absent: none, and no such call). */
   encoder: z.object({ name: z.string(), fingerprint: z.string().regex(/^[0-9a-f]{64}$/), width: z.number().int().positive() }).optional(),
 });
@@ -171,6 +185,27 @@ export const ScoreResponse = Stamp.extend({
 });
 export type ScoreResponse = z.infer<typeof ScoreResponse>;
 
+/** Passes of one /v1/score-group call at most: a bulk execution's records (16), each with its content-free readings, fit. */
+export const GROUP_PASSES_MAX = 64;
+
+/**
+ * The largest difference between a pass's log-probabilities in a group decode and in its own
+ * evaluation (/v1/score), measured on the CPU build (Gemma 3 270M Q4_K_M, four sequences, questions
+ * over one 335-token state): 0.50. Most passes come out identical; a pass whose tokens land elsewhere
+ * in the decode's matrix tiles moves as much as a pass split into prefix and rest moves
+ * (runtime/engine.ts).
+ */
+export const GROUP_LOGPROB_TOLERANCE = 0.5;
+
+export const ScoreGroupRequest = looseFields({ passes: z.array(ScoreRequest).min(1).max(GROUP_PASSES_MAX) });
+export type ScoreGroupRequest = { passes: ScoreRequest[] };
+
+export const PassResult = ScoreResponse.omit({ release_id: true, fingerprint: true });
+export type PassResult = z.infer<typeof PassResult>;
+
+export const ScoreGroupResponse = Stamp.extend({ results: z.array(PassResult) });
+export type ScoreGroupResponse = z.infer<typeof ScoreGroupResponse>;
+
 export const EmbedRequest = looseFields({ text: z.string() });
 export type EmbedRequest = z.infer<typeof EmbedRequest>;
 
@@ -226,6 +261,7 @@ export const RUNTIME_PATHS = {
   stats: "/v1/stats",
   tokenize: "/v1/tokenize",
   score: "/v1/score",
+  scoreGroup: "/v1/score-group",
   imageFeatures: "/v1/image-features",
   embed: "/v1/embed",
 } as const;

@@ -16,7 +16,19 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorEnvelope } from "../contract/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
-import { EmbedResponse, Identity, RENDERING_VERSION, RUNTIME_PATHS, ScoreResponse, Stats, TokenizeResponse, type Tokenized } from "../server-shared/runtime-protocol.ts";
+import {
+  EmbedResponse,
+  GROUP_LOGPROB_TOLERANCE,
+  GROUP_PASSES_MAX,
+  Identity,
+  RENDERING_VERSION,
+  RUNTIME_PATHS,
+  ScoreGroupResponse,
+  ScoreResponse,
+  Stats,
+  TokenizeResponse,
+  type Tokenized,
+} from "../server-shared/runtime-protocol.ts";
 import { ensureModel, type ModelFile } from "../local/model.ts";
 import { ensureTextEncoder } from "../local/text-encoder.ts";
 import { SentenceEncoder } from "../runtime/text-encoder.ts";
@@ -608,6 +620,80 @@ describe("a stand-in for a GPU (RUNTIME_FAKE_PASS_MS, benchmarks only)", () => {
   });
 });
 
+describe("score-group: several passes in one call", () => {
+  const state = (n: number) => ({ text: `<start_of_turn>user\nTicket ${n}: ${"The invoice was charged twice and nobody answers my mail. ".repeat(20)}`, special: true });
+  const pass = (prefix: { text: string; special: boolean } | null, question: string, labels: number[], extra: Record<string, unknown> = {}) => ({
+    segments: [...(prefix ? [prefix] : [{ text: "<start_of_turn>user\nA short ticket.", special: true }]), { text: question, special: false }, { text: "<end_of_turn>\n<start_of_turn>model\n", special: true }],
+    prefix_segments: prefix ? 1 : 0,
+    label_tokens: labels,
+    ...extra,
+  });
+
+  it("answers each pass as /v1/score does, one after another on a runtime of one sequence, and states its sequences", async () => {
+    expect(Identity.parse(await call(main, "GET", RUNTIME_PATHS.identity)).sequences).toBe(1);
+    const labels = await labelTokens("Yes", "No");
+    const passes = [pass(state(1), "Is it about money?", labels), pass(state(1), "Is the customer angry?", labels), pass(null, "Is it spam?", labels)];
+    const group = ScoreGroupResponse.parse(await call(main, "POST", RUNTIME_PATHS.scoreGroup, { passes }));
+    expect(group).toMatchObject({ release_id: main.ready.release_id, fingerprint: main.ready.fingerprint });
+    for (const [i, one] of passes.entries()) {
+      const alone = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, one));
+      expect(group.results[i]!.logprobs).toEqual(alone.logprobs);
+      expect(group.results[i]!.prompt_tokens).toBe(alone.prompt_tokens);
+    }
+  });
+
+  it("with several sequences evaluates each prefix once and the rests together, within GROUP_LOGPROB_TOLERANCE of the one-pass numbers", async () => {
+    const grouped = await startRuntime({ name: "runtime-sequences", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_GPU: "false", RUNTIME_SEQUENCES: "4" } });
+    try {
+      expect(Identity.parse(await call(grouped, "GET", RUNTIME_PATHS.identity)).sequences).toBe(4);
+      const labels = await labelTokens("Yes", "No");
+      // Six passes: four questions over one state, one over another, one with no prefix (two decodes' worth of sequences).
+      const questions = ["Is it about money?", "Is the customer angry?", "Does it mention a refund?", "Is it urgent?"];
+      const passes = [...questions.map((q) => pass(state(2), q, labels)), pass(state(3), "Is it about money?", labels), pass(null, "Is it spam?", labels)];
+      const before = Stats.parse(await call(grouped, "GET", RUNTIME_PATHS.stats));
+      const group = ScoreGroupResponse.parse(await call(grouped, "POST", RUNTIME_PATHS.scoreGroup, { passes }));
+      const after = Stats.parse(await call(grouped, "GET", RUNTIME_PATHS.stats));
+      expect(after.passes - before.passes).toBe(passes.length);
+      let largest = 0;
+      for (const [i, one] of passes.entries()) {
+        const alone = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, one));
+        const result = group.results[i]!;
+        expect({ prompt: result.prompt_tokens, prefix: result.prefix_tokens }).toEqual({ prompt: alone.prompt_tokens, prefix: alone.prefix_tokens });
+        result.logprobs.forEach((lp, j) => (largest = Math.max(largest, Math.abs(lp - alone.logprobs[j]!))));
+      }
+      console.log(`score-group: largest |difference| from the one-pass numbers over ${passes.length} passes: ${largest.toFixed(4)}`);
+      expect(largest).toBeLessThanOrEqual(GROUP_LOGPROB_TOLERANCE);
+      // Each prefix evaluated once: the first pass over a state counts it, the others their rests alone.
+      const prefixOf = (i: number) => group.results[i]!.prefix_tokens!;
+      const rests = group.results.map((r) => r.prompt_tokens - r.prefix_tokens!);
+      expect(group.results.map((r) => r.evaluated_tokens)).toEqual(rests.map((rest, i) => rest + (i === 0 || i === 4 ? prefixOf(i) : 0)));
+      expect(after.evaluated_tokens - before.evaluated_tokens).toBe(rests.reduce((a, b) => a + b, 0) + prefixOf(0) + prefixOf(4));
+      // The same questions again: the state is held, nothing but the rests is evaluated, and the numbers repeat.
+      const again = ScoreGroupResponse.parse(await call(grouped, "POST", RUNTIME_PATHS.scoreGroup, { passes: passes.slice(0, 4) }));
+      expect(again.results.map((r) => r.evaluated_tokens)).toEqual(rests.slice(0, 4));
+      expect(again.results.map((r) => r.logprobs)).toEqual(group.results.slice(0, 4).map((r) => r.logprobs));
+      // A hidden-state pass in a group is evaluated on its own, as /v1/score evaluates it.
+      const hidden = ScoreGroupResponse.parse(await call(grouped, "POST", RUNTIME_PATHS.scoreGroup, { passes: [pass(state(2), "Is it urgent?", labels, { hidden_state: true }), passes[0]] }));
+      const hiddenAlone = ScoreResponse.parse(await call(main, "POST", RUNTIME_PATHS.score, pass(state(2), "Is it urgent?", labels, { hidden_state: true })));
+      expect(hidden.results[0]!.hidden_state).toEqual(hiddenAlone.hidden_state);
+      expect(hidden.results[1]!.hidden_state).toBeUndefined();
+      // One pass over the per-pass limit refuses the call before anything is evaluated.
+      const stats = Stats.parse(await call(grouped, "GET", RUNTIME_PATHS.stats));
+      const tooLong = pass({ text: "word ".repeat(LIMITS.tokensPerPass + 10), special: false }, "Is it long?", labels);
+      const refused = await callRaw(grouped, RUNTIME_PATHS.scoreGroup, { passes: [passes[0], tooLong] });
+      expect(refused.status).toBe(422);
+      expect(refused.body.error.code).toBe("pass_too_long");
+      expect(Stats.parse(await call(grouped, "GET", RUNTIME_PATHS.stats)).passes).toBe(stats.passes);
+      // The call's bounds: at least one pass, at most GROUP_PASSES_MAX.
+      for (const body of [{ passes: [] }, { passes: Array.from({ length: GROUP_PASSES_MAX + 1 }, () => passes[0]) }]) {
+        expect((await callRaw(grouped, RUNTIME_PATHS.scoreGroup, body)).status).toBe(422);
+      }
+    } finally {
+      await grouped.child.stop();
+    }
+  });
+});
+
 describe("a stand-in for a GPU's decode costs (RUNTIME_FAKE_GPU=h200, benchmarks only)", () => {
   it("costs each decode its fixed part and its tokens, and each read its own: a new prefix a decode of its own, a kept one none", async () => {
     const gpu = await startRuntime({ name: "runtime-fake-gpu", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_GPU: "false", RUNTIME_FAKE_GPU: "h200" } });
@@ -744,6 +830,8 @@ describe("runtime app without a model (app.request)", () => {
   const failingEngine: ScoringEngine = {
     tokenize: () => ({ tokens: [], pieces: [] }),
     score: () => Promise.reject(new Error("GGML_ASSERT failed")),
+    scoreGroup: () => Promise.reject(new Error("GGML_ASSERT failed")),
+    sequences: 1,
     stats: () => ({ passes: 0, evaluatedTokens: 0, busyMs: 0 }),
   };
 

@@ -6,7 +6,8 @@
  *   - `RUNTIME_FAKE_GPU=h200`: every llama.cpp decode costs a fixed part and a part per token, and
  *     every label read at an answer position a part of its own (GPU_COSTS, fitted to the H200 figures
  *     of docs/deploy.md), so a pass on a new prefix costs two decodes (the prefix, then the rest and
- *     its read) and a pass over a kept prefix one, as in the engine (engine.ts).
+ *     its read) and a pass over a kept prefix one, as in the engine (engine.ts); a group
+ *     (/v1/score-group) a decode for each new prefix and one for the rests of up to 16 passes.
  *
  * It tokenizes with the real model, so that everything around a pass (the sidecar's admission, its
  * labels, the usage it counts, the bulk worker's commits) is what it is on a real runtime. Its answers
@@ -32,6 +33,16 @@ import type { Engine, GroupPass, ScoreOptions, ScoreResult, ScoringEngine } from
  */
 export const GPU_COSTS = { h200: { decodeMs: 1.8, tokenMs: 0.032, readMs: 1.0 } } as const;
 
+/** The stand-in GPU's sequences (main.ts's default on a GPU) and the tokens one decode takes (node-llama-cpp's batch size). */
+const GROUP_SEQUENCES = 16;
+const GROUP_DECODE_TOKENS = 512;
+
+/** Fixed numbers from a pass's text: each label a distinct share of at most half the mass. */
+function fixedLogprobs(segments: readonly Segment[], labelTokens: readonly number[]): number[] {
+  const digest = createHash("sha256").update(segments.map((s) => s.text).join("\u0000")).digest();
+  return labelTokens.map((_, i) => Math.log((0.5 * (1 + digest[i % digest.length]!)) / (256 * labelTokens.length)));
+}
+
 export type StandInCost = { kind: "pass"; passMs: number } | { kind: "decode"; name: string; decodeMs: number; tokenMs: number; readMs: number };
 
 export class FixedPassEngine implements ScoringEngine {
@@ -43,6 +54,8 @@ export class FixedPassEngine implements ScoringEngine {
   private freeAt = 0;
   /** The prefix the last pass kept, as the real engine keeps it (only the rest is then "evaluated"). */
   private keptPrefix: string | null = null;
+  /** The prefixes the group sequences hold after the last group, as the engine's group context holds them. */
+  private heldPrefixes = new Set<string>();
 
   constructor(
     private readonly real: Pick<Engine, "tokenize" | "passTokens" | "maxTokensPerPass" | "dispose">,
@@ -63,16 +76,67 @@ export class FixedPassEngine implements ScoringEngine {
     return this.real.tokenize(text, special);
   }
 
-  /** One pass a decode: a group's passes cost what they cost one after another. */
-  readonly sequences = 1;
-
-  async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
-    const results: ScoreResult[] = [];
-    for (const pass of passes) results.push(await this.score(pass.segments, pass.labelTokens, pass.options));
-    return results;
+  /** Passes one decode carries: a GPU's default with decode costs (main.ts), one with fixed passes. */
+  get sequences(): number {
+    return this.cost.kind === "decode" ? GROUP_SEQUENCES : 1;
   }
 
-  async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+  /**
+   * A group as the engine runs it (engine.ts scoreGroup), `sequences` passes at a time: a decode for
+   * each prefix that none of the group's sequences holds, then the rests packed into decodes of at
+   * most GROUP_DECODE_TOKENS, and a label read for each pass. With fixed passes, one after another.
+   */
+  async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
+    const cost = this.cost;
+    if (cost.kind === "pass") {
+      const results: ScoreResult[] = [];
+      for (const pass of passes) results.push(await this.score(pass.segments, pass.labelTokens, pass.options));
+      return results;
+    }
+    const infos = passes.map((pass) => this.passOf(pass.segments, pass.options ?? {}));
+    const arrived = performance.now();
+    const run = this.queue.then(async () => {
+      const evaluated: number[] = [];
+      for (let start = 0; start < infos.length; start += GROUP_SEQUENCES) {
+        const chunk = infos.slice(start, start + GROUP_SEQUENCES);
+        const held = this.heldPrefixes;
+        this.heldPrefixes = new Set(chunk.flatMap((info) => (info.prefixText === null ? [] : [info.prefixText])));
+        const decodes: number[] = [];
+        const fresh = new Set<string>();
+        let packed = 0;
+        for (const info of chunk) {
+          let tokens = info.restTokens;
+          if (info.prefixText !== null && !held.has(info.prefixText) && !fresh.has(info.prefixText)) {
+            fresh.add(info.prefixText);
+            decodes.push(info.prefixTokens);
+            tokens += info.prefixTokens;
+          }
+          evaluated.push(tokens);
+          if (packed > 0 && packed + info.restTokens > GROUP_DECODE_TOKENS) {
+            decodes.push(packed);
+            packed = 0;
+          }
+          packed += info.restTokens;
+        }
+        decodes.push(packed);
+        await this.occupy(arrived, decodes.reduce((ms, tokens) => ms + cost.decodeMs + tokens * cost.tokenMs, chunk.length * cost.readMs));
+      }
+      this.passes += infos.length;
+      this.evaluatedTokens += evaluated.reduce((a, b) => a + b, 0);
+      return evaluated;
+    });
+    this.queue = run.catch(() => undefined);
+    const evaluated = await run;
+    return passes.map((pass, i) => ({
+      promptTokens: infos[i]!.prefixTokens + infos[i]!.restTokens,
+      prefixTokens: infos[i]!.prefixTokens,
+      evaluatedTokens: evaluated[i]!,
+      logprobs: fixedLogprobs(pass.segments, pass.labelTokens),
+    }));
+  }
+
+  /** A pass's token counts and its prefix's key (null: none), checked as the engine checks them. */
+  private passOf(segments: readonly Segment[], options: ScoreOptions): { prefixTokens: number; restTokens: number; prefixText: string | null } {
     if (options.hiddenState || options.pooledState) throw new ServiceError("invalid_request", "this stand-in runtime reads no hidden states");
     const prefixSegments = options.prefixSegments ?? 0;
     // Tokenized as the engine tokenizes a pass (its prefix once while it stays the latest): the
@@ -85,6 +149,11 @@ export class FixedPassEngine implements ScoringEngine {
     }
     // Kept for its owner only, as the real engine keeps it.
     const prefixText = prefixSegments > 0 ? `${options.prefixOwner ?? ""}\u0000${segments.slice(0, prefixSegments).map((s) => s.text).join("")}` : null;
+    return { prefixTokens, restTokens, prefixText };
+  }
+
+  async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+    const { prefixTokens, restTokens, prefixText } = this.passOf(segments, options);
     const arrived = performance.now();
     const run = this.queue.then(async () => {
       const kept = prefixText !== null && prefixText === this.keptPrefix;
@@ -106,10 +175,7 @@ export class FixedPassEngine implements ScoringEngine {
     });
     this.queue = run.catch(() => undefined);
     const evaluated = await run;
-    // Fixed numbers from the pass's text: each label a distinct share of at most half the mass.
-    const digest = createHash("sha256").update(segments.map((s) => s.text).join("\u0000")).digest();
-    const logprobs = labelTokens.map((_, i) => Math.log((0.5 * (1 + digest[i % digest.length]!)) / (256 * labelTokens.length)));
-    return { promptTokens: prefixTokens + restTokens, prefixTokens, evaluatedTokens: evaluated, logprobs };
+    return { promptTokens: prefixTokens + restTokens, prefixTokens, evaluatedTokens: evaluated, logprobs: fixedLogprobs(segments, labelTokens) };
   }
 
   /**

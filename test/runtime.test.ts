@@ -721,6 +721,22 @@ describe("a stand-in for a GPU's decode costs (RUNTIME_FAKE_GPU=h200, benchmarks
       const before = await busy();
       const whole = ScoreResponse.parse(await call(gpu, "POST", RUNTIME_PATHS.score, { segments: question("Is it about money?"), label_tokens: labels }));
       expect((await busy()) - before).toBeCloseTo(decodeMs + whole.prompt_tokens * tokenMs + readMs, 6);
+      // A group as a GPU of many sequences runs it: the new state once, every rest in one decode, a read each.
+      expect(Identity.parse(await call(gpu, "GET", RUNTIME_PATHS.identity)).sequences).toBe(16);
+      const questions = ["Is it about money?", "Is the customer angry?", "Does it mention a refund?", "Is it urgent?"];
+      const fresh = { text: `${state.text} Ticket 7.`, special: true };
+      const grouped = (text: { text: string; special: boolean }) => questions.map((q) => ({ segments: [text, ...question(q).slice(1)], prefix_segments: 1, label_tokens: labels }));
+      const groupBefore = await busy();
+      const group = ScoreGroupResponse.parse(await call(gpu, "POST", RUNTIME_PATHS.scoreGroup, { passes: grouped(fresh) }));
+      const rests = group.results.map((r) => r.prompt_tokens - r.prefix_tokens!);
+      const prefix = group.results[0]!.prefix_tokens!;
+      expect(group.results.map((r) => r.evaluated_tokens)).toEqual(rests.map((rest, i) => rest + (i === 0 ? prefix : 0)));
+      const restSum = rests.reduce((a, b) => a + b, 0);
+      expect((await busy()) - groupBefore).toBeCloseTo(2 * decodeMs + (prefix + restSum) * tokenMs + questions.length * readMs, 6);
+      // Again: the state is held, one decode.
+      const heldBefore = await busy();
+      await call(gpu, "POST", RUNTIME_PATHS.scoreGroup, { passes: grouped(fresh) });
+      expect((await busy()) - heldBefore).toBeCloseTo(decodeMs + restSum * tokenMs + questions.length * readMs, 6);
     } finally {
       await gpu.child.stop();
     }

@@ -6,7 +6,7 @@
  *
  *   PUT /storage/batches/<id>/input.jsonl?X-Amz-...   (headers: if-none-match: *, and content-length when signed)
  *     -> 200 {"key", "size", "etag"}; 403 bad or expired signature; 411 neither Content-Length nor chunked;
- *        413 over the object's limit (edge/storage.ts objectKind), a chunked body at its first byte past it;
+ *        413 over the object's limit (edge/storage.ts objectKind), a chunked body keeping nothing past it;
  *        412 `already_uploaded` when the object exists (kept intact)
  *   PUT /storage/images/<id>/source?X-Amz-...   (headers: content-length, if-none-match: *, x-amz-checksum-sha256)
  *     -> the same, and 400 `checksum_mismatch` when the bytes' SHA-256 is not the signed one (nothing stored)
@@ -50,8 +50,8 @@ storage.put(`${STORAGE_PATH}/*`, async (c) => {
     throw new ServiceError("invalid_request", "send the file with Content-Length or chunked Transfer-Encoding, not both");
   }
   const { holds, maxBytes, image, uploaded } = objectKind(key);
-  // A batch's or training's file may come chunked (`curl -T -` from a pipe): it is read up to its
-  // limit and refused at the first byte past it, so nothing larger is ever held or stored.
+  // A batch's or training's file may come chunked (`curl -T -` from a pipe): nothing past its limit
+  // is held, and a larger file is refused (413) with nothing stored.
   if (length === undefined && image === null && c.req.raw.body !== null) {
     const bytes = await readAtMost(c.req.raw.body, maxBytes, () => new ServiceError("payload_too_large", `the file is larger than ${maxBytes} bytes; ${holds} holds at most ${maxBytes} bytes`));
     return stored(c, key, bytes, image, uploaded);

@@ -4,17 +4,23 @@
  * order in one bulk execution, and a real-time execution that comes in meanwhile goes before the
  * records not started yet, which then run in a second bulk execution. Nothing is run twice or lost.
  * Two consecutive executions of one worker (as sidecar/bulk/steps.ts runs a claim and the next one
- * prepared ahead): the second enters the lane once the first has started its last record, before
- * the first's results are in, and their passes share the runtime's slots.
+ * prepared ahead): the second enters the lane once the first has started its last record, and their
+ * passes share the background's groups. A real-time execution that comes in finds at most the
+ * background's two group calls at the runtime (BACKGROUND_GROUPS), watched through a proxy that
+ * forwards every call to the real runtime.
  */
 import { describe, expect, it } from "vitest";
-import { RUNTIME_PATHS, Stats } from "../server-shared/runtime-protocol.ts";
+import { RUNTIME_PATHS, ScoreGroupRequest, Stats } from "../server-shared/runtime-protocol.ts";
 import { REGISTRY_COLUMNS, RegistryEntry } from "../server-shared/registry.ts";
 import { SecretSource } from "../server-shared/secrets.ts";
+import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { RUNTIME_TOKEN_ENV } from "../local/stack.ts";
-import { BULK_PASSES_IN_FLIGHT, BulkFlow, processRecords, type RecordContext } from "../sidecar/bulk/records.ts";
+import { BACKGROUND_GROUPS, BACKGROUND_RECORDS, BulkFlow, processRecords, type RecordContext } from "../sidecar/bulk/records.ts";
+import { executeDecision } from "../sidecar/decide/execute.ts";
 import { Lanes, type LaneName } from "../sidecar/lanes.ts";
+import { ownedBy, runtimeClientFor } from "../sidecar/runtime/client.ts";
 import { query, stack } from "./support/api.ts";
+import { listen } from "./support/fake-server.ts";
 
 async function servedEntry(): Promise<RegistryEntry> {
   const rows = await query(`SELECT ${REGISTRY_COLUMNS} FROM model_registry WHERE id = $1`, [stack().releaseId]);
@@ -26,13 +32,65 @@ async function passes(): Promise<number> {
   return Stats.parse(await res.json()).passes;
 }
 
-/** Records of one noul question on states never seen before. */
-const recordsOf = (n: number, from = 0) =>
+/** Records of one noul question on states never seen before (`words` more of them in each). */
+const recordsOf = (n: number, from = 0, words = 0) =>
   Array.from({ length: n }, (_, i) => ({
     line: from + i + 1,
     customId: `r-${from + i}`,
-    body: JSON.stringify({ state: `ticket ${from + i} ${crypto.randomUUID()}: charged twice`, questions: { q: { type: "noul", instructions: "Is it about money?" } } }),
+    body: JSON.stringify({ state: `ticket ${from + i} ${crypto.randomUUID()}: charged twice ${"and again ".repeat(words)}`, questions: { q: { type: "noul", instructions: "Is it about money?" } } }),
   }));
+
+/** A group's tokens by their byte bound as BACKGROUND_GROUPS counts them: each distinct prefix once, each pass's rest and its first token. */
+function byteBound(passes: ScoreGroupRequest["passes"]): number {
+  const prefixes = new Set<string>();
+  let bound = 0;
+  for (const pass of passes) {
+    const cut = pass.prefix_segments ?? 0;
+    const prefix = JSON.stringify([pass.prefix_owner, pass.segments.slice(0, cut).map((s) => s.text)]);
+    if (!prefixes.has(prefix)) bound += pass.segments.slice(0, cut).reduce((n, s) => n + Buffer.byteLength(s.text), 0);
+    prefixes.add(prefix);
+    bound += 1 + pass.segments.slice(cut).reduce((n, s) => n + Buffer.byteLength(s.text), 0);
+  }
+  return bound;
+}
+
+/** A group call seen by the proxy: its passes' states, when it was sent and answered, and what else was at the runtime then. */
+interface SeenCall {
+  states: string[];
+  bound: number;
+  sent: number;
+  answered: number;
+  /** The calls at the runtime when this one came in (itself not counted). */
+  ahead: SeenCall[];
+}
+
+/** Forwards every runtime call to the stack's runtime, recording each group call. */
+async function watchingProxy(): Promise<{ url: string; calls: SeenCall[]; stop(): Promise<void> }> {
+  const calls: SeenCall[] = [];
+  const open = new Set<SeenCall>();
+  const server = await listen(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    let call: SeenCall | null = null;
+    if (req.url === RUNTIME_PATHS.scoreGroup) {
+      const { passes } = ScoreGroupRequest.parse(JSON.parse(body.toString()));
+      call = { states: passes.map((p) => p.segments[0]!.text), bound: byteBound(passes), sent: performance.now(), answered: Infinity, ahead: [...open] };
+      calls.push(call);
+      open.add(call);
+    }
+    const real = await fetch(`${stack().runtimeUrl}${req.url}`, { method: req.method, headers: { authorization: req.headers.authorization ?? "", "content-type": "application/json" }, ...(req.method === "POST" ? { body } : {}) });
+    const text = await real.text();
+    if (call) {
+      call.answered = performance.now();
+      open.delete(call);
+    }
+    res.statusCode = real.status;
+    res.setHeader("content-type", "application/json");
+    res.end(text);
+  });
+  return { url: server.url, calls, stop: () => server.stop() };
+}
 
 const contextOf = (entry: RegistryEntry, lanes: RecordContext["lanes"], flow?: BulkFlow): RecordContext => ({
   lanes,
@@ -53,7 +111,7 @@ describe("a bulk claim's records", () => {
       observer: {
         started: (lane) => {
           started.push(lane);
-          // Real time comes in once the first bulk execution runs (up to three records at the runtime at once).
+          // Real time comes in once the first bulk execution runs: it has started BACKGROUND_RECORDS records, the rest wait for a place.
           if (lane === "bulk" && realtime === null) {
             realtime = new Promise((resolve) => setTimeout(resolve, 0)).then(() => lanes.run("realtime", async () => undefined));
           }
@@ -62,56 +120,65 @@ describe("a bulk claim's records", () => {
       },
     });
     const ctx = contextOf(entry, lanes);
-    const records = recordsOf(4);
+    const n = BACKGROUND_RECORDS + 2;
+    const records = recordsOf(n);
     const before = await passes();
     const outcomes = await processRecords(ctx, records, entry, new AbortController().signal).outcomes;
     await realtime;
 
     expect(started).toEqual(["bulk", "realtime", "bulk"]);
-    expect(outcomes.map((o) => o.kind)).toEqual(["result", "result", "result", "result"]);
-    expect(outcomes.map((o) => (o.kind === "result" ? JSON.parse(o.text).custom_id : null))).toEqual(["r-0", "r-1", "r-2", "r-3"]);
-    // Each record's state evaluated once; the question's content-free reading, not kept yet, is read
-    // by each record at the runtime at once before the first of them keeps it.
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(n).fill("result"));
+    expect(outcomes.map((o) => (o.kind === "result" ? JSON.parse(o.text).custom_id : null))).toEqual(records.map((r) => r.customId));
+    // Each record's state evaluated once; the question's content-free reading, not kept yet, read once for all of them.
     const ran = (await passes()) - before;
-    expect(ran).toBeGreaterThanOrEqual(4);
-    expect(ran).toBeLessThanOrEqual(4 + BULK_PASSES_IN_FLIGHT);
-  });
+    expect(ran).toBeGreaterThanOrEqual(n);
+    expect(ran).toBeLessThanOrEqual(n + 1);
+  }, 120_000);
 
-  it("of two consecutive executions: the second enters the lane once the first has started its last record, so its passes follow the first's last ones at the runtime, sharing their slots", async () => {
-    const entry = await servedEntry();
-    const lanes = new Lanes();
-    const flow = new BulkFlow();
-    // The flow's pass slots, counted: never more passes of both at the runtime than BULK_PASSES_IN_FLIGHT.
-    let atRuntime = 0;
-    let most = 0;
-    const { acquire, release } = { acquire: flow.passes.acquire.bind(flow.passes), release: flow.passes.release.bind(flow.passes) };
-    // When the second execution's first pass went to the runtime (its records are ranked 6-11), how many of the first's were there.
-    let firstsAtRuntime: number | null = null;
-    flow.passes.acquire = async (rank) => {
-      await acquire(rank);
-      if (rank !== undefined && rank >= 6) firstsAtRuntime ??= atRuntime;
-      most = Math.max(most, ++atRuntime);
-    };
-    flow.passes.release = () => {
-      atRuntime -= 1;
-      release();
-    };
-    const first = processRecords(contextOf(entry, lanes, flow), recordsOf(6), entry, new AbortController().signal);
-    // As steps.ts queues the execution prepared ahead.
-    const gated: RecordContext["lanes"] = {
-      run: async (lane, work, signal) => {
-        await first.leftLane;
-        return lanes.run(lane, work, signal);
-      },
-      realtimeWaiting: () => lanes.realtimeWaiting(),
-    };
-    const second = processRecords(contextOf(entry, gated, flow), recordsOf(6, 6), entry, new AbortController().signal);
-    const outcomes = [...(await first.outcomes), ...(await second.outcomes)];
+  it("of two consecutive executions: the second enters the lane once the first has started its last record, its passes in the background's groups, and real time finds at most two group calls ahead of it", async () => {
+    const proxy = await watchingProxy();
+    try {
+      const entry = { ...(await servedEntry()), url: proxy.url };
+      const lanes = new Lanes();
+      const flow = new BulkFlow();
+      // Longer states: each group is held to its tokens, so the records take several groups.
+      const first = processRecords(contextOf(entry, lanes, flow), recordsOf(20, 0, 60), entry, new AbortController().signal);
+      // As steps.ts queues the execution prepared ahead.
+      const gated: RecordContext["lanes"] = {
+        run: async (lane, work, signal) => {
+          await first.leftLane;
+          return lanes.run(lane, work, signal);
+        },
+        realtimeWaiting: () => lanes.realtimeWaiting(),
+      };
+      const second = processRecords(contextOf(entry, gated, flow), recordsOf(20, 20, 60), entry, new AbortController().signal);
+      // A real-time decision once the background has calls at the runtime.
+      while (proxy.calls.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      const client = ownedBy(runtimeClientFor(entry, contextOf(entry, lanes).secrets), "real-time account");
+      const release = { id: entry.id, fingerprint: entry.fingerprint };
+      const answered = await lanes.run("realtime", () => executeDecision(client, release, Decision.parse({ state: "REAL TIME: I want my money back", questions: { q: { type: "noul", instructions: "Is it about money?" } } })));
+      const outcomes = [...(await first.outcomes), ...(await second.outcomes)];
 
-    // The second's passes followed the first's last ones at the runtime, before the first's results were all in.
-    expect(firstsAtRuntime).toBeGreaterThan(0);
-    expect(outcomes.map((o) => (o.kind === "result" ? JSON.parse(o.text).custom_id : o.kind))).toEqual(Array.from({ length: 12 }, (_, i) => `r-${i}`));
-    expect(most).toBeLessThanOrEqual(BULK_PASSES_IN_FLIGHT);
-    expect(most).toBeGreaterThan(1);
-  });
+      expect(answered.answers.get("q")).toMatchObject({ type: "noul" });
+      expect(outcomes.map((o) => (o.kind === "result" ? JSON.parse(o.text).custom_id : o.kind))).toEqual(Array.from({ length: 40 }, (_, i) => `r-${i}`));
+      const background = proxy.calls.filter((c) => !c.states.some((s) => s.includes("REAL TIME")));
+      const realtimeCall = proxy.calls.find((c) => c.states.some((s) => s.includes("REAL TIME")))!;
+      // Every background group within its limits, and never more than two at the runtime at once.
+      expect(background.length).toBeGreaterThan(2);
+      for (const call of background) {
+        expect(call.states.length).toBeLessThanOrEqual(BACKGROUND_GROUPS.passes);
+        expect(call.ahead.length).toBeLessThan(BACKGROUND_GROUPS.calls);
+        expect(call.bound + call.ahead.reduce((n, c) => n + c.bound, 0)).toBeLessThanOrEqual(BACKGROUND_GROUPS.tokens);
+      }
+      // Real time: one call, behind at most the background's two.
+      expect(realtimeCall.ahead.length).toBeLessThanOrEqual(BACKGROUND_GROUPS.calls);
+      expect(realtimeCall.ahead.reduce((n, c) => n + c.bound, 0)).toBeLessThanOrEqual(BACKGROUND_GROUPS.tokens);
+      // The second execution's first group went to the runtime before the first's last group answered.
+      const ofSecond = (c: SeenCall) => c.states.some((s) => /ticket (2\d|3\d) /.test(s));
+      const ofFirst = (c: SeenCall) => c.states.some((s) => /ticket (\d|1\d) /.test(s));
+      expect(background.find(ofSecond)!.sent).toBeLessThan(Math.max(...background.filter(ofFirst).map((c) => c.answered)));
+    } finally {
+      await proxy.stop();
+    }
+  }, 180_000);
 });

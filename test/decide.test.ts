@@ -17,7 +17,7 @@ import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { LIMITS } from "../contract/limits.ts";
 import { CONTENT_FREE_STATE, FIXED_FORMS, OPTIONS_PER_PASS, SERVED_RENDERING, passTokenBound, planQuestion, asText } from "../sidecar/decide/render.ts";
-import type { EmbedRequest, EmbedResponse, Identity, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
+import type { EmbedRequest, EmbedResponse, Identity, ScoreGroupRequest, ScoreGroupResponse, ScoreRequest, ScoreResponse, Tokenized, TokenizeRequest, TokenizeResponse } from "../server-shared/runtime-protocol.ts";
 import { ensureModel } from "../local/model.ts";
 import { ensureTextEncoder } from "../local/text-encoder.ts";
 import { stringifyJson } from "../contract/json.ts";
@@ -27,7 +27,6 @@ import { trainHead } from "../sidecar/train/head.ts";
 import { animalSentences } from "./support/training.ts";
 import type { Child } from "../local/process.ts";
 import { executeDecision } from "../sidecar/decide/execute.ts";
-import { PASSES_IN_FLIGHT } from "../sidecar/decide/passes.ts";
 import { SERVED_STEPS, type Steps } from "../sidecar/decide/steps.ts";
 import { exampleFeatures } from "../sidecar/decide/trained.ts";
 import { IdentityMismatchError, type Release } from "../sidecar/decide/identity.ts";
@@ -94,6 +93,27 @@ class CountingRuntime implements RuntimeClient {
   tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     this.tokenized.push(request);
     return this.inner.tokenize(request, signal);
+  }
+
+  /** Each group call's passes, in the order sent. */
+  readonly groups: ScoreRequest[][] = [];
+
+  /** Each pass recorded in `scored`, in the order sent; the hook runs after each of its passes once the group answers. */
+  async scoreGroup(request: ScoreGroupRequest, signal?: AbortSignal): Promise<ScoreGroupResponse> {
+    const calls = request.passes.map((pass) => ({ request: pass }) as { request: ScoreRequest; response: ScoreResponse });
+    this.scored.push(...calls);
+    this.groups.push(request.passes);
+    this.maxInFlight = Math.max(this.maxInFlight, ++this.inFlight);
+    let response: ScoreGroupResponse;
+    try {
+      response = await this.inner.scoreGroup(request, signal);
+    } finally {
+      this.inFlight -= 1;
+    }
+    const { release_id, fingerprint } = response;
+    response.results.forEach((result, i) => (calls[i]!.response = { release_id, fingerprint, ...result }));
+    for (const _ of calls) this.afterScore(++this.answered);
+    return response;
   }
 
   /** Recorded in the order the passes are sent (several may be in flight). */
@@ -214,21 +234,21 @@ describe("a decision", () => {
     expect(severity.score).toBeGreaterThanOrEqual(0);
     expect(severity.score).toBeLessThanOrEqual(4);
 
-    // Every question's passes about the state, in request order, then every question's passes about
-    // the content-free state (none kept yet): Yes/No in four forms each; the options' own words, in
+    // Every question's passes about the content-free state (none kept yet), then every question's
+    // passes about the state, in request order: Yes/No in four forms each; the options' own words, in
     // key order and then reversed (a choice's options have no order); five digits (a level is
     // structured JSON, so levels cannot be read by their words).
     expect(counting.scored.map((s) => s.request.label_tokens.length)).toEqual([8, 3, 3, 5, 8, 3, 3, 5]);
     const texts = counting.scored.map((s) => s.request.segments.map((g) => g.text).join(""));
-    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([false, false, false, false, true, true, true, true]);
+    expect(texts.map((t) => t.includes("State:\nN/A\n"))).toEqual([true, true, true, true, false, false, false, false]);
     // The state is each pass's prefix, its own segment.
     for (const { request } of counting.scored) expect(request.prefix_segments).toBe(1);
-    expect(texts[1]).toContain("- billing: money, invoices, charges\n- bug: a defect in the product\n- other\n");
-    expect(texts[2]).toContain("- other\n- bug: a defect in the product\n- billing: money, invoices, charges\n");
+    expect(texts[5]).toContain("- billing: money, invoices, charges\n- bug: a defect in the product\n- other\n");
+    expect(texts[6]).toContain("- other\n- bug: a defect in the product\n- billing: money, invoices, charges\n");
     expect(result.passes).toBe(8);
     // What the runtime evaluated (each prefix once), and the logical input: the state once and each
     // question's own tokens once (the reversed reading repeats the choice's).
-    const [content, free] = [counting.scored.slice(0, 4), counting.scored.slice(4)];
+    const [free, content] = [counting.scored.slice(0, 4), counting.scored.slice(4)];
     const prefix = content[0]!.response.prefix_tokens!;
     expect(prefix).toBeGreaterThan(0);
     expect(result.usage).toEqual({
@@ -353,7 +373,7 @@ describe("a decision", () => {
       await run(ownedBy(counting, account), release, ask);
       return statePasses(counting);
     };
-    await as("account-a"); // the content-free readings kept (their passes run last, and leave their own prefix kept)
+    await as("account-a"); // the content-free readings kept (their passes run first; the state, last, stays kept)
     await as("account-a"); // the state evaluated once, and kept for account a
     const a = await as("account-a");
     const b = await as("account-b");
@@ -378,19 +398,30 @@ describe("a decision", () => {
     expect(contentFreeReadings.count).toBe(0);
   });
 
-  it("keeps the next pass at the runtime while one is evaluated, and never more than that", async () => {
+  it("sends a request's passes as one group: every question's content passes and the content-free ones not kept", async () => {
     const counting = new CountingRuntime(real);
     const result = await run(counting, release, mixed());
-    expect(result.passes).toBeGreaterThan(PASSES_IN_FLIGHT);
-    expect(counting.maxInFlight).toBe(PASSES_IN_FLIGHT);
+    expect(result.passes).toBe(8);
+    expect(counting.groups.map((g) => g.length)).toEqual([8]);
+    // The content-free passes first, then the content passes in request order (the state stays kept).
+    const free = counting.groups[0]!.map((p) => p.segments[0]!.text.startsWith("State:\nN/A\n"));
+    expect(free).toEqual([true, true, true, true, false, false, false, false]);
+    // A chunked choice: its chunks with the other passes, its final pass in a second group.
+    const chunked = new CountingRuntime(real);
+    await run(chunked, release, { state: STATE, questions: { ...MIXED.questions, many: { type: "choice", criteria: manyOptions(28) } } });
+    expect(chunked.groups).toHaveLength(2);
+    expect(chunked.groups[1]).toHaveLength(1);
+    expect(chunked.maxInFlight).toBe(1);
   });
 
-  it("sends no further pass once the signal is aborted (the one already in flight aside), and runs nothing when it already is", async () => {
+  it("sends no further group once the signal is aborted (the one already in flight aside), and runs nothing when it already is", async () => {
     const controller = new AbortController();
     const counting = new CountingRuntime(real, () => controller.abort());
-    await expect(run(counting, release, mixed(), controller.signal)).rejects.toMatchObject({ name: "AbortError" });
-    // Aborted when the first pass answered: the second was already sent, nothing after it.
-    expect(counting.scored).toHaveLength(PASSES_IN_FLIGHT);
+    const chunked = { state: STATE, questions: { many: { type: "choice" as const, criteria: manyOptions(28) } } };
+    await expect(run(counting, release, chunked, controller.signal)).rejects.toMatchObject({ name: "AbortError" });
+    // Aborted when the chunks' group answered: the final pass was never sent.
+    expect(counting.groups).toHaveLength(1);
+    expect(counting.scored).toHaveLength(counting.groups[0]!.length);
 
     const idle = new CountingRuntime(real);
     await expect(run(idle, release, mixed(), AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
@@ -539,25 +570,25 @@ describe("runtime identity", () => {
     const err = await run(wrong, release, request).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(wrong.tokenized).toHaveLength(0);
-    // Its two content passes (both option orders, in flight together; the content-free readings were
-    // kept by the first request): the first one's stamp is refused.
-    expect(wrong.scored).toHaveLength(PASSES_IN_FLIGHT);
+    // Its two content passes (both option orders, in one group; the content-free readings were kept
+    // by the first request): the group's stamp is refused.
+    expect(wrong.groups.map((g) => g.length)).toEqual([2]);
   });
 
-  it("fails the decision with IdentityMismatchError when a pass comes back from another fingerprint", async () => {
+  it("fails the decision with IdentityMismatchError when a group comes back from another fingerprint", async () => {
     const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 1));
     const err = await run(wrong, release, mixed()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(IdentityMismatchError);
     expect(err).toMatchObject({ status: 503, release, actual: { release_id: release.id, fingerprint: "0".repeat(64) } });
-    // Nothing is sent after the mismatch: only the pass that was already in flight beside it.
-    expect(wrong.scored).toHaveLength(PASSES_IN_FLIGHT);
+    expect(wrong.groups).toHaveLength(1);
   });
 
-  it("checks every pass, not only the first", async () => {
+  it("checks every group, not only the first", async () => {
     const wrong = new CountingRuntime(new WrongFingerprintRuntime(real, 2));
-    await expect(run(wrong, release, mixed())).rejects.toBeInstanceOf(IdentityMismatchError);
-    // The first pass's answer let the third go out; the second's mismatch stopped every later one.
-    expect(wrong.scored).toHaveLength(2 + PASSES_IN_FLIGHT - 1);
+    const chunked = { state: STATE, questions: { many: { type: "choice" as const, criteria: manyOptions(28) } } };
+    await expect(run(wrong, release, chunked)).rejects.toBeInstanceOf(IdentityMismatchError);
+    // The chunks' group was answered as the release; the final pass's group was not.
+    expect(wrong.groups.map((g) => g.length)).toEqual([wrong.groups[0]!.length, 1]);
   });
 });
 
@@ -586,6 +617,13 @@ class EvictingPrefixRuntime implements RuntimeClient {
   /** The pair of passes before this one: each pair runs alone, so no pass follows its own prefix. */
   private last: Promise<unknown> = Promise.resolve();
 
+  /** Each pass of the group on its own, as score runs it here (a stamp of the inner runtime's). */
+  async scoreGroup(request: ScoreGroupRequest, signal?: AbortSignal): Promise<ScoreGroupResponse> {
+    const responses = await Promise.all(request.passes.map((pass) => this.score(pass, signal)));
+    const { release_id, fingerprint } = responses[0]!;
+    return { release_id, fingerprint, results: responses.map(({ release_id: _, fingerprint: __, ...result }) => result) };
+  }
+
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse> {
     const other = [{ text: `State:\nevicted ${randomBytes(4).toString("hex")}\n\n`, special: false }, { text: "Answer:", special: false }];
     const pair = async () => {
@@ -598,9 +636,15 @@ class EvictingPrefixRuntime implements RuntimeClient {
   }
 }
 
-/** Fake: a runtime that answers score passes from pass `from` on as another fingerprint (a swapped GPU host). */
+/** Fake: a runtime that answers score passes (and groups) from the `from`th on as another fingerprint (a swapped GPU host). */
 class WrongFingerprintRuntime implements RuntimeClient {
   private passes = 0;
+  private groups = 0;
+  async scoreGroup(request: ScoreGroupRequest, signal?: AbortSignal): Promise<ScoreGroupResponse> {
+    const response = await this.inner.scoreGroup(request, signal);
+    this.groups += 1;
+    return this.groups >= this.from ? { ...response, fingerprint: "0".repeat(64) } : response;
+  }
   constructor(
     private readonly inner: RuntimeClient,
     private readonly from: number,
@@ -621,6 +665,7 @@ class WrongStampRuntime implements RuntimeClient {
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
   embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  scoreGroup = (request: ScoreGroupRequest, signal?: AbortSignal) => this.inner.scoreGroup(request, signal);
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     return { ...(await this.inner.tokenize(request, signal)), fingerprint: "0".repeat(64) };
   }
@@ -635,6 +680,7 @@ class SmallPassRuntime implements RuntimeClient {
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
   embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  scoreGroup = (request: ScoreGroupRequest, signal?: AbortSignal) => this.inner.scoreGroup(request, signal);
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     return { ...(await this.inner.tokenize(request, signal)), max_tokens_per_pass: this.max };
   }
@@ -646,6 +692,7 @@ abstract class RetokenizingRuntime implements RuntimeClient {
   identity = (signal?: AbortSignal) => this.inner.identity(signal);
   embed = (request: EmbedRequest, signal?: AbortSignal) => this.inner.embed(request, signal);
   score = (request: ScoreRequest, signal?: AbortSignal) => this.inner.score(request, signal);
+  scoreGroup = (request: ScoreGroupRequest, signal?: AbortSignal) => this.inner.scoreGroup(request, signal);
   protected abstract retokenize(text: string): Promise<Tokenized> | null;
   async tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse> {
     const response = await this.inner.tokenize(request, signal);

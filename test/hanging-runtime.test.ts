@@ -14,11 +14,13 @@ import { RUNTIME_PATHS, RENDERING_VERSION } from "../server-shared/runtime-proto
 import { SIDECAR_PATHS } from "../server-shared/sidecar-protocol.ts";
 import type { Child } from "../local/process.ts";
 import { sidecarAddress, startSidecar } from "../local/tiers.ts";
-import { PASSES_IN_FLIGHT } from "../sidecar/decide/passes.ts";
 import { registerRelease, retireRelease } from "../ops/releases.ts";
 import { remember, stack, withDb } from "./support/api.ts";
 
 const FINGERPRINT = "e".repeat(64);
+
+/** The hung execution's calls at the runtime: one group, its noul pass and the content-free one (passes.ts PassGroups). */
+const GROUP_CALLS = 1;
 
 class HangingRuntime {
   scoreCalls = 0;
@@ -128,7 +130,7 @@ describe("a runtime that hangs", () => {
     "holds one execution, refuses a third request at once with 529, times the waiting one out at 30 s with 504, never running two",
     async () => {
       const running = decide();
-      await until(() => runtime.scoreCalls === PASSES_IN_FLIGHT);
+      await until(() => runtime.scoreCalls === GROUP_CALLS);
 
       const waitingSince = Date.now();
       const waiting = decide();
@@ -147,10 +149,10 @@ describe("a runtime that hangs", () => {
       expect(waited).toBeGreaterThanOrEqual(LIMITS.laneWaitMs - 50);
       expect(waited).toBeLessThan(LIMITS.laneWaitMs + 5000);
 
-      // The timeout opened no second slot: the hung execution's passes (its noul pass and the
-      // content-free one, sent together) are still the only ones the runtime saw.
-      expect(runtime.scoreCalls).toBe(PASSES_IN_FLIGHT);
-      expect(runtime.maxInFlight).toBe(PASSES_IN_FLIGHT);
+      // The timeout opened no second slot: the hung execution's group (its noul pass and the
+      // content-free one, sent together) is still the only call the runtime saw.
+      expect(runtime.scoreCalls).toBe(GROUP_CALLS);
+      expect(runtime.maxInFlight).toBe(GROUP_CALLS);
       void running.catch(() => {});
     },
     LIMITS.laneWaitMs + 30_000,
@@ -158,7 +160,7 @@ describe("a runtime that hangs", () => {
 
   it("frees the pending slot as soon as a waiting caller disconnects, so its retry is not refused", async () => {
     // The hung execution of the test above still holds the GPU.
-    expect(runtime.inFlight).toBe(PASSES_IN_FLIGHT);
+    expect(runtime.inFlight).toBe(GROUP_CALLS);
     const abandoned = new AbortController();
     const first = decide(abandoned.signal).catch(() => "aborted");
     await new Promise((r) => setTimeout(r, 300));
@@ -175,6 +177,6 @@ describe("a runtime that hangs", () => {
     expect((await decide()).status).toBe(529);
     retryControl.abort();
     expect(await retry).toBe("aborted");
-    expect(runtime.scoreCalls).toBe(PASSES_IN_FLIGHT);
+    expect(runtime.scoreCalls).toBe(GROUP_CALLS);
   });
 });

@@ -17,7 +17,7 @@ import { call, newAccount, stack, usageRows, withDb } from "./support/api.ts";
 const RELEASE = `swapping-${randomBytes(4).toString("hex")}`;
 const FINGERPRINT = "f".repeat(64);
 
-/** Fake: the real runtime behind a proxy that restamps its answers; `swapped` makes score answers another fingerprint's. */
+/** Fake: the real runtime behind a proxy that restamps its answers; `swapped` makes score and group answers another fingerprint's. */
 class SwappingRuntime {
   swapped = false;
   calls: string[] = [];
@@ -35,7 +35,7 @@ class SwappingRuntime {
         body: req.method === "POST" ? Buffer.concat(chunks) : undefined,
       });
       const body = (await answer.json()) as Record<string, unknown>;
-      const other = this.swapped && req.url === RUNTIME_PATHS.score;
+      const other = this.swapped && (req.url === RUNTIME_PATHS.score || req.url === RUNTIME_PATHS.scoreGroup);
       res.statusCode = answer.status;
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify(answer.ok ? { ...body, release_id: RELEASE, fingerprint: other ? "0".repeat(64) : FINGERPRINT } : body));

@@ -29,7 +29,7 @@ import type { RegistryEntry } from "../../server-shared/registry.ts";
 import type { FrozenModels, StoredRecord } from "../../server-shared/jobs/batches.ts";
 import type { Admission } from "../decide/admission.ts";
 import { admitDecision, runDecision } from "../decide/execute.ts";
-import { PassSlots } from "../decide/passes.ts";
+import { PassGroups, PassSlots, type GroupLimits } from "../decide/passes.ts";
 import type { Steps } from "../decide/steps.ts";
 import { verifiedRelease, type Release } from "../decide/identity.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
@@ -90,28 +90,35 @@ export function modelOf(body: string): string {
 }
 
 /**
- * Bulk records run together as one execution on the bulk lane, at most this many at the runtime at
- * once and their passes sharing as many slots (passes.ts PassSlots): one record's passes go before
- * the next record's, and the runtime has the next pass before the one it evaluates ends.
+ * The background's passes at the runtime (a bulk execution's records, a training example's): at most
+ * two group calls at once (the next one read while the runtime evaluates the other), each of at
+ * most 16 passes and 4,096 tokens by their byte bound (render.ts passTokenBound, never below the
+ * real count). A real-time execution that takes the lane waits behind at most these two calls:
+ * 8,192 tokens and 32 label reads in at most 34 decodes, where the three one-pass evaluations
+ * the background kept at the runtime before groups held up to 12,288 tokens in 24 decodes. Less
+ * runtime time on a CPU, whose cost is per token, and on a GPU (runtime/fixed-pass-engine.ts
+ * GPU_COSTS: 355 ms against 440 at most).
  */
-export const BULK_PASSES_IN_FLIGHT = 3;
+export const BACKGROUND_GROUPS: GroupLimits = { calls: 2, passes: 16, tokens: 2 * LIMITS.tokensPerPass };
+
+/** Records of the background at the runtime at once: enough for the next groups to be waiting while the runtime evaluates. */
+export const BACKGROUND_RECORDS = 2 * BACKGROUND_GROUPS.passes;
 
 /**
  * What the sidecar's background work shares at the runtime (sidecar/main.ts makes one for the bulk
- * and the training workers): the bulk records at the runtime and the background passes (a training
- * example's too), at most BULK_PASSES_IN_FLIGHT of each, in the order they started. A bulk execution
- * leaves the lane once its last record has started, so the next one starts its records as this one's
- * last passes end and the runtime never waits for a lane handover between two executions, while
- * never more than BULK_PASSES_IN_FLIGHT background passes wait at the runtime ahead of real time.
+ * and the training workers): at most BACKGROUND_RECORDS records started, their passes in the
+ * background's groups (BACKGROUND_GROUPS), ranked in the order they started. A bulk execution
+ * leaves the lane once its last record has started, so the next one starts its records as this
+ * one's end and the runtime never waits for a lane handover between two executions.
  */
 export class BulkFlow {
-  readonly records = new PassSlots(BULK_PASSES_IN_FLIGHT);
-  readonly passes = new PassSlots(BULK_PASSES_IN_FLIGHT);
+  readonly records = new PassSlots(BACKGROUND_RECORDS);
+  readonly groups = new PassGroups(BACKGROUND_GROUPS);
   private started = 0;
 
-  /** The rank of a record starting now: its passes go after every pass of the records started before it. */
-  nextRank(): number {
-    return this.started++;
+  /** Where a record starting now sends its passes: after every pass of the records started before it. */
+  nextPlace(): { groups: PassGroups; rank: number } {
+    return { groups: this.groups, rank: this.started++ };
   }
 }
 
@@ -158,7 +165,10 @@ async function runRecords(
   leftLane: () => void,
   ran?: (ms: number, records: number) => void,
 ): Promise<Outcome[]> {
-  const prepared = await Promise.all(records.map((record) => prepareRecord(ctx, record, entry, signal)));
+  // One client for the execution's records (one runtime, one account), so that their passes go in the same groups.
+  let client: RuntimeClient | undefined;
+  const clientOf = (entry: RegistryEntry) => (client ??= ownedBy(runtimeClientFor(entry, ctx.secrets), ctx.account.id));
+  const prepared = await Promise.all(records.map((record) => prepareRecord(ctx, record, entry, clientOf, signal)));
   const ready = prepared.flatMap((p, i) => (p.kind === "ready" ? [{ i, record: records[i]!, ...p }] : []));
   const outcomes: Outcome[] = prepared.map((p) => (p.kind === "ready" ? { kind: "deadline" } : p));
   const flow = ctx.flow ?? new BulkFlow();
@@ -200,10 +210,10 @@ async function runRecords(
 
 /**
  * One bulk execution's turn on the lane: starts the ready records in record order (the first in the
- * place at the runtime its caller took), each further one once fewer than BULK_PASSES_IN_FLIGHT
- * records of this worker are at the runtime (BulkFlow), and starts no further record once a
- * real-time execution waits for the lane (real time then waits for at most BULK_PASSES_IN_FLIGHT
- * background passes already at the runtime, not for the whole claim) or the execution is abandoned.
+ * place its caller took), each further one once fewer than BACKGROUND_RECORDS records of the
+ * background are started (BulkFlow), and starts no further record once a real-time execution waits
+ * for the lane (real time then waits for at most the background's two calls at the runtime,
+ * BACKGROUND_GROUPS, not for the whole claim) or the execution is abandoned.
  * Returns, leaving the lane, once the records it started are at the runtime: their outcomes, in
  * order, and when the first started.
  */
@@ -225,7 +235,7 @@ async function startInTurn(
         break;
       }
     }
-    const outcome = runReady(ctx, r.record, r, signal, { slots: flow.passes, rank: flow.nextRank() }).finally(() => flow.records.release());
+    const outcome = runReady(ctx, r.record, r, signal, flow.nextPlace()).finally(() => flow.records.release());
     outcome.catch(() => undefined); // awaited by the execution, with the others
     outcomes.push(outcome);
   }
@@ -233,7 +243,13 @@ async function startInTurn(
 }
 
 /** One record's checks, quota admission and runtime admission: ready for its passes, or its outcome already. */
-async function prepareRecord(ctx: RecordContext, record: StoredRecord, entry: RegistryEntry | null, signal: AbortSignal): Promise<Ready | Outcome> {
+async function prepareRecord(
+  ctx: RecordContext,
+  record: StoredRecord,
+  entry: RegistryEntry | null,
+  clientOf: (entry: RegistryEntry) => RuntimeClient,
+  signal: AbortSignal,
+): Promise<Ready | Outcome> {
   let request: DecisionRequest;
   try {
     const parsed = DecisionRequest.safeParse(parseJson(record.body, { maxDepth: LIMITS.jsonDepth }));
@@ -270,7 +286,7 @@ async function prepareRecord(ctx: RecordContext, record: StoredRecord, entry: Re
   try {
     // The release frozen at submit, checked against its registry row as real-time checks the edge's.
     const release = await verifiedRelease(entry, frozen);
-    const client = ownedBy(runtimeClientFor(entry, ctx.secrets), ctx.account.id);
+    const client = clientOf(entry);
     const admission = await admitDecision(client, release, { state: request.state, questions: request.questions }, signal, ctx.steps);
     return { kind: "ready", release, client, admission };
   } catch (err) {
@@ -279,9 +295,9 @@ async function prepareRecord(ctx: RecordContext, record: StoredRecord, entry: Re
 }
 
 /** A ready record's passes, on the lane its execution holds: its result, or its failure's outcome. */
-async function runReady(ctx: RecordContext, record: StoredRecord, { release, client, admission }: Ready, signal: AbortSignal, shared: { slots: PassSlots; rank: number }): Promise<Outcome> {
+async function runReady(ctx: RecordContext, record: StoredRecord, { release, client, admission }: Ready, signal: AbortSignal, place: { groups: PassGroups; rank: number }): Promise<Outcome> {
   try {
-    const execution = await runDecision(client, release, admission, signal, ctx.steps, shared);
+    const execution = await runDecision(client, release, admission, signal, ctx.steps, place);
     const response: DecisionResponse = { model: release.id, answers: execution.answers, usage: execution.usage };
     return {
       kind: "result",

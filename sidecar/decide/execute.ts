@@ -14,8 +14,8 @@
  * release's own calibration (calibration.ts). A trained release reads its heads instead (trained.ts).
  * Passes go through a PassRunner (passes.ts).
  *
- * Every runtime response must name the runtime identity the release expects: both entry points wrap
- * the client in identity.ts's `verifiedClient`, so a response from another runtime ends the
+ * Every runtime response must name the runtime identity the release expects: admission and the
+ * PassRunner check every stamp (identity.ts), so a response from another runtime ends the
  * execution with IdentityMismatchError before any answer is built from it. Nothing is retried: a
  * failed pass fails the decision, and the caller decides what the customer sees.
  */
@@ -30,9 +30,9 @@ import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
 import { IDENTITY_CALIBRATION } from "./calibration.ts";
 import { contentFreeKey, contentFreeReadings } from "./content-free.ts";
-import { runtimeOf, verifiedClient, type Release, type RuntimeIdentity } from "./identity.ts";
+import { runtimeOf, type Release, type RuntimeIdentity } from "./identity.ts";
 import type { ResolvedLabels } from "./labels.ts";
-import { PassRunner, type PassSlots } from "./passes.ts";
+import { PassRunner, type PassGroups } from "./passes.ts";
 import {
   calibratedAnswer,
   choiceAnswer,
@@ -64,10 +64,10 @@ export async function executeDecision(
   request: Decision,
   signal?: AbortSignal,
   steps: Steps = SERVED_STEPS,
-  /** The slots its passes share with other background work, and its rank among them (passes.ts PassSlots); its own by default. */
-  shared?: { slots: PassSlots; rank: number },
+  /** The groups its passes share with other background work, and its rank among them (passes.ts PassGroups); its own by default. */
+  place?: { groups: PassGroups; rank: number },
 ): Promise<Execution> {
-  return runDecision(client, release, await admitDecision(client, release, request, signal, steps), signal, steps, shared);
+  return runDecision(client, release, await admitDecision(client, release, request, signal, steps), signal, steps, place);
 }
 
 /**
@@ -92,11 +92,11 @@ function checkTask(task: SavedTask, questions: Decision["questions"]): void {
 }
 
 /**
- * Every pass of an admitted decision, and its answers. The content passes go first, every question's
- * in request order: they share the rendered state as their prefix, which the runtime evaluates once
- * (runtime-protocol.ts `prefix_segments`), and the next pass is sent while the one before is evaluated
- * (PassRunner), so the runtime does not wait between them. Then the content-free passes that are not
- * kept yet (content-free.ts), which share a prefix of their own.
+ * Every pass of an admitted decision, and its answers. The content-free passes not kept yet
+ * (content-free.ts), then every question's content passes in request order, are asked for together and go
+ * to the runtime as one group (passes.ts PassGroups): the content passes share the rendered state as
+ * their prefix and the content-free passes one of their own, each evaluated once, and all their rests
+ * in one decode. A chunked choice's final pass follows its chunks in a second group.
  */
 export async function runDecision(
   client: RuntimeClient,
@@ -104,18 +104,21 @@ export async function runDecision(
   admission: Admission,
   signal?: AbortSignal,
   steps: Steps = SERVED_STEPS,
-  /** The slots of a bulk execution's records, and this record's rank among them (passes.ts PassSlots); its own by default. */
-  shared?: { slots: PassSlots; rank: number },
+  /** The groups of a bulk execution's records, and this record's rank among them (passes.ts PassGroups); its own by default. */
+  place?: { groups: PassGroups; rank: number },
 ): Promise<Execution> {
   const runtime = runtimeOf(release);
-  const runner = new PassRunner(verifiedClient(client, runtime), admission.fixed, signal, steps.shared, shared?.slots, shared?.rank);
+  const runner = new PassRunner(client, runtime, admission.fixed, signal, steps.shared, place);
   if (release.trained) {
     const answers = await runTrained(runner, release.trained.heads, admission);
     return { answers, usage: runner.usage(), passes: runner.passes };
   }
   const calibration = steps.calibration ? (release.calibration ?? IDENTITY_CALIBRATION) : IDENTITY_CALIBRATION;
-  const content = await Promise.all(admission.questions.map((admitted) => readContent(runner, steps.rendering, admission.stateText, admitted)));
-  const free = await Promise.all(admission.questions.map(({ plan, words }) => readContentFree(runner, runtime, plan.readings, words, steps.shared)));
+  // The content-free passes first, so that the state is what the runtime keeps for a chunked choice's final pass.
+  const [free, content] = await Promise.all([
+    Promise.all(admission.questions.map(({ plan, words }) => readContentFree(runner, runtime, plan.readings, words, steps.shared))),
+    Promise.all(admission.questions.map((admitted) => readContent(runner, steps.rendering, admission.stateText, admitted))),
+  ]);
   const answers = new Map(admission.questions.map((admitted, i) => [admitted.id, calibratedAnswer(answerOf(admitted.question, content[i]!, free[i]!), calibration)]));
   return { answers, usage: runner.usage(), passes: runner.passes };
 }
@@ -148,13 +151,38 @@ async function readContent(runner: PassRunner, rendering: Rendering, stateText: 
 /** Each reading's content-free logprobs (null where a reading has none): kept ones, and the others read now and kept. */
 function readContentFree(runner: PassRunner, runtime: RuntimeIdentity, readings: Reading[], words: ResolvedLabels | null, keep: boolean): Promise<(readonly number[] | null)[]> {
   return Promise.all(
-    readings.map(async ({ contentFree }) => {
+    readings.map(({ contentFree }) => {
       if (!contentFree) return null;
       if (!keep) return runner.run(contentFree, words, false);
-      const key = contentFreeKey(contentFree);
-      return contentFreeReadings.get(runtime, key) ?? contentFreeReadings.set(runtime, key, await runner.run(contentFree, words, false));
+      return keptContentFree(runner, runtime, contentFree, words);
     }),
   );
+}
+
+/** Content-free readings being read, by runtime fingerprint and pass key: the executions that need one at once (a bulk execution's records) read it once. */
+const reading = new Map<string, Promise<readonly number[]>>();
+
+/** A content-free pass's logprobs: kept, being read by another execution, or read now and kept. */
+async function keptContentFree(runner: PassRunner, runtime: RuntimeIdentity, pass: Pass, words: ResolvedLabels | null): Promise<readonly number[]> {
+  const key = contentFreeKey(pass);
+  const kept = contentFreeReadings.get(runtime, key);
+  if (kept) return kept;
+  const full = `${runtime.fingerprint}\n${key}`;
+  const other = reading.get(full);
+  if (other) {
+    try {
+      return await other;
+    } catch {
+      // Its reader failed (its own runtime call, or its caller gave up): read it here.
+    }
+  }
+  const mine = runner.run(pass, words, false);
+  reading.set(full, mine);
+  try {
+    return contentFreeReadings.set(runtime, key, await mine);
+  } finally {
+    if (reading.get(full) === mine) reading.delete(full);
+  }
 }
 
 /** One question's answer before the release's calibration, with the mean option mass of its content passes. */

@@ -89,6 +89,7 @@ describe("verifiedClient: every runtime response's stamp", () => {
     identity: async () => ({ ...reported, rendering_version: "v", modalities: ["text"], max_tokens_per_pass: 4096, engine: "e" }),
     tokenize: async () => ({ ...reported, max_tokens_per_pass: 4096, results: [] }),
     score: async () => ({ ...reported, prompt_tokens: 1, logprobs: [] }),
+    scoreGroup: async () => ({ ...reported, results: [{ prompt_tokens: 1, logprobs: [] }] }),
     embed: async () => ({ ...reported, encoder: "e".repeat(64), tokens: 2, embedding: [1] }),
   });
 
@@ -97,6 +98,7 @@ describe("verifiedClient: every runtime response's stamp", () => {
     expect((await client.identity()).release_id).toBe("base-1");
     expect((await client.tokenize({ texts: [] })).results).toEqual([]);
     expect((await client.score({ segments: [], label_tokens: [] })).prompt_tokens).toBe(1);
+    expect((await client.scoreGroup({ passes: [] })).results).toHaveLength(1);
     expect((await client.embed({ text: "" })).embedding).toEqual([1]);
   });
 
@@ -106,6 +108,7 @@ describe("verifiedClient: every runtime response's stamp", () => {
       await expect(client.identity()).rejects.toBeInstanceOf(IdentityMismatchError);
       await expect(client.tokenize({ texts: [] })).rejects.toBeInstanceOf(IdentityMismatchError);
       await expect(client.score({ segments: [], label_tokens: [] })).rejects.toBeInstanceOf(IdentityMismatchError);
+      await expect(client.scoreGroup({ passes: [] })).rejects.toBeInstanceOf(IdentityMismatchError);
       await expect(client.embed({ text: "" })).rejects.toBeInstanceOf(IdentityMismatchError);
     }
   });

@@ -87,16 +87,20 @@ export async function verifiedRelease(entry: RegistryEntry, expected: RuntimeIde
 /** The runtime identity a release's responses must carry. */
 export const runtimeOf = (release: Release): RuntimeIdentity => release.runtime ?? { id: release.id, fingerprint: release.fingerprint };
 
+/** `response`, when it names `runtime`; IdentityMismatchError otherwise. */
+export function checkStamp<T extends Stamp>(runtime: RuntimeIdentity, response: T): T {
+  if (response.release_id !== runtime.id || response.fingerprint !== runtime.fingerprint) throw new IdentityMismatchError(runtime, response);
+  return response;
+}
+
 /** `client`, refusing with IdentityMismatchError every response that names another runtime identity than `runtime`. */
 export function verifiedClient(client: RuntimeClient, runtime: RuntimeIdentity): RuntimeClient {
-  const check = <T extends Stamp>(response: T): T => {
-    if (response.release_id !== runtime.id || response.fingerprint !== runtime.fingerprint) throw new IdentityMismatchError(runtime, response);
-    return response;
-  };
+  const check = <T extends Stamp>(response: T): T => checkStamp(runtime, response);
   return {
     identity: async (signal) => check(await client.identity(signal)),
     tokenize: async (request, signal) => check(await client.tokenize(request, signal)),
     score: async (request, signal) => check(await client.score(request, signal)),
+    scoreGroup: async (request, signal) => check(await client.scoreGroup(request, signal)),
     embed: async (request, signal) => check(await client.embed(request, signal)),
   };
 }

@@ -1,35 +1,153 @@
 /**
- * The passes of one execution at the runtime: sent in the order they are asked for, at most
- * PASSES_IN_FLIGHT at once (the next one read and tokenized while the one before is evaluated), or
- * sharing the slots of a bulk execution's records (PassSlots: each record's passes before the next's),
- * each response's identity checked by the client it is given (identity.ts `verifiedClient`), with
- * the execution's usage counted. Served decisions (execute.ts), trained releases and training's
- * examples (trained.ts) all run their passes through it.
+ * The passes of one execution at the runtime, sent in groups (PassGroups: the passes asked for
+ * together go as one `/v1/score-group` call), each response's identity checked against the runtime
+ * the release names (identity.ts), with the execution's usage counted. A real-time execution's
+ * passes have groups of their own; a bulk execution's records and training's examples share the
+ * background's (bulk/records.ts BulkFlow), ranked so each record's passes go before the next's.
+ * Served decisions (execute.ts), trained releases and training's examples (trained.ts) all run
+ * their passes through it.
  *
- *     const runner = new PassRunner(verifiedClient(client, runtime), admission.fixed, signal);
+ *     const runner = new PassRunner(client, runtime, admission.fixed, signal);
  *     const logprobs = await runner.run(pass, words, true);
  *     const { usage, passes } = { usage: runner.usage(), passes: runner.passes };
  */
 import type { Usage } from "../../contract/decision.ts";
-import type { EmbedResponse } from "../../server-shared/runtime-protocol.ts";
+import { GROUP_PASSES_MAX, type EmbedResponse, type ScoreRequest, type ScoreResponse } from "../../server-shared/runtime-protocol.ts";
 import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
+import { checkStamp, type RuntimeIdentity } from "./identity.ts";
 import { labelTokens, type ResolvedLabels } from "./labels.ts";
 import { labelLogprobs } from "./readout.ts";
 import type { Pass } from "./render.ts";
 
-/**
- * Passes an execution has at the runtime at once: the one being evaluated and the next, which the
- * runtime has read and tokenized by the time the first ends. No more: a runtime does not cancel a
- * pass whose caller went away, so an abandoned execution leaves at most one pass behind it.
- */
-export const PASSES_IN_FLIGHT = 2;
+/** What one PassGroups sends at once: calls at the runtime, passes in a call, and the tokens of its calls together. */
+export interface GroupLimits {
+  /** Group calls at the runtime at once: the next group is read while one is evaluated. */
+  calls: number;
+  /** Passes in one call (at most GROUP_PASSES_MAX). */
+  passes: number;
+  /**
+   * Tokens of every call at the runtime together, counted by their byte bound (render.ts
+   * passTokenBound, never below the real count), each shared prefix once. A call alone may hold
+   * one pass of any admitted length.
+   */
+  tokens: number;
+}
+
+/** A real-time execution's passes: all of them in one call (two while a chunked choice's final pass follows its chunks). */
+export const REALTIME_GROUPS: GroupLimits = { calls: 2, passes: GROUP_PASSES_MAX, tokens: Number.POSITIVE_INFINITY };
+
+interface Waiting {
+  client: RuntimeClient;
+  request: ScoreRequest;
+  rank: number;
+  signal: AbortSignal | undefined;
+  resolve: (response: ScoreResponse) => void;
+  reject: (err: unknown) => void;
+}
 
 /**
- * Slots for passes at the runtime, shared by the PassRunners of one execution: at most `capacity`
- * passes in flight; a freed slot goes to the waiting pass of the lowest rank (a bulk execution's
- * record order), the earliest asked among equals. A bulk execution's records share one, so that the
- * runtime never waits between records, and each record's passes go before the next record's (its
- * state stays the runtime's kept prefix).
+ * Passes on their way to the runtime, sent as groups (runtime-protocol.ts `/v1/score-group`): the
+ * passes asked for while the event loop turns go as one call, at most `limits.calls` calls at once,
+ * so that the runtime evaluates their distinct prefixes once and their rests in one decode. Passes
+ * of one client go together (a call has one runtime); the waiting pass of the lowest rank goes
+ * first, the earliest asked among equals, so a bulk execution's records finish in their order. A
+ * waiting pass whose caller gave up is dropped, never sent.
+ */
+export class PassGroups {
+  private readonly waiting: Waiting[] = [];
+  private calls = 0;
+  private tokens = 0;
+  private scheduled = false;
+
+  constructor(readonly limits: GroupLimits) {}
+
+  /** The pass's response (with the group's stamp), once its group has answered. */
+  score(client: RuntimeClient, request: ScoreRequest, rank = 0, signal?: AbortSignal): Promise<ScoreResponse> {
+    return new Promise<ScoreResponse>((resolve, reject) => {
+      const at = this.waiting.findIndex((w) => w.rank > rank);
+      this.waiting.splice(at === -1 ? this.waiting.length : at, 0, { client, request, rank, signal, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Sends once the callers' synchronous work is done, so that the passes they ask for together go together. */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.dispatch();
+    });
+  }
+
+  private dispatch(): void {
+    for (const w of [...this.waiting]) {
+      if (!w.signal?.aborted) continue;
+      this.waiting.splice(this.waiting.indexOf(w), 1);
+      w.reject(w.signal.reason);
+    }
+    while (this.calls < this.limits.calls && this.waiting.length > 0) {
+      const group = this.nextGroup();
+      if (!group) return;
+      this.send(group.passes, group.tokens);
+    }
+  }
+
+  /** The next call's passes: the first waiting one, and those of its client after it that fit; null while the tokens at the runtime leave no room. */
+  private nextGroup(): { passes: Waiting[]; tokens: number } | null {
+    const client = this.waiting[0]!.client;
+    const room = this.limits.tokens - this.tokens;
+    const prefixes = new Set<string>();
+    const passes: Waiting[] = [];
+    let tokens = 0;
+    for (const w of this.waiting) {
+      if (w.client !== client) continue;
+      if (passes.length === this.limits.passes) break;
+      const { prefix, key, rest } = tokenBound(w.request);
+      const added = rest + (prefixes.has(key) ? 0 : prefix);
+      // The first pass goes alone when nothing else is at the runtime, whatever its length.
+      if (tokens + added > room && !(passes.length === 0 && this.tokens === 0)) break;
+      passes.push(w);
+      prefixes.add(key);
+      tokens += added;
+    }
+    if (passes.length === 0) return null;
+    for (const w of passes) this.waiting.splice(this.waiting.indexOf(w), 1);
+    return { passes, tokens };
+  }
+
+  private send(passes: Waiting[], tokens: number): void {
+    this.calls += 1;
+    this.tokens += tokens;
+    // One caller's group (a real-time execution's) stops with it; a group of several callers' passes runs to its end.
+    const signal = passes.every((w) => w.signal === passes[0]!.signal) ? passes[0]!.signal : undefined;
+    passes[0]!.client
+      .scoreGroup({ passes: passes.map((w) => w.request) }, signal)
+      .then(
+        ({ release_id, fingerprint, results }) => passes.forEach((w, i) => w.resolve({ release_id, fingerprint, ...results[i]! })),
+        (err) => passes.forEach((w) => w.reject(err)),
+      )
+      .finally(() => {
+        this.calls -= 1;
+        this.tokens -= tokens;
+        this.schedule();
+      });
+  }
+}
+
+/** A pass's byte bound (render.ts passTokenBound): its prefix (with what names it, so equal prefixes count once) and its rest. */
+function tokenBound(request: ScoreRequest): { prefix: number; key: string; rest: number } {
+  const count = request.prefix_segments ?? 0;
+  const bytes = (segments: ScoreRequest["segments"]) => segments.reduce((sum, s) => sum + Buffer.byteLength(s.text), 0);
+  const prefix = request.segments.slice(0, count);
+  const key = `${request.prefix_owner ?? ""}\u0000${prefix.map((s) => s.text).join("\u0000")}`;
+  return { prefix: bytes(prefix), key, rest: 1 + bytes(request.segments.slice(count)) };
+}
+
+/**
+ * Slots for a bulk execution's records at the runtime (bulk/records.ts BulkFlow): at most `capacity`
+ * held at once; a freed slot goes to the waiting caller of the lowest rank, the earliest asked among
+ * equals.
  */
 export class PassSlots {
   private inFlight = 0;
@@ -37,7 +155,7 @@ export class PassSlots {
 
   constructor(private readonly capacity: number) {}
 
-  /** Resolves when a slot is this caller's; `release` it once its pass has answered. */
+  /** Resolves when a slot is this caller's; `release` it once done. */
   async acquire(rank = 0): Promise<void> {
     if (this.inFlight < this.capacity) {
       this.inFlight += 1;
@@ -49,7 +167,7 @@ export class PassSlots {
     });
   }
 
-  /** Hands the slot to the next waiting pass, or frees it. */
+  /** Hands the slot to the next waiting caller, or frees it. */
   release(): void {
     const next = this.waiting.shift();
     if (next) next.start();
@@ -58,8 +176,8 @@ export class PassSlots {
 }
 
 /**
- * Runs passes in the order they are asked for, PASSES_IN_FLIGHT at a time, counting usage (the
- * client checks each response's identity). After a failure no further pass is sent.
+ * Runs an execution's passes through its groups, counting usage and checking each response's
+ * identity. After a failure no further pass is sent: its passes still waiting are dropped.
  */
 export class PassRunner {
   inputTokens = 0;
@@ -67,17 +185,22 @@ export class PassRunner {
   private failure: { error: unknown } | null = null;
   /** The logical input (usage.billable_input_tokens): the prefix once and each billed pass's rest; null once a billed pass had no prefix. */
   private billable: { prefix: number; rest: number } | null = { prefix: 0, rest: 0 };
+  /** Aborted by the caller's signal or by this runner's first failure. */
+  private readonly stop = new AbortController();
+  private readonly signal: AbortSignal;
 
   constructor(
     private readonly client: RuntimeClient,
+    private readonly runtime: RuntimeIdentity,
     readonly fixed: ResolvedLabels,
-    private readonly signal?: AbortSignal,
+    signal?: AbortSignal,
     /** Send each pass's prefix (the state), so the runtime evaluates it once; false evaluates every pass in full (a benchmark's baseline). */
     private readonly shared = true,
-    /** The slots its passes take (its own PASSES_IN_FLIGHT by default), and its rank among their runners. */
-    private readonly slots: PassSlots = new PassSlots(PASSES_IN_FLIGHT),
-    private readonly rank = 0,
-  ) {}
+    /** The groups its passes go in (its own by default), and its rank among their runners. */
+    private readonly place: { groups: PassGroups; rank: number } = { groups: new PassGroups(REALTIME_GROUPS), rank: 0 },
+  ) {
+    this.signal = signal ? AbortSignal.any([signal, this.stop.signal]) : this.stop.signal;
+  }
 
   /**
    * Each label's log-probability in one pass (its forms summed), in the pass's label order. `billed`:
@@ -97,10 +220,10 @@ export class PassRunner {
   }
 
   /** The state's sentence embedding (not a pass: the runtime's encoder reads it beside the model). */
-  embed(text: string): Promise<EmbedResponse> {
-    if (this.failure) return Promise.reject(this.failure.error);
-    this.signal?.throwIfAborted();
-    return this.client.embed({ text }, this.signal);
+  async embed(text: string): Promise<EmbedResponse> {
+    if (this.failure) throw this.failure.error;
+    this.signal.throwIfAborted();
+    return checkStamp(this.runtime, await this.client.embed({ text }, this.signal));
   }
 
   /**
@@ -119,24 +242,25 @@ export class PassRunner {
     states: "none" | "hidden" | "pooled",
     billed: boolean,
   ): Promise<{ logprobs: number[]; hidden: number[] | undefined; pooled: number[] | undefined }> {
-    await this.slots.acquire(this.rank);
     try {
       // Once the caller has given up, or a pass has failed, no further pass is sent.
       if (this.failure) throw this.failure.error;
-      this.signal?.throwIfAborted();
+      this.signal.throwIfAborted();
       const groups = labelTokens(words ? new Map([...this.fixed, ...words]) : this.fixed, pass.labels);
       const prefix = this.shared && pass.prefixSegments > 0 ? { prefix_segments: pass.prefixSegments } : {};
       const asked = states === "none" ? {} : { hidden_state: true, ...(states === "pooled" && "prefix_segments" in prefix ? { pooled_state: true } : {}) };
-      const response = await this.client.score({ segments: pass.segments, label_tokens: groups.flat(), ...prefix, ...asked }, this.signal);
+      const request: ScoreRequest = { segments: pass.segments, label_tokens: groups.flat(), ...prefix, ...asked };
+      const response: ScoreResponse = checkStamp(this.runtime, await this.place.groups.score(this.client, request, this.place.rank, this.signal));
       this.inputTokens += response.evaluated_tokens ?? response.prompt_tokens;
       this.passes += 1;
       if (billed) this.bill(response.prompt_tokens, response.prefix_tokens ?? 0);
       return { logprobs: labelLogprobs(response.logprobs, groups), hidden: response.hidden_state, pooled: response.pooled_state };
     } catch (err) {
-      this.failure ??= { error: err };
-      throw err;
-    } finally {
-      this.slots.release();
+      if (!this.failure) {
+        this.failure = { error: err };
+        this.stop.abort(err);
+      }
+      throw this.failure.error;
     }
   }
 

@@ -14,8 +14,8 @@ import { flattenReads, headInput, type QuestionRead } from "../train/features.ts
 import { applyHead } from "../train/head.ts";
 import type { RuntimeClient } from "../runtime/client.ts";
 import { admit, type Admission, type AdmittedQuestion } from "./admission.ts";
-import { runtimeOf, verifiedClient, type Release } from "./identity.ts";
-import { PassRunner, type PassSlots } from "./passes.ts";
+import { runtimeOf, type Release } from "./identity.ts";
+import { PassRunner, type PassGroups } from "./passes.ts";
 import { choiceAnswer, noulAnswer, optionMass, scoreAnswer } from "./readout.ts";
 import { TRAINED_STEPS } from "./steps.ts";
 
@@ -72,11 +72,11 @@ export async function exampleFeatures(
   request: Decision,
   signal?: AbortSignal,
   embed = false,
-  /** The slots its passes share with other background work, and its rank among them (passes.ts PassSlots); its own by default. */
-  shared?: { slots: PassSlots; rank: number },
+  /** The groups its passes share with other background work, and its rank among them (passes.ts PassGroups); its own by default. */
+  place?: { groups: PassGroups; rank: number },
 ): Promise<{ features: number[]; embedding: { encoder: string; values: number[] } | null; usage: Usage }> {
   const admission = await admit(client, runtimeOf(release), request, { rendering: TRAINED_STEPS.rendering, contextual: false, bothOrders: false }, signal);
-  const runner = new PassRunner(verifiedClient(client, runtimeOf(release)), admission.fixed, signal, true, shared?.slots, shared?.rank);
+  const runner = new PassRunner(client, runtimeOf(release), admission.fixed, signal, true, place);
   const [read, embedding] = await Promise.all([
     Promise.all(admission.questions.map((admitted) => readQuestion(runner, admitted, true))),
     embed ? runner.embed(admission.stateText) : null,

@@ -16,10 +16,12 @@ import {
   EmbedResponse,
   ImageFeaturesResponse,
   RUNTIME_PATHS,
+  ScoreGroupResponse,
   ScoreResponse,
   TokenizeResponse,
   type EmbedRequest,
   type ImageFeaturesCall,
+  type ScoreGroupRequest,
   type ScoreRequest,
   type TokenizeRequest,
 } from "../../server-shared/runtime-protocol.ts";
@@ -30,6 +32,8 @@ export interface RuntimeClient {
   identity(signal?: AbortSignal): Promise<Identity>;
   tokenize(request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResponse>;
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResponse>;
+  /** Several passes in one call, each answered as `score` answers it (runtime-protocol.ts `/v1/score-group`). */
+  scoreGroup(request: ScoreGroupRequest, signal?: AbortSignal): Promise<ScoreGroupResponse>;
   /** The text's sentence embedding (a runtime with a sentence encoder: Identity `encoder`). */
   embed(request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResponse>;
 }
@@ -79,6 +83,14 @@ export class HttpRuntimeClient implements RuntimeClient, ImageRuntimeClient {
     return this.call(RUNTIME_PATHS.score, request, ScoreResponse, signal);
   }
 
+  async scoreGroup(request: ScoreGroupRequest, signal?: AbortSignal): Promise<ScoreGroupResponse> {
+    const response = await this.call(RUNTIME_PATHS.scoreGroup, request, ScoreGroupResponse, signal);
+    if (response.results.length !== request.passes.length) {
+      throw new RuntimeError(`runtime answered ${response.results.length} of a group's ${request.passes.length} passes`, 200, "malformed");
+    }
+    return response;
+  }
+
   embed(request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResponse> {
     return this.call(RUNTIME_PATHS.embed, request, EmbedResponse, signal);
   }
@@ -115,12 +127,13 @@ export class HttpRuntimeClient implements RuntimeClient, ImageRuntimeClient {
   }
 }
 
-/** `inner`, adding the time of each call to `timings` under its name (identity, tokenize, score, embed). */
+/** `inner`, adding the time of each call to `timings` under its name (identity, tokenize, score (a group call too), embed). */
 export function timedClient(inner: RuntimeClient, timings: Timings): RuntimeClient {
   return {
     identity: (signal) => timings.time("identity", () => inner.identity(signal)),
     tokenize: (request, signal) => timings.time("tokenize", () => inner.tokenize(request, signal)),
     score: (request, signal) => timings.time("score", () => inner.score(request, signal)),
+    scoreGroup: (request, signal) => timings.time("score", () => inner.scoreGroup(request, signal)),
     embed: (request, signal) => timings.time("embed", () => inner.embed(request, signal)),
   };
 }
@@ -141,6 +154,7 @@ export function ownedBy(client: RuntimeClient, accountId: string): RuntimeClient
     identity: (signal) => client.identity(signal),
     tokenize: (request, signal) => client.tokenize(request, signal),
     score: (request, signal) => client.score({ ...request, prefix_owner: owner }, signal),
+    scoreGroup: (request, signal) => client.scoreGroup({ passes: request.passes.map((pass) => ({ ...pass, prefix_owner: owner })) }, signal),
     embed: (request, signal) => client.embed(request, signal),
   };
 }

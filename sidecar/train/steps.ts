@@ -52,7 +52,7 @@ import type { JobSteps } from "../jobs/worker.ts";
 import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { executeDecision } from "../decide/execute.ts";
 import { SERVED_STEPS } from "../decide/steps.ts";
-import type { PassSlots } from "../decide/passes.ts";
+import type { PassGroups } from "../decide/passes.ts";
 import { BulkFlow } from "../bulk/records.ts";
 import { exampleFeatures } from "../decide/trained.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
@@ -76,7 +76,7 @@ export interface TrainingDeps {
   /**
    * The background passes at the runtime, shared with the bulk worker (bulk/records.ts BulkFlow): a
    * bulk execution leaves the lane with its last passes still there, and a training example's passes
-   * take their turn after them, never more than BULK_PASSES_IN_FLIGHT at once. Its own when absent.
+   * take their turn after them, in the background's groups. Its own when absent.
    */
   flow?: BulkFlow;
 }
@@ -241,9 +241,9 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
     }
   }
 
-  /** Slots for one execution's text passes, shared with the bulk worker's, ranked after every pass started before. */
-  private shared(): { slots: PassSlots; rank: number } {
-    return { slots: this.flow.passes, rank: this.flow.nextRank() };
+  /** Where one execution's text passes go: the background's groups, shared with the bulk worker's, ranked after every pass started before. */
+  private shared(): { groups: PassGroups; rank: number } {
+    return this.flow.nextPlace();
   }
 
   /** `run` in the bulk lane, waiting while the lane is full; null once the job's deadline has passed. */

@@ -262,8 +262,9 @@ export class Engine implements ScoringEngine {
   /**
    * Runs `chunk` (at most `sequences` passes, none reading a hidden state) on the group context; call
    * only inside `exclusive`. A pass's prefix is evaluated on the first sequence of the passes sharing
-   * it (unless a sequence holds it already) and copied to the others; then all the rests are decoded
-   * together, packed into decodes of at most the batch size.
+   * it (unless a sequence holds it already), the new prefixes packed together into decodes of at
+   * most the batch size, and copied to the others; then all the rests are decoded together, packed
+   * the same way.
    */
   private async evaluateTogether(chunk: readonly { pass: GroupPass; prefix: readonly Token[]; rest: Token[] }[]): Promise<ScoreResult[]> {
     const group = await this.groupContext();
@@ -283,6 +284,9 @@ export class Engine implements ScoringEngine {
         }
       }
       const evaluated: number[] = [];
+      // The prefixes no sequence holds, each evaluated once on the sequence of its first pass; then the copies.
+      const fresh: { sequence: LlamaSequence; tokens: readonly Token[] }[] = [];
+      const copies: { slot: (typeof group.sequences)[number]; source: (typeof group.sequences)[number]; key: string }[] = [];
       for (const [i, { prefix, rest }] of chunk.entries()) {
         const key = keys[i]!;
         const source = key === null ? undefined : sources.get(key);
@@ -297,19 +301,24 @@ export class Engine implements ScoringEngine {
           // It holds the prefix: only its rest is evaluated.
           slot.sequence.eraseFrom(prefix.length);
         } else if (source) {
-          // Another pass's sequence holds the prefix (and nothing after it yet): copied, not evaluated.
+          // Another pass's sequence holds the prefix (or will, once the new prefixes are evaluated): copied, not evaluated.
           slot.held = null;
-          await slot.sequence.copyFrom(source.sequence);
-          slot.held = key;
+          copies.push({ slot, source, key });
         } else {
-          // The first pass of a prefix no sequence holds: evaluated here, once.
+          // The first pass of a prefix no sequence holds: evaluated on its sequence, once.
           slot.held = null;
           slot.sequence.eraseFrom(0);
-          await slot.sequence.evaluate(prefix, null);
+          fresh.push({ sequence: slot.sequence, tokens: prefix });
           slot.held = key;
           sources.set(key, slot);
           evaluated[i]! += prefix.length;
         }
+      }
+      // The new prefixes together, in as few decodes as the batch size allows.
+      await LlamaSequence.prefill(fresh);
+      for (const { slot, source, key } of copies) {
+        await slot.sequence.copyFrom(source.sequence);
+        slot.held = key;
       }
       // The rests, packed in order into decodes of at most the batch size.
       const readings: LabelReading[] = [];

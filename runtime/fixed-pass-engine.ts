@@ -7,7 +7,8 @@
  *     every label read at an answer position a part of its own (GPU_COSTS, fitted to the H200 figures
  *     of docs/deploy.md), so a pass on a new prefix costs two decodes (the prefix, then the rest and
  *     its read) and a pass over a kept prefix one, as in the engine (engine.ts); a group
- *     (/v1/score-group) a decode for each new prefix and one for the rests of up to 16 passes.
+ *     (/v1/score-group) its new prefixes packed into decodes of 512 tokens and one decode for the
+ *     rests of up to 16 passes.
  *
  * It tokenizes with the real model, so that everything around a pass (the sidecar's admission, its
  * labels, the usage it counts, the bulk worker's commits) is what it is on a real runtime. Its answers
@@ -82,9 +83,9 @@ export class FixedPassEngine implements ScoringEngine {
   }
 
   /**
-   * A group as the engine runs it (engine.ts scoreGroup), `sequences` passes at a time: a decode for
-   * each prefix that none of the group's sequences holds, then the rests packed into decodes of at
-   * most GROUP_DECODE_TOKENS, and a label read for each pass. With fixed passes, one after another.
+   * A group as the engine runs it (engine.ts scoreGroup), `sequences` passes at a time: the prefixes
+   * that none of the group's sequences holds packed into decodes of at most GROUP_DECODE_TOKENS, then
+   * the rests packed the same way, and a label read for each pass. With fixed passes, one after another.
    */
   async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
     const cost = this.cost;
@@ -103,12 +104,13 @@ export class FixedPassEngine implements ScoringEngine {
         this.heldPrefixes = new Set(chunk.flatMap((info) => (info.prefixText === null ? [] : [info.prefixText])));
         const decodes: number[] = [];
         const fresh = new Set<string>();
+        let prefill = 0;
         let packed = 0;
         for (const info of chunk) {
           let tokens = info.restTokens;
           if (info.prefixText !== null && !held.has(info.prefixText) && !fresh.has(info.prefixText)) {
             fresh.add(info.prefixText);
-            decodes.push(info.prefixTokens);
+            prefill += info.prefixTokens;
             tokens += info.prefixTokens;
           }
           evaluated.push(tokens);
@@ -119,6 +121,8 @@ export class FixedPassEngine implements ScoringEngine {
           packed += info.restTokens;
         }
         decodes.push(packed);
+        // The new prefixes, packed together into decodes of GROUP_DECODE_TOKENS.
+        for (let left = prefill; left > 0; left -= GROUP_DECODE_TOKENS) decodes.push(Math.min(left, GROUP_DECODE_TOKENS));
         await this.occupy(arrived, decodes.reduce((ms, tokens) => ms + cost.decodeMs + tokens * cost.tokenMs, chunk.length * cost.readMs));
       }
       this.passes += infos.length;

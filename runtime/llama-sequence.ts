@@ -161,6 +161,56 @@ export class LlamaSequence {
     return { kind: "distribution", probabilities: pairs(probabilities) };
   }
 
+  /**
+   * Evaluates each item's tokens after what its sequence holds, reading nothing, packed across the
+   * sequences into as few decodes as the batch size allows (each sequence at most once a decode, its
+   * tokens in order). Returns the decodes it took.
+   */
+  static async prefill(items: readonly { sequence: LlamaSequence; tokens: readonly Token[] }[]): Promise<number> {
+    if (items.length === 0) return 0;
+    const ctx = items[0]!.sequence.ctx;
+    if (items.some((item) => item.sequence.ctx !== ctx) || new Set(items.map((item) => item.sequence)).size !== items.length) {
+      throw new Error("engine prefills only distinct sequences of one context");
+    }
+    for (const { sequence, tokens } of items) {
+      if (sequence.held + tokens.length > sequence.contextSize) throw new Error(`engine sequence overflow: ${sequence.held} + ${tokens.length} tokens in a context of ${sequence.contextSize}`);
+    }
+    const batchSize = items[0]!.sequence.batchSize;
+    const done = items.map(() => 0);
+    let decodes = 0;
+    while (items.some((item, i) => done[i]! < item.tokens.length)) {
+      const pieces: { i: number; count: number }[] = [];
+      let room = batchSize;
+      for (const [i, item] of items.entries()) {
+        const count = Math.min(room, item.tokens.length - done[i]!);
+        if (count <= 0) continue;
+        pieces.push({ i, count });
+        room -= count;
+        if (room === 0) break;
+      }
+      ctx.initBatch(batchSize - room);
+      for (const { i, count } of pieces) {
+        const { sequence, tokens } = items[i]!;
+        ctx.addToBatch(sequence.id, sequence.held, Uint32Array.from(tokens.slice(done[i]!, done[i]! + count)), new Uint32Array(0));
+      }
+      try {
+        await ctx.decodeBatch();
+      } catch (err) {
+        for (const { sequence } of items) {
+          ctx.removeTokenCellsFromSequence(sequence.id, 0, -1);
+          sequence.held = 0;
+        }
+        throw err;
+      }
+      for (const { i, count } of pieces) {
+        items[i]!.sequence.held += count;
+        done[i]! += count;
+      }
+      decodes += 1;
+    }
+    return decodes;
+  }
+
   /** Holds what `source` (a sequence of the same context) holds, copied cell by cell; nothing is evaluated. */
   async copyFrom(source: LlamaSequence): Promise<void> {
     if (source.ctx !== this.ctx) throw new Error("engine can copy only between sequences of one context");

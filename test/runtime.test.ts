@@ -695,7 +695,7 @@ describe("score-group: several passes in one call", () => {
 });
 
 describe("a stand-in for a GPU's decode costs (RUNTIME_FAKE_GPU=h200, benchmarks only)", () => {
-  it("costs each decode its fixed part and its tokens, and each read its own: a new prefix a decode of its own, a kept one none", async () => {
+  it("costs each decode its fixed part and its tokens, and each read its own: new prefixes packed into decodes, a kept one none", async () => {
     const gpu = await startRuntime({ name: "runtime-fake-gpu", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_GPU: "false", RUNTIME_FAKE_GPU: "h200" } });
     try {
       const { decodeMs, tokenMs, readMs } = GPU_COSTS.h200;
@@ -732,11 +732,19 @@ describe("a stand-in for a GPU's decode costs (RUNTIME_FAKE_GPU=h200, benchmarks
       const prefix = group.results[0]!.prefix_tokens!;
       expect(group.results.map((r) => r.evaluated_tokens)).toEqual(rests.map((rest, i) => rest + (i === 0 ? prefix : 0)));
       const restSum = rests.reduce((a, b) => a + b, 0);
-      expect((await busy()) - groupBefore).toBeCloseTo(2 * decodeMs + (prefix + restSum) * tokenMs + questions.length * readMs, 6);
+      // The state's decodes of at most 512 tokens, then one for the rests.
+      expect((await busy()) - groupBefore).toBeCloseTo((Math.ceil(prefix / 512) + 1) * decodeMs + (prefix + restSum) * tokenMs + questions.length * readMs, 6);
       // Again: the state is held, one decode.
       const heldBefore = await busy();
       await call(gpu, "POST", RUNTIME_PATHS.scoreGroup, { passes: grouped(fresh) });
       expect((await busy()) - heldBefore).toBeCloseTo(decodeMs + restSum * tokenMs + questions.length * readMs, 6);
+      // Four short new states, one question each: the four prefixes packed into one decode, the rests into another.
+      const short = (n: number) => ({ text: `<start_of_turn>user\nTicket ${n}: charged twice.`, special: true });
+      const packedBefore = await busy();
+      const packed = ScoreGroupResponse.parse(await call(gpu, "POST", RUNTIME_PATHS.scoreGroup, { passes: [1, 2, 3, 4].map((n) => grouped(short(n))[0]!) }));
+      const packedTokens = packed.results.reduce((sum, r) => sum + r.evaluated_tokens!, 0);
+      expect(packed.results.every((r) => r.evaluated_tokens === r.prompt_tokens)).toBe(true);
+      expect((await busy()) - packedBefore).toBeCloseTo(2 * decodeMs + packedTokens * tokenMs + 4 * readMs, 6);
     } finally {
       await gpu.child.stop();
     }

@@ -28,6 +28,7 @@ import { animalSentences } from "./support/training.ts";
 import type { Child } from "../local/process.ts";
 import { executeDecision } from "../sidecar/decide/execute.ts";
 import { SERVED_STEPS, type Steps } from "../sidecar/decide/steps.ts";
+import { PassGroups } from "../sidecar/decide/passes.ts";
 import { exampleFeatures } from "../sidecar/decide/trained.ts";
 import { IdentityMismatchError, type Release } from "../sidecar/decide/identity.ts";
 import { checkFixedForms, LabelError, labelCache, wordCache } from "../sidecar/decide/labels.ts";
@@ -412,6 +413,21 @@ describe("a decision", () => {
     expect(chunked.groups).toHaveLength(2);
     expect(chunked.groups[1]).toHaveLength(1);
     expect(chunked.maxInFlight).toBe(1);
+  });
+
+  it("counts the same usage and gives the same answers whether its passes go in one group or one a call", async () => {
+    const request = { state: `${STATE.ticket} ${randomBytes(4).toString("hex")}`, questions: { ...MIXED.questions, many: { type: "choice", criteria: manyOptions(28) } } };
+    const onePass = new CountingRuntime(real);
+    const alone = await executeDecision(onePass, release, Decision.parse(request), undefined, SERVED_STEPS, { groups: new PassGroups({ calls: 2, passes: 1, tokens: Infinity }), rank: 0 });
+    expect(onePass.groups.every((g) => g.length === 1)).toBe(true);
+    // The same state again, from another account: nothing of it kept, every content-free reading kept.
+    contentFreeReadings.clear();
+    const grouped = new CountingRuntime(real);
+    const together = await run(ownedBy(grouped, "another account"), release, request);
+    expect(grouped.groups).toHaveLength(2);
+    expect(together.usage).toEqual(alone.usage);
+    expect(together.passes).toBe(alone.passes);
+    expect(together.answers).toEqual(alone.answers);
   });
 
   it("sends no further group once the signal is aborted (the one already in flight aside), and runs nothing when it already is", async () => {

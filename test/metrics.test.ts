@@ -83,9 +83,10 @@ describe("the counters", () => {
     expect(moved(runtimeBefore, runtimeAfter, "svc_runtime_passes_total")).toBeGreaterThanOrEqual(passes);
     expect(moved(runtimeBefore, runtimeAfter, "svc_runtime_evaluated_tokens_total")).toBeGreaterThan(decisions * 10);
     expect(moved(runtimeBefore, runtimeAfter, "svc_runtime_busy_seconds_total")).toBeGreaterThan(0);
-    expect(moved(runtimeBefore, runtimeAfter, 'svc_runtime_pass_duration_seconds_count{call="score"}')).toBeGreaterThanOrEqual(passes);
+    // Each decision's passes in one group call.
+    expect(moved(runtimeBefore, runtimeAfter, 'svc_runtime_pass_duration_seconds_count{call="score_group"}')).toBeGreaterThanOrEqual(decisions);
     // Every call took more than nothing and less than the last bucket.
-    expect(runtimeAfter.get('svc_runtime_pass_duration_seconds_bucket{call="score",le="+Inf"}')).toBe(runtimeAfter.get('svc_runtime_pass_duration_seconds_count{call="score"}'));
+    expect(runtimeAfter.get('svc_runtime_pass_duration_seconds_bucket{call="score_group",le="+Inf"}')).toBe(runtimeAfter.get('svc_runtime_pass_duration_seconds_count{call="score_group"}'));
     expect(moved(sidecarBefore, sidecarAfter, 'svc_lane_wait_seconds_count{lane="realtime"}')).toBeGreaterThanOrEqual(decisions);
     expect(sidecarAfter.get('svc_lane_waiting{lane="realtime"}')).toBe(0);
     expect(sidecarAfter.has('svc_lane_running{lane="bulk"}')).toBe(true);

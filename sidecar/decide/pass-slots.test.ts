@@ -1,7 +1,6 @@
 /**
- * The slots a bulk execution's records share at the runtime (passes.ts PassSlots): never more passes in
- * flight than its capacity, and a freed slot goes to the lowest-ranked waiting record first, so each
- * record's passes go before the next record's.
+ * The slots the background's records share (passes.ts PassSlots, bulk/records.ts BulkFlow): never
+ * more held than its capacity, and a freed slot goes to the lowest-ranked waiting caller first.
  */
 import { describe, expect, it } from "vitest";
 import { PassSlots } from "./passes.ts";

@@ -168,13 +168,7 @@ export class LlamaSequence {
    */
   static async prefill(items: readonly { sequence: LlamaSequence; tokens: readonly Token[] }[]): Promise<number> {
     if (items.length === 0) return 0;
-    const ctx = items[0]!.sequence.ctx;
-    if (items.some((item) => item.sequence.ctx !== ctx) || new Set(items.map((item) => item.sequence)).size !== items.length) {
-      throw new Error("engine prefills only distinct sequences of one context");
-    }
-    for (const { sequence, tokens } of items) {
-      if (sequence.held + tokens.length > sequence.contextSize) throw new Error(`engine sequence overflow: ${sequence.held} + ${tokens.length} tokens in a context of ${sequence.contextSize}`);
-    }
+    const ctx = LlamaSequence.checkTogether(items);
     const batchSize = items[0]!.sequence.batchSize;
     const done = items.map(() => 0);
     let decodes = 0;
@@ -193,15 +187,7 @@ export class LlamaSequence {
         const { sequence, tokens } = items[i]!;
         ctx.addToBatch(sequence.id, sequence.held, Uint32Array.from(tokens.slice(done[i]!, done[i]! + count)), new Uint32Array(0));
       }
-      try {
-        await ctx.decodeBatch();
-      } catch (err) {
-        for (const { sequence } of items) {
-          ctx.removeTokenCellsFromSequence(sequence.id, 0, -1);
-          sequence.held = 0;
-        }
-        throw err;
-      }
+      await LlamaSequence.decodeOrEmpty(ctx, items);
       for (const { i, count } of pieces) {
         items[i]!.sequence.held += count;
         done[i]! += count;
@@ -209,6 +195,31 @@ export class LlamaSequence {
       decodes += 1;
     }
     return decodes;
+  }
+
+  /** The context of `items`, once they are distinct sequences of one context with room for their tokens. */
+  private static checkTogether(items: readonly { sequence: LlamaSequence; tokens: readonly Token[] }[]): AddonContext {
+    const ctx = items[0]!.sequence.ctx;
+    if (items.some((item) => item.sequence.ctx !== ctx) || new Set(items.map((item) => item.sequence)).size !== items.length) {
+      throw new Error("engine decodes together only distinct sequences of one context");
+    }
+    for (const { sequence, tokens } of items) {
+      if (sequence.held + tokens.length > sequence.contextSize) throw new Error(`engine sequence overflow: ${sequence.held} + ${tokens.length} tokens in a context of ${sequence.contextSize}`);
+    }
+    return ctx;
+  }
+
+  /** Decodes the batch built on `ctx`; after a failure every sequence of `items` is emptied (what the decode left is unknown). */
+  private static async decodeOrEmpty(ctx: AddonContext, items: readonly { sequence: LlamaSequence }[]): Promise<void> {
+    try {
+      await ctx.decodeBatch();
+    } catch (err) {
+      for (const { sequence } of items) {
+        ctx.removeTokenCellsFromSequence(sequence.id, 0, -1);
+        sequence.held = 0;
+      }
+      throw err;
+    }
   }
 
   /** Holds what `source` (a sequence of the same context) holds, copied cell by cell; nothing is evaluated. */
@@ -225,26 +236,12 @@ export class LlamaSequence {
    * reads each item's labels at its last token.
    */
   static async evaluateTogether(items: readonly { sequence: LlamaSequence; tokens: readonly Token[]; labels: readonly Token[] }[]): Promise<Extract<ReadResult, { kind: "labels" }>[]> {
-    const ctx = items[0]!.sequence.ctx;
+    const ctx = LlamaSequence.checkTogether(items);
     const total = items.reduce((n, item) => n + item.tokens.length, 0);
-    if (items.some((item) => item.sequence.ctx !== ctx) || new Set(items.map((item) => item.sequence)).size !== items.length) {
-      throw new Error("engine decodes together only distinct sequences of one context");
-    }
     if (total > items[0]!.sequence.batchSize || items.some((item) => item.tokens.length === 0)) throw new Error(`engine cannot decode ${total} tokens together`);
-    for (const { sequence, tokens } of items) {
-      if (sequence.held + tokens.length > sequence.contextSize) throw new Error(`engine sequence overflow: ${sequence.held} + ${tokens.length} tokens in a context of ${sequence.contextSize}`);
-    }
     ctx.initBatch(total);
     const outputs = items.map(({ sequence, tokens }) => ctx.addToBatch(sequence.id, sequence.held, Uint32Array.from(tokens), Uint32Array.of(tokens.length - 1))[0] ?? -1);
-    try {
-      await ctx.decodeBatch();
-    } catch (err) {
-      for (const { sequence } of items) {
-        ctx.removeTokenCellsFromSequence(sequence.id, 0, -1);
-        sequence.held = 0;
-      }
-      throw err;
-    }
+    await LlamaSequence.decodeOrEmpty(ctx, items);
     for (const item of items) item.sequence.held += item.tokens.length;
     const reads: Extract<ReadResult, { kind: "labels" }>[] = [];
     for (const [i, { sequence, labels }] of items.entries()) {

@@ -5,7 +5,9 @@
  * loads the model and makes the contexts; passes are evaluated through its addon directly
  * (llama-sequence.ts: the same llama.cpp calls and numbers, without its per-evaluation machinery).
  *
- * Up to three llama.cpp contexts over the one model, their passes in one queue (one pass, or one group, at a time):
+ * Up to three llama.cpp contexts over the one model, their work in one queue of turns (turns.ts): a
+ * pass, or a chunk of a group, is a turn, and a real-time group one turn taken before the waiting
+ * background turns (scoreGroup's `urgent`):
  *   - the ordinary context, made at load, runs every pass that does not ask for the hidden state;
  *     llama.cpp computes the output layer (262,144 logits for Gemma 3) at the answer position only.
  *   - the hidden-state context, made on the first pass that asks for the hidden state, runs those
@@ -41,6 +43,7 @@ import { LOGPROB_FLOOR, type Tokenized } from "../server-shared/runtime-protocol
 import type { Segment } from "../server-shared/runtime-protocol.ts";
 import { describeBuild, engineVersion, loadLlama, type EngineBuild } from "./engine-build.ts";
 import { LlamaSequence, type ReadResult } from "./llama-sequence.ts";
+import { Turns } from "./turns.ts";
 
 export interface EngineOptions {
   modelPath: string;
@@ -101,8 +104,12 @@ export interface ScoreOptions {
 export interface ScoringEngine {
   tokenize(text: string, special: boolean): Tokenized;
   score(segments: readonly Segment[], labelTokens: readonly number[], options?: ScoreOptions): Promise<ScoreResult>;
-  /** Several passes in one call (runtime-protocol.ts `/v1/score-group`): each answered as score answers it. */
-  scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]>;
+  /**
+   * Several passes in one call (runtime-protocol.ts `/v1/score-group`): each answered as score answers
+   * it. `urgent` (a real-time call's): the whole group is one turn, ahead of the background's waiting
+   * turns; otherwise each chunk of `sequences` passes (or each pass) is a turn of its own.
+   */
+  scoreGroup(passes: readonly GroupPass[], urgent?: boolean): Promise<ScoreResult[]>;
   /** Passes one decode carries at most (1: a group's passes run one after another). */
   readonly sequences: number;
   /** Passes evaluated since start, the tokens they evaluated, and the milliseconds the engine spent evaluating them. */
@@ -110,8 +117,8 @@ export interface ScoringEngine {
 }
 
 export class Engine implements ScoringEngine {
-  /** Passes run one at a time, on either context: each one waits for the previous one to settle. */
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Passes run one turn at a time, on any context: each one waits for the turn before it to settle (real time first). */
+  private readonly turns = new Turns();
   private passes = 0;
   private busyMs = 0;
   /** The hidden-state context and its one sequence, made by the first pass that asks for a hidden state. */
@@ -181,10 +188,14 @@ export class Engine implements ScoringEngine {
    * a pass longer than `maxTokensPerPass` before evaluating it.
    */
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
-    const { prefix, rest } = this.checkedPass(segments, labelTokens, options);
-    const tokens = [...prefix, ...rest];
+    const checked = this.checkedPass(segments, labelTokens, options);
+    return this.exclusive(() => this.evaluatePass(checked, labelTokens, options));
+  }
 
-    const { reading, hiddenState, pooledState, evaluated } = await this.exclusive(async () => {
+  /** A checked pass (score's work after the checks); call only inside `exclusive`. */
+  private async evaluatePass({ prefix, rest }: { prefix: readonly Token[]; rest: Token[] }, labelTokens: readonly number[], options: ScoreOptions): Promise<ScoreResult> {
+    const tokens = [...prefix, ...rest];
+    const { reading, hiddenState, pooledState, evaluated } = await (async () => {
       // Made (once) before the pass's clock starts: making it is no evaluation.
       const hidden = options.hiddenState ? await this.hiddenContext() : null;
       const started = performance.now();
@@ -198,7 +209,7 @@ export class Engine implements ScoringEngine {
         this.busyMs += performance.now() - started;
         this.passes += 1;
       }
-    });
+    })();
     if (hiddenState && !hiddenState.every(Number.isFinite)) throw new Error("engine returned a non-finite hidden state");
     if (pooledState && !pooledState.every(Number.isFinite)) throw new Error("engine returned a non-finite pooled state");
     return {
@@ -218,21 +229,29 @@ export class Engine implements ScoringEngine {
    * few decodes as the batch size allows, `sequences` passes at a time. Their numbers are not those
    * of score, as a pass split differently is not (llama.cpp's kernels are not batch-invariant; the
    * difference measured is runtime-protocol.ts GROUP_LOGPROB_TOLERANCE). The other passes, and every
-   * pass where `sequences` is 1, run one after another through score.
+   * pass where `sequences` is 1, run one after another as score runs them.
+   *
+   * An `urgent` group (a real-time call's) is one turn, ahead of the background turns waiting; any
+   * other group takes a turn for each chunk and each pass, so that urgent work waits behind one of
+   * them at most.
    */
-  async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
+  async scoreGroup(passes: readonly GroupPass[], urgent = false): Promise<ScoreResult[]> {
     const checked = passes.map((pass) => ({ pass, ...this.checkedPass(pass.segments, pass.labelTokens, pass.options ?? {}) }));
     const together = this.sequences > 1 ? checked.filter(({ pass }) => !pass.options?.hiddenState) : [];
-    const results = new Map<GroupPass, ScoreResult>();
-    for (let start = 0; start < together.length; start += this.sequences) {
-      const chunk = together.slice(start, start + this.sequences);
-      const answered = await this.exclusive(() => this.evaluateTogether(chunk));
-      chunk.forEach(({ pass }, i) => results.set(pass, answered[i]!));
-    }
-    for (const { pass } of checked) {
-      if (!results.has(pass)) results.set(pass, await this.score(pass.segments, pass.labelTokens, pass.options));
-    }
-    return passes.map((pass) => results.get(pass)!);
+    const turn = <T>(work: () => Promise<T>) => (urgent ? work() : this.exclusive(work));
+    const evaluate = async () => {
+      const results = new Map<GroupPass, ScoreResult>();
+      for (let start = 0; start < together.length; start += this.sequences) {
+        const chunk = together.slice(start, start + this.sequences);
+        const answered = await turn(() => this.evaluateTogether(chunk));
+        chunk.forEach(({ pass }, i) => results.set(pass, answered[i]!));
+      }
+      for (const { pass, prefix, rest } of checked) {
+        if (!results.has(pass)) results.set(pass, await turn(() => this.evaluatePass({ prefix, rest }, pass.labelTokens, pass.options ?? {})));
+      }
+      return passes.map((pass) => results.get(pass)!);
+    };
+    return urgent ? this.exclusive(evaluate, true) : evaluate();
   }
   /** A pass's tokens, once it is checked as the protocol requires (422 `invalid_request` or `pass_too_long` otherwise), before anything is evaluated. */
   private checkedPass(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions): { prefix: readonly Token[]; rest: Token[] } {
@@ -445,10 +464,8 @@ export class Engine implements ScoringEngine {
     return this.hidden;
   }
 
-  private exclusive<T>(run: () => Promise<T>): Promise<T> {
-    const result = this.queue.then(run, run);
-    this.queue = result.catch(() => undefined);
-    return result;
+  private exclusive<T>(run: () => Promise<T>, urgent = false): Promise<T> {
+    return this.turns.run(run, urgent);
   }
 }
 

@@ -23,6 +23,7 @@ import { createHash } from "node:crypto";
 import { ServiceError } from "../server-shared/errors.ts";
 import type { Segment, Tokenized } from "../server-shared/runtime-protocol.ts";
 import type { Engine, GroupPass, ScoreOptions, ScoreResult, ScoringEngine } from "./engine.ts";
+import { Turns } from "./turns.ts";
 
 /**
  * What a decode costs on a GPU, in ms: `decodeMs` whatever its length (kernel launches), `tokenMs` for
@@ -44,10 +45,18 @@ function fixedLogprobs(segments: readonly Segment[], labelTokens: readonly numbe
   return labelTokens.map((_, i) => Math.log((0.5 * (1 + digest[i % digest.length]!)) / (256 * labelTokens.length)));
 }
 
+/** A pass's token counts and its prefix's key (null: none). */
+interface PassInfo {
+  prefixTokens: number;
+  restTokens: number;
+  prefixText: string | null;
+}
+
 export type StandInCost = { kind: "pass"; passMs: number } | { kind: "decode"; name: string; decodeMs: number; tokenMs: number; readMs: number };
 
 export class FixedPassEngine implements ScoringEngine {
-  private queue: Promise<unknown> = Promise.resolve();
+  /** One turn at a time, real time first, as the engine takes them (engine.ts, turns.ts). */
+  private readonly turns = new Turns();
   private passes = 0;
   private evaluatedTokens = 0;
   private busyMs = 0;
@@ -86,17 +95,24 @@ export class FixedPassEngine implements ScoringEngine {
    * A group as the engine runs it (engine.ts scoreGroup), `sequences` passes at a time: the prefixes
    * that none of the group's sequences holds packed into decodes of at most GROUP_DECODE_TOKENS, then
    * the rests packed the same way, and a label read for each pass. With fixed passes, one after another.
+   * Turns as the engine takes them: an `urgent` group is one, any other one for each chunk or pass.
    */
-  async scoreGroup(passes: readonly GroupPass[]): Promise<ScoreResult[]> {
+  async scoreGroup(passes: readonly GroupPass[], urgent = false): Promise<ScoreResult[]> {
     const cost = this.cost;
     if (cost.kind === "pass") {
-      const results: ScoreResult[] = [];
-      for (const pass of passes) results.push(await this.score(pass.segments, pass.labelTokens, pass.options));
-      return results;
+      const infos = passes.map((pass) => this.passOf(pass.segments, pass.options ?? {}));
+      const arrived = performance.now();
+      const all = async () => {
+        const results: ScoreResult[] = [];
+        for (const [i, pass] of passes.entries()) results.push(await this.runPass(pass, infos[i]!, arrived, !urgent));
+        return results;
+      };
+      return urgent ? this.turns.run(all, true) : all();
     }
     const infos = passes.map((pass) => this.passOf(pass.segments, pass.options ?? {}));
     const arrived = performance.now();
-    const run = this.queue.then(async () => {
+    const turn = (work: () => Promise<void>) => (urgent ? work() : this.turns.run(work));
+    const run = async () => {
       const evaluated: number[] = [];
       for (let start = 0; start < infos.length; start += GROUP_SEQUENCES) {
         const chunk = infos.slice(start, start + GROUP_SEQUENCES);
@@ -123,14 +139,13 @@ export class FixedPassEngine implements ScoringEngine {
         decodes.push(packed);
         // The new prefixes, packed together into decodes of GROUP_DECODE_TOKENS.
         for (let left = prefill; left > 0; left -= GROUP_DECODE_TOKENS) decodes.push(Math.min(left, GROUP_DECODE_TOKENS));
-        await this.occupy(arrived, decodes.reduce((ms, tokens) => ms + cost.decodeMs + tokens * cost.tokenMs, chunk.length * cost.readMs));
+        await turn(() => this.occupy(arrived, decodes.reduce((ms, tokens) => ms + cost.decodeMs + tokens * cost.tokenMs, chunk.length * cost.readMs)));
       }
       this.passes += infos.length;
       this.evaluatedTokens += evaluated.reduce((a, b) => a + b, 0);
       return evaluated;
-    });
-    this.queue = run.catch(() => undefined);
-    const evaluated = await run;
+    };
+    const evaluated = await (urgent ? this.turns.run(run, true) : run());
     return passes.map((pass, i) => ({
       promptTokens: infos[i]!.prefixTokens + infos[i]!.restTokens,
       prefixTokens: infos[i]!.prefixTokens,
@@ -140,7 +155,7 @@ export class FixedPassEngine implements ScoringEngine {
   }
 
   /** A pass's token counts and its prefix's key (null: none), checked as the engine checks them. */
-  private passOf(segments: readonly Segment[], options: ScoreOptions): { prefixTokens: number; restTokens: number; prefixText: string | null } {
+  private passOf(segments: readonly Segment[], options: ScoreOptions): PassInfo {
     if (options.hiddenState || options.pooledState) throw new ServiceError("invalid_request", "this stand-in runtime reads no hidden states");
     const prefixSegments = options.prefixSegments ?? 0;
     // Tokenized as the engine tokenizes a pass (its prefix once while it stays the latest): the
@@ -157,9 +172,13 @@ export class FixedPassEngine implements ScoringEngine {
   }
 
   async score(segments: readonly Segment[], labelTokens: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
-    const { prefixTokens, restTokens, prefixText } = this.passOf(segments, options);
-    const arrived = performance.now();
-    const run = this.queue.then(async () => {
+    return this.runPass({ segments, labelTokens, options }, this.passOf(segments, options), performance.now(), true);
+  }
+
+  /** One pass as score runs it: in a turn of its own when `ownTurn`, otherwise inside its caller's. */
+  private async runPass(pass: GroupPass, info: PassInfo, arrived: number, ownTurn: boolean): Promise<ScoreResult> {
+    const { prefixTokens, restTokens, prefixText } = info;
+    const work = async () => {
       const kept = prefixText !== null && prefixText === this.keptPrefix;
       this.keptPrefix = prefixText;
       const evaluated = kept ? restTokens : prefixTokens + restTokens;
@@ -176,10 +195,9 @@ export class FixedPassEngine implements ScoringEngine {
       this.passes += 1;
       this.evaluatedTokens += evaluated;
       return evaluated;
-    });
-    this.queue = run.catch(() => undefined);
-    const evaluated = await run;
-    return { promptTokens: prefixTokens + restTokens, prefixTokens, evaluatedTokens: evaluated, logprobs: fixedLogprobs(segments, labelTokens) };
+    };
+    const evaluated = await (ownTurn ? this.turns.run(work) : work());
+    return { promptTokens: prefixTokens + restTokens, prefixTokens, evaluatedTokens: evaluated, logprobs: fixedLogprobs(pass.segments, pass.labelTokens) };
   }
 
   /**

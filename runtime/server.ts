@@ -72,7 +72,7 @@ export function createRuntimeApp(engine: ScoringEngine, identity: Identity, secr
       labelTokens: pass.label_tokens,
       options: { hiddenState: pass.hidden_state, prefixSegments: pass.prefix_segments, pooledState: pass.pooled_state, prefixOwner: pass.prefix_owner },
     }));
-    const results = await timed("score_group", () => engine.scoreGroup(passes)).catch(engineFailure);
+    const results = await timed("score_group", () => engine.scoreGroup(passes, body.realtime)).catch(engineFailure);
     const response: ScoreGroupResponse = { release_id: identity.release_id, fingerprint: identity.fingerprint, results: results.map((result, i) => passResult(body.passes[i]!, result)) };
     return c.json(response);
   });

@@ -71,6 +71,10 @@
  *        GROUP_LOGPROB_TOLERANCE in a log-probability. Passes that ask for a hidden state, and every
  *        pass of a runtime of `sequences` 1, are evaluated one after another, as /v1/score evaluates
  *        them. A pass refused (422) refuses the whole call before anything is evaluated.
+ *        The runtime works one turn at a time: `realtime: true` (a real-time execution's call) makes
+ *        the whole call one turn, taken before every background turn waiting; any other call takes a
+ *        turn for each chunk of `sequences` passes (each pass at `sequences` 1), and so does a
+ *        /v1/score call. Real time thus waits behind at most the one background turn running.
  *
  *   POST /v1/image-features   ImageFeaturesRequest -> ImageFeaturesResponse   (an image runtime)
  *        One still image through the runtime's image backbone. The runtime reads the canonical PNG
@@ -197,8 +201,8 @@ export const GROUP_PASSES_MAX = 64;
  */
 export const GROUP_LOGPROB_TOLERANCE = 0.5;
 
-export const ScoreGroupRequest = looseFields({ passes: z.array(ScoreRequest).min(1).max(GROUP_PASSES_MAX) });
-export type ScoreGroupRequest = { passes: ScoreRequest[] };
+export const ScoreGroupRequest = looseFields({ passes: z.array(ScoreRequest).min(1).max(GROUP_PASSES_MAX), realtime: z.boolean().default(false) });
+export type ScoreGroupRequest = { passes: ScoreRequest[]; realtime?: boolean };
 
 export const PassResult = ScoreResponse.omit({ release_id: true, fingerprint: true });
 export type PassResult = z.infer<typeof PassResult>;

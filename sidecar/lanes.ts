@@ -2,10 +2,11 @@
  * The lane queue in front of the one GPU runtime (runs in Bun next to the GPU). Every model execution
  * goes through `Lanes.run`; the rules are the spec's "Execution" section:
  *
- * - one runtime execution at a time holds the lane; the runtime itself evaluates one call (a group
- *   of passes) at a time. A bulk execution leaves the lane once its last record has started, with
- *   at most the background's two group calls still at the runtime (bulk/records.ts
- *   BACKGROUND_GROUPS), which a real-time execution that takes the lane then waits behind;
+ * - one runtime execution at a time holds the lane; the runtime itself works one turn at a time. A
+ *   bulk execution leaves the lane once its last record has started, with at most the background's
+ *   two group calls still at the runtime (bulk/records.ts BACKGROUND_GROUPS); a real-time execution
+ *   that takes the lane then waits behind one turn of them at most, since the runtime takes a
+ *   real-time call before the background's waiting turns (runtime-protocol.ts `realtime`);
  * - at most `pendingPerLane` (1) waiting executions per lane, real-time and bulk; a submission to a
  *   full lane is refused at once with 529 `lane_full`;
  * - a waiting execution not started within `waitMs` (30 s) is refused with 504 `timeout` and leaves

@@ -58,6 +58,8 @@ function byteBound(passes: ScoreGroupRequest["passes"]): number {
 interface SeenCall {
   states: string[];
   bound: number;
+  /** Whether it asked for the runtime's real-time turn (runtime-protocol.ts `realtime`). */
+  realtime: boolean;
   sent: number;
   answered: number;
   /** The calls at the runtime when this one came in (itself not counted). */
@@ -74,8 +76,8 @@ async function watchingProxy(): Promise<{ url: string; calls: SeenCall[]; stop()
     const body = Buffer.concat(chunks);
     let call: SeenCall | null = null;
     if (req.url === RUNTIME_PATHS.scoreGroup) {
-      const { passes } = ScoreGroupRequest.parse(JSON.parse(body.toString()));
-      call = { states: passes.map((p) => p.segments[0]!.text), bound: byteBound(passes), sent: performance.now(), answered: Infinity, ahead: [...open] };
+      const { passes, realtime } = ScoreGroupRequest.parse(JSON.parse(body.toString()));
+      call = { states: passes.map((p) => p.segments[0]!.text), bound: byteBound(passes), realtime, sent: performance.now(), answered: Infinity, ahead: [...open] };
       calls.push(call);
       open.add(call);
     }
@@ -135,6 +137,27 @@ describe("a bulk claim's records", () => {
     expect(ran).toBeLessThanOrEqual(n + 1);
   }, 120_000);
 
+  it("go in groups as full as the records allow: a group not full waits while the background's other call is at the runtime", async () => {
+    const proxy = await watchingProxy();
+    try {
+      const entry = { ...(await servedEntry()), url: proxy.url };
+      const n = 3 * BACKGROUND_GROUPS.passes + 5;
+      const outcomes = await processRecords(contextOf(entry, new Lanes()), recordsOf(n), entry, new AbortController().signal).outcomes;
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(n).fill("result"));
+      const calls = proxy.calls;
+      expect(calls.reduce((sum, c) => sum + c.states.length, 0)).toBeGreaterThanOrEqual(n);
+      // Short records: no group is held to its tokens, so one sent beside another call is full. Only
+      // a call alone at the runtime may be partial (the first content-free reading, the last records).
+      for (const call of calls) {
+        expect(call.bound + call.ahead.reduce((sum, c) => sum + c.bound, 0)).toBeLessThan(BACKGROUND_GROUPS.tokens / 2);
+        if (call.ahead.length > 0) expect(call.states.length).toBe(BACKGROUND_GROUPS.passes);
+      }
+      expect(calls.filter((c) => c.states.length === BACKGROUND_GROUPS.passes).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await proxy.stop();
+    }
+  }, 120_000);
+
   it("of two consecutive executions: the second enters the lane once the first has started its last record, its passes in the background's groups, and real time finds at most two group calls ahead of it", async () => {
     const proxy = await watchingProxy();
     try {
@@ -170,7 +193,10 @@ describe("a bulk claim's records", () => {
         expect(call.ahead.length).toBeLessThan(BACKGROUND_GROUPS.calls);
         expect(call.bound + call.ahead.reduce((n, c) => n + c.bound, 0)).toBeLessThanOrEqual(BACKGROUND_GROUPS.tokens);
       }
-      // Real time: one call, behind at most the background's two.
+      // Real time: one call, asking for the real-time turn (the runtime takes it before the background's
+      // waiting turns: test/runtime.test.ts), behind at most the background's two.
+      expect(realtimeCall.realtime).toBe(true);
+      expect(background.every((c) => !c.realtime)).toBe(true);
       expect(realtimeCall.ahead.length).toBeLessThanOrEqual(BACKGROUND_GROUPS.calls);
       expect(realtimeCall.ahead.reduce((n, c) => n + c.bound, 0)).toBeLessThanOrEqual(BACKGROUND_GROUPS.tokens);
       // The second execution's first group went to the runtime before the first's last group answered.

@@ -642,6 +642,24 @@ describe("score-group: several passes in one call", () => {
     }
   });
 
+  it("runs a real-time call before the background's waiting turns, never stopping the turn that runs", async () => {
+    const labels = await labelTokens("Yes", "No");
+    const short = (name: string) => pass({ text: `<start_of_turn>user\nTicket ${name}: charged twice.`, special: true }, "Is it about money?", labels);
+    const passes = async () => Stats.parse(await call(main, "GET", RUNTIME_PATHS.stats)).passes;
+    const order: string[] = [];
+    const send = (name: string, body: unknown) => call(main, "POST", RUNTIME_PATHS.scoreGroup, body).then(() => order.push(name));
+    // Two background calls of six passes each: on a runtime of one sequence, a turn for each pass.
+    const start = await passes();
+    const background = [1, 2].map((n) => send(`background ${n}`, { passes: [1, 2, 3, 4, 5, 6].map((i) => short(`${n}-${i}`)) }));
+    while ((await passes()) === start) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The first background turns have run: a real-time call and a third background call arrive together.
+    const late = [send("real time", { passes: [short("r-1"), short("r-2")], realtime: true }), send("background 3", { passes: [short("3-1")] })];
+    await Promise.all([...background, ...late]);
+    // In the order they arrived, real time would have waited for all twelve background passes. The
+    // background calls take turns pass by pass, so the one-pass third call ends before the first two.
+    expect(order).toEqual(["real time", "background 3", "background 1", "background 2"]);
+  });
+
   it("with several sequences evaluates each prefix once and the rests together, within GROUP_LOGPROB_TOLERANCE of the one-pass numbers", async () => {
     const grouped = await startRuntime({ name: "runtime-sequences", modelPath: model.path, secret, logDir: workDir, env: { RUNTIME_GPU: "false", RUNTIME_SEQUENCES: "4" } });
     try {

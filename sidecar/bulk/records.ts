@@ -92,14 +92,18 @@ export function modelOf(body: string): string {
 /**
  * The background's passes at the runtime (a bulk execution's records, a training example's): at most
  * two group calls at once (the next one read while the runtime evaluates the other), each of at
- * most 16 passes and 4,096 tokens by their byte bound (render.ts passTokenBound, never below the
- * real count). A real-time execution that takes the lane waits behind at most these two calls:
- * 8,192 tokens and 32 label reads in at most 34 decodes, where the three one-pass evaluations
- * the background kept at the runtime before groups held up to 12,288 tokens in 24 decodes. Less
- * runtime time on a CPU, whose cost is per token, and on a GPU (runtime/fixed-pass-engine.ts
- * GPU_COSTS: 355 ms against 440 at most).
+ * most 16 passes, the two together at most 8,192 tokens by their byte bound (render.ts
+ * passTokenBound, never below the real count); a group not full waits while the other call is at
+ * the runtime, so that the groups are as large as the records allow without the runtime waiting
+ * for them. The runtime takes a background call a turn at a
+ * time (a chunk of `sequences` passes, or one pass where `sequences` is 1) and a real-time call
+ * before every turn waiting, so a real-time execution that takes the lane waits behind one turn at
+ * most: on a CPU runtime one pass (at most 4,096 tokens), on a GPU one chunk (at most 16 passes and
+ * 8,192 tokens, 17 decodes). Before groups it could wait behind three one-pass evaluations: up to
+ * 12,288 tokens in 24 decodes (on the H200 cost model, runtime/fixed-pass-engine.ts GPU_COSTS,
+ * 309 ms now against 440 at most).
  */
-export const BACKGROUND_GROUPS: GroupLimits = { calls: 2, passes: 16, tokens: 2 * LIMITS.tokensPerPass };
+export const BACKGROUND_GROUPS: GroupLimits = { calls: 2, passes: 16, tokens: 2 * LIMITS.tokensPerPass, fill: true };
 
 /** Records of the background at the runtime at once: enough for the next groups to be waiting while the runtime evaluates. */
 export const BACKGROUND_RECORDS = 2 * BACKGROUND_GROUPS.passes;
@@ -212,8 +216,8 @@ async function runRecords(
  * One bulk execution's turn on the lane: starts the ready records in record order (the first in the
  * place its caller took), each further one once fewer than BACKGROUND_RECORDS records of the
  * background are started (BulkFlow), and starts no further record once a real-time execution waits
- * for the lane (real time then waits for at most the background's two calls at the runtime,
- * BACKGROUND_GROUPS, not for the whole claim) or the execution is abandoned.
+ * for the lane (real time then waits for at most one turn of the background's calls at the
+ * runtime, BACKGROUND_GROUPS, not for the whole claim) or the execution is abandoned.
  * Returns, leaving the lane, once the records it started are at the runtime: their outcomes, in
  * order, and when the first started.
  */

@@ -31,10 +31,18 @@ export interface GroupLimits {
    * one pass of any admitted length.
    */
   tokens: number;
+  /** Real-time calls (runtime-protocol.ts `realtime`): the runtime takes each as one turn, before the background's waiting turns. */
+  realtime?: boolean;
+  /**
+   * A group not full yet (fewer than `passes`, and room for more tokens) waits while another call is
+   * at the runtime, and goes once it is full or the runtime has nothing else: the background's, so
+   * that the runtime is never idle for it and its decodes carry as many passes as they can.
+   */
+  fill?: boolean;
 }
 
 /** A real-time execution's passes: all of them in one call (two while a chunked choice's final pass follows its chunks). */
-export const REALTIME_GROUPS: GroupLimits = { calls: 2, passes: GROUP_PASSES_MAX, tokens: Number.POSITIVE_INFINITY };
+export const REALTIME_GROUPS: GroupLimits = { calls: 2, passes: GROUP_PASSES_MAX, tokens: Number.POSITIVE_INFINITY, realtime: true };
 
 interface Waiting {
   client: RuntimeClient;
@@ -93,25 +101,33 @@ export class PassGroups {
     }
   }
 
-  /** The next call's passes: the first waiting one, and those of its client after it that fit; null while the tokens at the runtime leave no room. */
+  /**
+   * The next call's passes: the first waiting one, and those of its client after it that fit; null
+   * while the tokens at the runtime leave no room, or while a group to fill is not full and another
+   * call is at the runtime.
+   */
   private nextGroup(): { passes: Waiting[]; tokens: number } | null {
     const client = this.waiting[0]!.client;
     const room = this.limits.tokens - this.tokens;
     const prefixes = new Set<string>();
     const passes: Waiting[] = [];
     let tokens = 0;
+    let full = false;
     for (const w of this.waiting) {
       if (w.client !== client) continue;
-      if (passes.length === this.limits.passes) break;
       const { prefix, key, rest } = tokenBound(w.request);
       const added = rest + (prefixes.has(key) ? 0 : prefix);
       // The first pass goes alone when nothing else is at the runtime, whatever its length.
-      if (tokens + added > room && !(passes.length === 0 && this.tokens === 0)) break;
+      if (passes.length === this.limits.passes || (tokens + added > room && !(passes.length === 0 && this.tokens === 0))) {
+        full = true;
+        break;
+      }
       passes.push(w);
       prefixes.add(key);
       tokens += added;
     }
     if (passes.length === 0) return null;
+    if (this.limits.fill && !full && passes.length < this.limits.passes && this.calls > 0) return null;
     for (const w of passes) this.waiting.splice(this.waiting.indexOf(w), 1);
     return { passes, tokens };
   }
@@ -122,7 +138,7 @@ export class PassGroups {
     // One caller's group (a real-time execution's) stops with it; a group of several callers' passes runs to its end.
     const signal = passes.every((w) => w.signal === passes[0]!.signal) ? passes[0]!.signal : undefined;
     passes[0]!.client
-      .scoreGroup({ passes: passes.map((w) => w.request) }, signal)
+      .scoreGroup({ passes: passes.map((w) => w.request), ...(this.limits.realtime ? { realtime: true } : {}) }, signal)
       .then(
         ({ release_id, fingerprint, results }) => passes.forEach((w, i) => w.resolve({ release_id, fingerprint, ...results[i]! })),
         (err) => passes.forEach((w) => w.reject(err)),

@@ -154,7 +154,7 @@ export function ownedBy(client: RuntimeClient, accountId: string): RuntimeClient
     identity: (signal) => client.identity(signal),
     tokenize: (request, signal) => client.tokenize(request, signal),
     score: (request, signal) => client.score({ ...request, prefix_owner: owner }, signal),
-    scoreGroup: (request, signal) => client.scoreGroup({ passes: request.passes.map((pass) => ({ ...pass, prefix_owner: owner })) }, signal),
+    scoreGroup: (request, signal) => client.scoreGroup({ ...request, passes: request.passes.map((pass) => ({ ...pass, prefix_owner: owner })) }, signal),
     embed: (request, signal) => client.embed(request, signal),
   };
 }

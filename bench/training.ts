@@ -113,7 +113,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { RENDERING_VERSION } from "../server-shared/runtime-protocol.ts";
@@ -125,7 +125,7 @@ import { startRuntime } from "../local/tiers.ts";
 import { applyHead } from "../sidecar/train/head.ts";
 import { HttpRuntimeClient } from "../sidecar/runtime/client.ts";
 import type { Release } from "../sidecar/decide/identity.ts";
-import { ResultCache, type Embedding, type Features, type Served, type ZeroShot } from "./training/cache.ts";
+import { ResultCache, trainingCacheDir, type Embedding, type Features, type Served, type ZeroShot } from "./training/cache.ts";
 import { ensureDataPackages, trainingTasks, USER_QUESTIONS, type Task, type TaskItem } from "./training/data.ts";
 import { readEmbedding, readFeatures, readZeroShot, serve, servedPrefix, stepPrefixes, trainedRelease } from "./training/read.ts";
 import { fitHeads, printTargets, printTask, printUserQuestions, readOf, releaseCalibration, type FittedHead } from "./training/report.ts";
@@ -147,7 +147,7 @@ const { values: args } = parseArgs({
   },
 });
 const runStarted = performance.now();
-const cacheDir = args.cache ?? process.env.BENCH_TRAINING_CACHE ?? join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "decision-service", "bench-training");
+const cacheDir = args.cache ?? trainingCacheDir();
 const sizes = args.sizes.split(",").map(Number).sort((a, b) => a - b);
 const calibrationItems = Number(args.calibration);
 const calibrationSizes = sizes.filter((s) => s <= calibrationItems);

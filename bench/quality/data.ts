@@ -96,7 +96,9 @@ export function qualitySets(perSet = 24): { fitting: BenchItem[]; evaluation: Be
     // score: as many words per level
     const perLevel = Math.floor(perSet / VALENCE_LEVELS.length);
     for (let level = 0; level < VALENCE_LEVELS.length; level++) {
-      for (const [w] of words.filter(([, v]) => valenceLevel(v) === level).slice(-perLevel)) {
+      const atLevel = words.filter(([, v]) => valenceLevel(v) === level);
+      // The last perLevel words (none when perLevel is 0: slice(-0) would take them all).
+      for (const [w] of atLevel.slice(Math.max(0, atLevel.length - perLevel))) {
         out.push({ set: "score: valence (4)", item: item(w, { type: "score", instructions: "How pleasant is this word?", criteria: VALENCE_LEVELS }, level) });
       }
     }

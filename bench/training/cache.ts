@@ -8,7 +8,13 @@
  *     features.get(item.id) ?? features.put(item.id, await read(item));
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
+
+/** The benchmark's cache folder unless `--cache` names one: BENCH_TRAINING_CACHE, or ${XDG_CACHE_HOME:-~/.cache}/decision-service/bench-training. */
+export function trainingCacheDir(): string {
+  return process.env.BENCH_TRAINING_CACHE ?? join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "decision-service", "bench-training");
+}
 
 /** One example read as training reads it (execute.ts exampleFeatures): its hidden state and the read's wall time. */
 export interface Features {

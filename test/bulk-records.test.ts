@@ -137,27 +137,6 @@ describe("a bulk claim's records", () => {
     expect(ran).toBeLessThanOrEqual(n + 1);
   }, 120_000);
 
-  it("go in groups as full as the records allow: a group not full waits while the background's other call is at the runtime", async () => {
-    const proxy = await watchingProxy();
-    try {
-      const entry = { ...(await servedEntry()), url: proxy.url };
-      const n = 3 * BACKGROUND_GROUPS.passes + 5;
-      const outcomes = await processRecords(contextOf(entry, new Lanes()), recordsOf(n), entry, new AbortController().signal).outcomes;
-      expect(outcomes.map((o) => o.kind)).toEqual(Array(n).fill("result"));
-      const calls = proxy.calls;
-      expect(calls.reduce((sum, c) => sum + c.states.length, 0)).toBeGreaterThanOrEqual(n);
-      // Short records: no group is held to its tokens, so one sent beside another call is full. Only
-      // a call alone at the runtime may be partial (the first content-free reading, the last records).
-      for (const call of calls) {
-        expect(call.bound + call.ahead.reduce((sum, c) => sum + c.bound, 0)).toBeLessThan(BACKGROUND_GROUPS.tokens / 2);
-        if (call.ahead.length > 0) expect(call.states.length).toBe(BACKGROUND_GROUPS.passes);
-      }
-      expect(calls.filter((c) => c.states.length === BACKGROUND_GROUPS.passes).length).toBeGreaterThanOrEqual(3);
-    } finally {
-      await proxy.stop();
-    }
-  }, 120_000);
-
   it("of two consecutive executions: the second enters the lane once the first has started its last record, its passes in the background's groups, and real time finds at most two group calls ahead of it", async () => {
     const proxy = await watchingProxy();
     try {

@@ -93,9 +93,7 @@ export function modelOf(body: string): string {
  * The background's passes at the runtime (a bulk execution's records, a training example's): at most
  * two group calls at once (the next one read while the runtime evaluates the other), each of at
  * most 16 passes, the two together at most 8,192 tokens by their byte bound (render.ts
- * passTokenBound, never below the real count); a group not full waits while the other call is at
- * the runtime, so that the groups are as large as the records allow without the runtime waiting
- * for them. The runtime takes a background call a turn at a
+ * passTokenBound, never below the real count). The runtime takes a background call a turn at a
  * time (a chunk of `sequences` passes, or one pass where `sequences` is 1) and a real-time call
  * before every turn waiting, so a real-time execution that takes the lane waits behind one turn at
  * most: on a CPU runtime one pass (at most 4,096 tokens), on a GPU one chunk (at most 16 passes and
@@ -103,7 +101,7 @@ export function modelOf(body: string): string {
  * 12,288 tokens in 24 decodes (on the H200 cost model, runtime/fixed-pass-engine.ts GPU_COSTS,
  * 309 ms now against 440 at most).
  */
-export const BACKGROUND_GROUPS: GroupLimits = { calls: 2, passes: 16, tokens: 2 * LIMITS.tokensPerPass, fill: true };
+export const BACKGROUND_GROUPS: GroupLimits = { calls: 2, passes: 16, tokens: 2 * LIMITS.tokensPerPass };
 
 /** Records of the background at the runtime at once: enough for the next groups to be waiting while the runtime evaluates. */
 export const BACKGROUND_RECORDS = 2 * BACKGROUND_GROUPS.passes;

@@ -33,12 +33,6 @@ export interface GroupLimits {
   tokens: number;
   /** Real-time calls (runtime-protocol.ts `realtime`): the runtime takes each as one turn, before the background's waiting turns. */
   realtime?: boolean;
-  /**
-   * A group not full yet (fewer than `passes`, and room for more tokens) waits while another call is
-   * at the runtime, and goes once it is full or the runtime has nothing else: the background's, so
-   * that the runtime is never idle for it and its decodes carry as many passes as they can.
-   */
-  fill?: boolean;
 }
 
 /** A real-time execution's passes: all of them in one call (two while a chunked choice's final pass follows its chunks). */
@@ -101,33 +95,25 @@ export class PassGroups {
     }
   }
 
-  /**
-   * The next call's passes: the first waiting one, and those of its client after it that fit; null
-   * while the tokens at the runtime leave no room, or while a group to fill is not full and another
-   * call is at the runtime.
-   */
+  /** The next call's passes: the first waiting one, and those of its client after it that fit; null while the tokens at the runtime leave no room. */
   private nextGroup(): { passes: Waiting[]; tokens: number } | null {
     const client = this.waiting[0]!.client;
     const room = this.limits.tokens - this.tokens;
     const prefixes = new Set<string>();
     const passes: Waiting[] = [];
     let tokens = 0;
-    let full = false;
     for (const w of this.waiting) {
       if (w.client !== client) continue;
+      if (passes.length === this.limits.passes) break;
       const { prefix, key, rest } = tokenBound(w.request);
       const added = rest + (prefixes.has(key) ? 0 : prefix);
       // The first pass goes alone when nothing else is at the runtime, whatever its length.
-      if (passes.length === this.limits.passes || (tokens + added > room && !(passes.length === 0 && this.tokens === 0))) {
-        full = true;
-        break;
-      }
+      if (tokens + added > room && !(passes.length === 0 && this.tokens === 0)) break;
       passes.push(w);
       prefixes.add(key);
       tokens += added;
     }
     if (passes.length === 0) return null;
-    if (this.limits.fill && !full && passes.length < this.limits.passes && this.calls > 0) return null;
     for (const w of passes) this.waiting.splice(this.waiting.indexOf(w), 1);
     return { passes, tokens };
   }

@@ -28,7 +28,7 @@ import { readJson } from "../server-shared/body.ts";
 import { httpDb, type Db, type Row } from "../server-shared/db.ts";
 import { ServiceError } from "../server-shared/errors.ts";
 import { signUpload } from "../server-shared/grants.ts";
-import { PROGRESS_WINDOW_MINUTES, type Columns, type JobStore } from "../server-shared/jobs/store.ts";
+import { PROGRESS_WINDOW_MINUTES, type Columns, type Frozen, type JobStore } from "../server-shared/jobs/store.ts";
 import type { AppEnv } from "./env.ts";
 import { pathParam, queryParam } from "./params.ts";
 import { services } from "./services.ts";
@@ -44,8 +44,6 @@ interface JobRow {
   submitted_at: string | null;
   expires_at: string;
 }
-
-type Frozen = Parameters<JobStore<JobRow>["submit"]>[3];
 
 export interface JobRoutesKind<T extends JobRow, S extends JobStore<T>, C> {
   /** The collection's path, e.g. "/v1/batches". */

@@ -17,7 +17,7 @@ import pg from "pg";
 import { runOperatorCommand } from "./command.ts";
 import { QUOTA_SETTINGS, type AccountStatus, type QuotaSetting } from "../server-shared/accounts.ts";
 import { CreditStore } from "../server-shared/credit.ts";
-import type { Db, Row } from "../server-shared/db.ts";
+import { sent, type Db, type Row } from "../server-shared/db.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -122,12 +122,18 @@ export async function grantCredit(db: pg.ClientBase, account: string, grant: Cre
 /** The operator's one connection as a `Db`, so that the server's stores run on it unchanged. */
 function clientDb(client: pg.ClientBase): Db {
   return {
-    query: async (text, params = []) => (await client.query(text, params)).rows,
+    query: async (text, params) => {
+      const s = sent(text, params);
+      return (await client.query(s.text, s.params)).rows;
+    },
     async transaction(statements) {
       await client.query("BEGIN");
       try {
         const results: Row[][] = [];
-        for (const { text, params = [] } of statements) results.push((await client.query(text, params)).rows);
+        for (const piece of statements) {
+          const s = sent(piece);
+          results.push((await client.query(s.text, s.params)).rows);
+        }
         await client.query("COMMIT");
         return results;
       } catch (err) {

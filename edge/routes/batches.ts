@@ -36,7 +36,7 @@ const { find: findBatch, storeOf } = jobRoutes(batches, {
   account: async (c) => c.get("account").id,
   create: { request: CreateBatchRequest, columns: (c) => ({ created_by_key: c.get("keyId") }) },
   refusal: (c, state) => quotaRefusal(c, QuotaState.parse(state)),
-  frozen: async (c) => batchFrozen(c.get("keyId")),
+  frozen: async (c, _batch, accountId) => batchFrozen(accountId, c.get("keyId")),
   wire: batchOf,
   parameters: { id: PARAMETERS.batchId, limit: PARAMETERS.batchListLimit, after: PARAMETERS.batchListAfter, status: PARAMETERS.batchListStatus },
   notSubmittable: "batch_not_submittable",

@@ -20,8 +20,8 @@ import { BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
 import { JobError } from "../../contract/jobs.ts";
 import type { Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { Column, type Db } from "../db.ts";
-import { JobStore, PROGRESS_WINDOW_MINUTES, type JobKind, type Lease } from "./store.ts";
+import { Column, joined, raw, sql, type Db } from "../db.ts";
+import { JobStore, PROGRESS_WINDOW_MINUTES, type Frozen, type JobKind, type Lease } from "./store.ts";
 
 const { time: Time, int: Int } = Column;
 
@@ -135,9 +135,9 @@ export const BATCH_KIND: JobKind<BatchRow> = {
   objectKey: (id) => `batches/${id}/input.jsonl`,
   lifetimeMs: LIMITS.batchLifetimeMs,
   quota: ({ active, kept }) => ({
-    allows: `(a.max_active_batches IS NULL OR a.max_active_batches > ${active})
+    allows: sql`(a.max_active_batches IS NULL OR a.max_active_batches > ${active})
          AND (a.max_batch_storage_bytes IS NULL OR a.max_batch_storage_bytes >= ${LIMITS.batchStorageReservationBytes}::bigint * (1 + ${kept}))`,
-    state: "a.max_active_batches, a.max_batch_storage_bytes",
+    state: sql`a.max_active_batches, a.max_batch_storage_bytes`,
   }),
   data: [
     { table: "batch_results", job: "batch_id" },
@@ -155,23 +155,23 @@ export const BATCH_KIND: JobKind<BatchRow> = {
  * may name, and by id only the releases both may name by id), so no key does more through another
  * key's batch than it could do alone. A record naming any other model is answered model_not_found.
  */
-const usable = "r.retired_at IS NULL AND (r.owners IS NULL OR $2::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)";
-// Scalar arrays (the cast keeps `= ANY (...)` from reading the subquery as a set of rows).
-const keyLimits = ["(SELECT ak.models FROM api_keys ak WHERE ak.id = batches.created_by_key)::text[]", "(SELECT ak.models FROM api_keys ak WHERE ak.id = $4)::text[]"];
-/** Whether both keys may name `name` (a key of no list names anything). */
-const bothMayName = (name: string) => keyLimits.map((models) => `(${models} IS NULL OR ${name} = ANY (${models}))`).join(" AND ");
-const aliased = `EXISTS (SELECT 1 FROM model_aliases ka WHERE ka.release_id = r.id AND ${bothMayName("ka.alias")})`;
-export const batchFrozen = (submitKey: string) => ({
-  set: {
-    models: `jsonb_build_object(
+export function batchFrozen(accountId: string, submitKey: string): Frozen {
+  const usable = sql`r.retired_at IS NULL AND (r.owners IS NULL OR ${accountId}::uuid = ANY (r.owners)) AND (r.training_id IS NULL OR r.sidecar_url IS NOT NULL)`;
+  // Scalar arrays (the cast keeps `= ANY (...)` from reading the subquery as a set of rows). The
+  // creating key is the batch's row's (the submit's UPDATE reads it as `batches`).
+  const keyLimits = [sql`(SELECT ak.models FROM api_keys ak WHERE ak.id = batches.created_by_key)::text[]`, sql`(SELECT ak.models FROM api_keys ak WHERE ak.id = ${submitKey})::text[]`];
+  /** Whether both keys may name `name` (a key of no list names anything). */
+  const bothMayName = (name: string) => joined(keyLimits.map((models) => sql`(${models} IS NULL OR ${raw(name)} = ANY (${models}))`), " AND ");
+  const aliased = sql`EXISTS (SELECT 1 FROM model_aliases ka WHERE ka.release_id = r.id AND ${bothMayName("ka.alias")})`;
+  return {
+    models: sql`jsonb_build_object(
       'releases', (SELECT coalesce(jsonb_object_agg(r.id, r.fingerprint), '{}') FROM model_releases r WHERE ${usable} AND (${bothMayName("r.id")} OR ${aliased})),
       'aliases', (SELECT coalesce(jsonb_object_agg(m.alias, m.release_id), '{}') FROM model_aliases m JOIN model_releases r ON r.id = m.release_id
                    WHERE ${usable} AND ${bothMayName("m.alias")}),
       'direct', (SELECT coalesce(jsonb_agg(r.id ORDER BY r.id), '[]') FROM model_releases r WHERE ${usable} AND ${bothMayName("r.id")}))`,
-    submitted_by_key: "$4",
-  },
-  params: [submitKey],
-});
+    submitted_by_key: sql`${submitKey}`,
+  };
+}
 
 export class BatchStore extends JobStore<BatchRow> {
   constructor(db: Db) {

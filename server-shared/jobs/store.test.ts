@@ -11,7 +11,7 @@ import { z } from "zod";
 import ws from "ws";
 import { setStatus } from "../../ops/accounts.ts";
 import { newAccount, query, stack, withDb } from "../../test/support/api.ts";
-import { httpDb, poolDb, type Db } from "../db.ts";
+import { httpDb, poolDb, sql, type Db } from "../db.ts";
 import { neonRoute, useNeonRoute } from "../neon-route.ts";
 import { JobStore, type JobKind, type Lease } from "./store.ts";
 
@@ -29,7 +29,7 @@ const KIND: JobKind<TestJob> = {
   parse: (row) => TestJob.parse(row),
   objectKey: (id) => `input/${id}`,
   lifetimeMs: 86_400_000,
-  quota: ({ active }) => ({ allows: `${active} < ${MAX_ACTIVE}`, state: `${MAX_ACTIVE} AS max_active` }),
+  quota: ({ active }) => ({ allows: sql`${active} < ${MAX_ACTIVE}`, state: sql`${MAX_ACTIVE}::int AS max_active` }),
   onEnd: "INSERT INTO store_test_ended (job_id, status) SELECT id, status FROM ended",
   data: [{ table: "store_test_items", job: "job_id" }],
   purgeAtOnce: ["cancelled"],
@@ -92,7 +92,7 @@ async function fencedWrite(db: Db, lease: Lease): Promise<boolean> {
   return rows.length > 0;
 }
 
-const only = (ids: string[]): [string, unknown[]] => ["j.id = ANY ($3::uuid[])", [ids]];
+const only = (ids: string[]) => sql`j.id = ANY (${ids}::uuid[])`;
 
 describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
   it("leases the job that waited longest since its submission, each job to one worker at a time, also under concurrent claims", async () => {
@@ -101,9 +101,9 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     const ids = await jobs(3);
     // Created first, submitted last: its wait starts at its submission.
     await query("UPDATE store_test_jobs SET submitted_at = clock_timestamp() WHERE id = $1", [ids[0]]);
-    const first = await jobsOf.claim(LEASE_MS, ...only(ids));
+    const first = await jobsOf.claim(LEASE_MS, only(ids));
     expect(first?.lease.id).toBe(ids[1]);
-    const rest = await Promise.all([1, 2, 3].map(() => jobsOf.claim(LEASE_MS, ...only(ids))));
+    const rest = await Promise.all([1, 2, 3].map(() => jobsOf.claim(LEASE_MS, only(ids))));
     const claimed = rest.flatMap((c) => (c ? [c.lease.id] : []));
     expect(claimed.sort()).toEqual([ids[0]!, ids[2]!].sort());
     expect(rest.filter((c) => c === null)).toHaveLength(1);
@@ -113,7 +113,7 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     const db = dbOf();
     const jobsOf = new JobStore(KIND, db);
     const ids = await jobs(1);
-    const { lease } = (await jobsOf.claim(LEASE_MS, ...only(ids)))!;
+    const { lease } = (await jobsOf.claim(LEASE_MS, only(ids)))!;
     expect(await fencedWrite(db, { id: lease.id, token: crypto.randomUUID() })).toBe(false);
     expect(await fencedWrite(db, lease)).toBe(true);
     expect(await jobsOf.renew(lease, LEASE_MS)).toBe(true);
@@ -121,17 +121,17 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     expect(await fencedWrite(db, lease)).toBe(false);
     expect(await jobsOf.renew(lease, LEASE_MS)).toBe(false);
     // Released: another worker takes it at once, and turns go to the job that waited longest.
-    expect((await jobsOf.claim(LEASE_MS, ...only(ids)))?.lease.id).toBe(lease.id);
+    expect((await jobsOf.claim(LEASE_MS, only(ids)))?.lease.id).toBe(lease.id);
   });
 
   it("gives a job whose lease expired (a crashed worker) to the next claim, and the old holder commits nothing", async () => {
     const db = dbOf();
     const jobsOf = new JobStore(KIND, db);
     const ids = await jobs(1);
-    const crashed = (await jobsOf.claim(50, ...only(ids)))!.lease;
-    expect(await jobsOf.claim(LEASE_MS, ...only(ids))).toBeNull();
+    const crashed = (await jobsOf.claim(50, only(ids)))!.lease;
+    expect(await jobsOf.claim(LEASE_MS, only(ids))).toBeNull();
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const next = (await jobsOf.claim(LEASE_MS, ...only(ids)))!.lease;
+    const next = (await jobsOf.claim(LEASE_MS, only(ids)))!.lease;
     expect(next.id).toBe(crashed.id);
     expect(await fencedWrite(db, crashed)).toBe(false);
     expect(await jobsOf.renew(crashed, LEASE_MS)).toBe(false);
@@ -143,9 +143,9 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     const jobsOf = new JobStore(KIND, db);
     const other = (await newAccount()).accountId;
     const [held, waiting] = await jobs(2, other);
-    const { lease } = (await jobsOf.claim(LEASE_MS, ...only([held!])))!;
+    const { lease } = (await jobsOf.claim(LEASE_MS, only([held!])))!;
     await withDb((c) => setStatus(c, other, "disabled"));
-    expect(await jobsOf.claim(LEASE_MS, ...only([waiting!]))).toBeNull();
+    expect(await jobsOf.claim(LEASE_MS, only([waiting!]))).toBeNull();
     expect(await fencedWrite(db, lease)).toBe(false);
     expect(await jobsOf.fail(lease, { code: "x", message: "y" })).toBe(false);
     await withDb((c) => setStatus(c, other, "active"));
@@ -158,7 +158,7 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     expect(failed).toMatchObject({ status: "failed", error: { code: "bad_file", message: "line 3" }, lease_token: null });
     expect(failed!.finished_at).not.toBeNull();
     // Terminal: never claimed again, never written under an old lease.
-    expect(await jobsOf.claim(LEASE_MS, ...only([held!]))).toBeNull();
+    expect(await jobsOf.claim(LEASE_MS, only([held!]))).toBeNull();
     expect(await fencedWrite(db, lease)).toBe(false);
 
     await query("UPDATE store_test_jobs SET expires_at = now() - interval '1 second' WHERE id = $1", [waiting]);
@@ -166,7 +166,7 @@ describe.each(drivers)("the lease of a job kind through %s", (_name, dbOf) => {
     expect((await query<{ status: string }>("SELECT status FROM store_test_jobs WHERE id = $1", [waiting]))[0]!.status).toBe("expired");
     // The kind's onEnd ran in the same statement, for the expired job and not for the failed one.
     expect(await query("SELECT status FROM store_test_ended WHERE job_id = ANY ($1::uuid[])", [[held, waiting]])).toEqual([{ status: "expired" }]);
-    expect(await jobsOf.claim(LEASE_MS, ...only([waiting!]))).toBeNull();
+    expect(await jobsOf.claim(LEASE_MS, only([waiting!]))).toBeNull();
   });
 
   it("lists for purging the jobs terminal for the data period, oldest first, never an open or a purged one", async () => {
@@ -239,12 +239,13 @@ describe.each(drivers)("a job's lifecycle through %s", (_name, dbOf) => {
     const account = (await newAccount()).accountId;
     const created = await jobsOf.create({ id: crypto.randomUUID(), accountId: account, idempotencyKey: "k" });
     const id = (created as { job: TestJob }).job.id;
-    const frozen = { set: { frozen: "$4::text || '@' || $2::text" }, params: ["kept"] };
+    // A frozen value has parameters of its own and reads the job's row as the kind's table.
+    const frozen = { frozen: sql`${"kept"}::text || '@' || store_test_jobs.account_id::text` };
     expect(await jobsOf.submit(id, accountId, 10, frozen)).toBeNull(); // another account's job
     expect(await jobsOf.submit(id, account, 10, frozen)).toMatchObject({ status: "queued", input_bytes: 10, frozen: `kept@${account}` });
     expect(await jobsOf.submit(id, account, 99, frozen)).toBeNull(); // no longer uploading: unchanged
 
-    const claimed = (await jobsOf.claim(LEASE_MS, "j.id = $3", [id]))!;
+    const claimed = (await jobsOf.claim(LEASE_MS, sql`j.id = ${id}`))!;
     expect(claimed.row).toMatchObject({ id, status: "validating" });
     expect(claimed.row.started_at).not.toBeNull();
     await query("INSERT INTO store_test_items (job_id, n) VALUES ($1, 1), ($1, 2)", [id]);
@@ -256,7 +257,7 @@ describe.each(drivers)("a job's lifecycle through %s", (_name, dbOf) => {
     expect(await query("SELECT status FROM store_test_ended WHERE job_id = $1", [id])).toEqual([{ status: "cancelled" }]);
     // A cancel ends the lease: its holder's writes are fenced out, and nothing claims it again.
     expect(await jobsOf.renew(claimed.lease, LEASE_MS)).toBe(false);
-    expect(await jobsOf.claim(LEASE_MS, "j.id = $3", [id])).toBeNull();
+    expect(await jobsOf.claim(LEASE_MS, sql`j.id = ${id}`)).toBeNull();
 
     // Cancelled is purged at once for this kind (nothing of it is served): due long before its data period.
     expect((await jobsOf.duePurge(86_400_000, 1000)).map((job) => job.id)).toContain(id);
@@ -277,6 +278,6 @@ describe("a job kind's names", () => {
     expect(() => new JobStore({ ...KIND, data: [{ table: "items", job: "id = id OR true" }] }, poolDb(pool))).toThrow(/bad job kind/);
     const jobsOf = new JobStore(KIND, poolDb(pool));
     await expect(jobsOf.create({ id: crypto.randomUUID(), accountId, idempotencyKey: "x", columns: { "label) VALUES (1); --": "x" } })).rejects.toThrow(/bad column/);
-    await expect(jobsOf.submit(crypto.randomUUID(), accountId, 1, { set: { "status = 'done', label": "$4" }, params: ["x"] })).rejects.toThrow(/bad column/);
+    await expect(jobsOf.submit(crypto.randomUUID(), accountId, 1, { "status = 'done', label": sql`${"x"}` })).rejects.toThrow(/bad column/);
   });
 });

@@ -36,7 +36,7 @@
  *     await store.release(lease);
  */
 import { z } from "zod";
-import type { Db, Row } from "../db.ts";
+import { joined, raw, sql, type Db, type Row, type Sql } from "../db.ts";
 
 export interface JobKind<T> {
   /** The job table. */
@@ -56,9 +56,9 @@ export interface JobKind<T> {
   /**
    * The account's quota for a create: `allows` is a condition on the account's row `a`, `state` the
    * columns that explain a refusal; both may use `active` (the account's jobs not terminal) and `kept`
-   * (its jobs whose data is not purged). Numbers in them are the code's constants, never input.
+   * (its jobs whose data is not purged), pieces of SQL with their own parameters.
    */
-  quota: (counts: { active: string; kept: string }) => { allows: string; state: string };
+  quota: (counts: { active: Sql; kept: Sql }) => { allows: Sql; state: Sql };
   /** A statement run in the same statement as a cancel or an expiry, over the ended jobs `ended` (their full rows). */
   onEnd?: string;
   /** The kind's data tables, deleted at purge: each names its job column. */
@@ -78,8 +78,11 @@ export interface Lease {
   token: string;
 }
 
-/** A kind's extra columns at create, or a submit's frozen values: column names are the code's, values parameters. */
+/** A kind's extra columns at create: column names are the code's, values parameters. */
 export type Columns = Record<string, unknown>;
+
+/** What a submit freezes: column name (the code's) = a piece of SQL over the job's row, which is the kind's table, unaliased. */
+export type Frozen = Record<string, Sql>;
 
 export type CreateOutcome<T> = { job: T; created: boolean } | { job: null; quota: Row };
 
@@ -115,27 +118,29 @@ export class JobStore<T> {
     const t = this.kind.table;
     const extra = Object.entries(input.columns ?? {});
     if (!extra.every(([name]) => NAME.test(name))) throw new Error(`bad column in ${JSON.stringify(extra.map(([name]) => name))}`);
-    const active = `(SELECT count(*) FROM ${t} WHERE account_id = $1 AND status NOT IN ${this.terminalSql})`;
-    const kept = `(SELECT count(*) FROM ${t} WHERE account_id = $1 AND purged_at IS NULL)`;
+    const account = input.accountId;
+    const active = sql`(SELECT count(*) FROM ${raw(t)} WHERE account_id = ${account} AND status NOT IN ${raw(this.terminalSql)})`;
+    const kept = sql`(SELECT count(*) FROM ${raw(t)} WHERE account_id = ${account} AND purged_at IS NULL)`;
     const quota = this.kind.quota({ active, kept });
     const names = ["id", "account_id", "idempotency_key", "object_key", "expires_at", ...extra.map(([name]) => name)];
-    const values = ["$2", "$1", "$3", "$4", "now() + make_interval(secs => $5::double precision / 1000)", ...extra.map((_, i) => `$${i + 6}`)];
+    const values = [
+      sql`${input.id}`,
+      sql`${input.accountId}`,
+      sql`${input.idempotencyKey}`,
+      sql`${this.kind.objectKey(input.id)}`,
+      sql`now() + make_interval(secs => ${this.kind.lifetimeMs}::double precision / 1000)`,
+      ...extra.map(([, value]) => sql`${value}`),
+    ];
     const [, inserted = [], state = []] = await this.db.transaction([
-      { text: "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", params: [input.accountId] },
-      {
-        text: `INSERT INTO ${t} (${names.join(", ")})
-               SELECT ${values.join(", ")} FROM accounts a
-                WHERE a.id = $1 AND NOT EXISTS (SELECT 1 FROM ${t} WHERE account_id = $1 AND idempotency_key = $3) AND ${quota.allows}
-               ON CONFLICT (account_id, idempotency_key) DO NOTHING
-               RETURNING id`,
-        params: [input.accountId, input.id, input.idempotencyKey, this.kind.objectKey(input.id), this.kind.lifetimeMs, ...extra.map(([, value]) => value)],
-      },
-      {
-        text: `SELECT ${quota.state}, ${active} AS active, ${kept} AS kept,
-                      (SELECT row_to_json(j) FROM (SELECT ${this.kind.columns} FROM ${t} WHERE account_id = $1 AND idempotency_key = $2) j) AS job
-                 FROM accounts a WHERE a.id = $1`,
-        params: [input.accountId, input.idempotencyKey],
-      },
+      sql`SELECT id FROM accounts WHERE id = ${account} FOR UPDATE`,
+      sql`INSERT INTO ${raw(t)} (${raw(names.join(", "))})
+          SELECT ${joined(values, ", ")} FROM accounts a
+           WHERE a.id = ${account} AND NOT EXISTS (SELECT 1 FROM ${raw(t)} WHERE account_id = ${account} AND idempotency_key = ${input.idempotencyKey}) AND ${quota.allows}
+          ON CONFLICT (account_id, idempotency_key) DO NOTHING
+          RETURNING id`,
+      sql`SELECT ${quota.state}, ${active} AS active, ${kept} AS kept,
+                 (SELECT row_to_json(j) FROM (SELECT ${raw(this.kind.columns)} FROM ${raw(t)} WHERE account_id = ${account} AND idempotency_key = ${input.idempotencyKey}) j) AS job
+            FROM accounts a WHERE a.id = ${account}`,
     ]);
     const { job, ...rest } = state[0] ?? {};
     if (!job) return { job: null, quota: rest };
@@ -164,17 +169,17 @@ export class JobStore<T> {
 
   /**
    * Queues an uploading job with its input's size and what the kind freezes at submit (`frozen`:
-   * column = SQL expression, its parameters numbered from $4). Null when it was no longer uploading
-   * (a concurrent submit or cancel went first).
+   * column = a piece of SQL, which may read the job's row as the kind's table, unaliased). Null when
+   * it was no longer uploading (a concurrent submit or cancel went first).
    */
-  async submit(id: string, accountId: string, inputBytes: number, frozen: { set: Record<string, string>; params: unknown[] } = { set: {}, params: [] }): Promise<T | null> {
-    const set = Object.entries(frozen.set);
+  async submit(id: string, accountId: string, inputBytes: number, frozen: Frozen = {}): Promise<T | null> {
+    const set = Object.entries(frozen);
     if (!set.every(([name]) => NAME.test(name))) throw new Error(`bad column in ${JSON.stringify(set.map(([name]) => name))}`);
+    const assignments = set.map(([name, value]) => sql`, ${raw(name)} = ${value}`);
     const [row] = await this.db.query(
-      `UPDATE ${this.kind.table} SET status = 'queued', submitted_at = now(), input_bytes = $3${set.map(([name, value]) => `, ${name} = ${value}`).join("")}
-        WHERE id = $1 AND account_id = $2 AND status = 'uploading'
-        RETURNING ${this.kind.columns}`,
-      [id, accountId, inputBytes, ...frozen.params],
+      sql`UPDATE ${raw(this.kind.table)} SET status = 'queued', submitted_at = now(), input_bytes = ${inputBytes}${joined(assignments, "")}
+           WHERE id = ${id} AND account_id = ${accountId} AND status = 'uploading'
+           RETURNING ${raw(this.kind.columns)}`,
     );
     return row ? this.kind.parse(row) : null;
   }
@@ -200,24 +205,23 @@ export class JobStore<T> {
 
   /**
    * Leases the open job that waited longest for a turn (ordered by its last claim, then by when it
-   * was submitted), with `where` narrowing the candidates (a condition on the table aliased `j`, its
-   * parameters numbered from $3). A queued job becomes `validating`. Returns the job's whole row.
+   * was submitted), with `where` narrowing the candidates (a piece of SQL over the table aliased
+   * `j`). A queued job becomes `validating`. Returns the job's whole row.
    */
-  async claim(leaseMs: number, where = "true", params: unknown[] = []): Promise<{ lease: Lease; row: Row } | null> {
-    const t = this.kind.table;
+  async claim(leaseMs: number, where: Sql = sql`true`): Promise<{ lease: Lease; row: Row } | null> {
+    const t = raw(this.kind.table);
     const token = crypto.randomUUID();
     const [row] = await this.db.query(
-      `UPDATE ${t} SET lease_token = $1, lease_expires_at = now() + make_interval(secs => $2::double precision / 1000), last_claimed_at = clock_timestamp(),
-              status = CASE WHEN status = 'queued' THEN 'validating' ELSE status END, started_at = coalesce(started_at, now())
-        WHERE id = (
-          SELECT j.id FROM ${t} j JOIN accounts a ON a.id = j.account_id
-           WHERE j.status IN ${this.openSql} AND a.status = 'active' AND j.expires_at > now()
-             AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= now()) AND (${where})
-           ORDER BY j.last_claimed_at NULLS FIRST, j.submitted_at
-           LIMIT 1
-           FOR UPDATE OF j SKIP LOCKED)
-        RETURNING *`,
-      [token, leaseMs, ...params],
+      sql`UPDATE ${t} SET lease_token = ${token}, lease_expires_at = now() + make_interval(secs => ${leaseMs}::double precision / 1000), last_claimed_at = clock_timestamp(),
+                 status = CASE WHEN status = 'queued' THEN 'validating' ELSE status END, started_at = coalesce(started_at, now())
+           WHERE id = (
+             SELECT j.id FROM ${t} j JOIN accounts a ON a.id = j.account_id
+              WHERE j.status IN ${raw(this.openSql)} AND a.status = 'active' AND j.expires_at > now()
+                AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= now()) AND (${where})
+              ORDER BY j.last_claimed_at NULLS FIRST, j.submitted_at
+              LIMIT 1
+              FOR UPDATE OF j SKIP LOCKED)
+           RETURNING *`,
     );
     return row ? { lease: { id: z.string().parse(row.id), token }, row } : null;
   }

@@ -15,9 +15,9 @@ import { z } from "zod";
 import { JobError } from "../../contract/jobs.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { EvaluationReport, InterimEvaluation, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
-import { Column, type Db } from "../db.ts";
+import { Column, sql, type Db } from "../db.ts";
 import { SavedTask, type TrainedHeads } from "../trained.ts";
-import { JobStore, PROGRESS_WINDOW_MINUTES, type JobKind, type Lease } from "./store.ts";
+import { JobStore, PROGRESS_WINDOW_MINUTES, type Frozen, type JobKind, type Lease } from "./store.ts";
 
 const { time: Time, int: Int } = Column;
 
@@ -122,8 +122,8 @@ export const TRAINING_KIND: JobKind<TrainingStatusRow> = {
   objectKey: (id) => `trainings/${id}/examples.jsonl`,
   lifetimeMs: LIMITS.trainingLifetimeMs,
   quota: ({ active, kept }) => ({
-    allows: `${active} < ${LIMITS.activeTrainings} AND ${kept} < ${LIMITS.storedTrainings}`,
-    state: `${LIMITS.activeTrainings} AS max_active_trainings, ${LIMITS.storedTrainings} AS max_stored_trainings`,
+    allows: sql`${active} < ${LIMITS.activeTrainings} AND ${kept} < ${LIMITS.storedTrainings}`,
+    state: sql`${LIMITS.activeTrainings}::int AS max_active_trainings, ${LIMITS.storedTrainings}::int AS max_stored_trainings`,
   }),
   // An accepted training's release, never served, is retired with it when it is cancelled or expires.
   onEnd: "UPDATE model_releases r SET retired_at = now() FROM ended WHERE r.id = ended.model_id AND r.retired_at IS NULL",
@@ -133,7 +133,7 @@ export const TRAINING_KIND: JobKind<TrainingStatusRow> = {
 };
 
 /** What a training's submit freezes: the base release its model resolved to. */
-export const trainingFrozen = (baseRelease: string) => ({ set: { base_release: "$4" }, params: [baseRelease] });
+export const trainingFrozen = (baseRelease: string): Frozen => ({ base_release: sql`${baseRelease}` });
 
 export class TrainingStore extends JobStore<TrainingStatusRow> {
   constructor(db: Db) {
@@ -171,7 +171,7 @@ export class TrainingStore extends JobStore<TrainingStatusRow> {
 
   /** Leases the open training that waited longest whose base release is served here (`served`); a queued one becomes validating. */
   async claimWork(leaseMs: number, served: string[]): Promise<TrainingClaim | null> {
-    const claimed = await this.claim(leaseMs, "j.base_release = ANY ($3::text[])", [served]);
+    const claimed = await this.claim(leaseMs, sql`j.base_release = ANY (${served}::text[])`);
     if (!claimed) return null;
     const row = TrainingRow.parse(claimed.row);
     return { ...claimed.lease, row, deadline: Date.parse(row.expires_at) };

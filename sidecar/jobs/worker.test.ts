@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import ws from "ws";
 import { z } from "zod";
 import { newAccount, query, stack } from "../../test/support/api.ts";
-import { poolDb } from "../../server-shared/db.ts";
+import { poolDb, sql } from "../../server-shared/db.ts";
 import { neonRoute, useNeonRoute } from "../../server-shared/neon-route.ts";
 import { JobStore, type JobKind, type Lease } from "../../server-shared/jobs/store.ts";
 import { JobWorker, type JobSteps, type JobTiming } from "./worker.ts";
@@ -27,7 +27,7 @@ const kindOf = (table: string): JobKind<{ id: string; status: string; units: num
   parse: (row) => z.object({ id: z.string(), status: z.string(), units: z.coerce.number() }).parse(row),
   objectKey: (id) => `input/${id}`,
   lifetimeMs: 60_000,
-  quota: () => ({ allows: "true", state: "1 AS unlimited" }),
+  quota: () => ({ allows: sql`true`, state: sql`1 AS unlimited` }),
   data: [],
 });
 
@@ -46,7 +46,7 @@ class CountingSteps implements JobSteps<Lease> {
   }
 
   async claim(leaseMs: number): Promise<Lease | null> {
-    return (await this.store.claim(leaseMs, "j.account_id = $3", [accountId]))?.lease ?? null;
+    return (await this.store.claim(leaseMs, sql`j.account_id = ${accountId}`))?.lease ?? null;
   }
 
   renew(claim: Lease, leaseMs: number): Promise<boolean> {

@@ -656,8 +656,10 @@ describe("score-group: several passes in one call", () => {
     const late = [send("real time", { passes: [short("r-1"), short("r-2")], realtime: true }), send("background 3", { passes: [short("3-1")] })];
     await Promise.all([...background, ...late]);
     // In the order they arrived, real time would have waited for all twelve background passes. The
-    // background calls take turns pass by pass, so the one-pass third call ends before the first two.
-    expect(order).toEqual(["real time", "background 3", "background 1", "background 2"]);
+    // background calls take turns pass by pass, so the one-pass third call ends before the first two
+    // (which of those ends first is the order their requests reached the runtime).
+    expect(order.slice(0, 2)).toEqual(["real time", "background 3"]);
+    expect(order.slice(2).sort()).toEqual(["background 1", "background 2"]);
   });
 
   it("with several sequences evaluates each prefix once and the rests together, within GROUP_LOGPROB_TOLERANCE of the one-pass numbers", async () => {

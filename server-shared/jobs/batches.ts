@@ -232,15 +232,15 @@ export class BatchStore extends JobStore<BatchRow> {
    */
   async start(claim: Lease, records: StoredRecord[], releases: (string | null)[]): Promise<boolean> {
     const [row] = await this.db.query(
-      `WITH started AS (
-         UPDATE batches SET status = 'running', total_records = $3, lease_token = NULL, lease_expires_at = NULL
-          WHERE ${this.fence()} RETURNING id),
-       stored AS (
-         INSERT INTO batch_records (batch_id, line, custom_id, body, release_id)
-         SELECT started.id, r.* FROM started, unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS r
-         ON CONFLICT DO NOTHING)
-       SELECT count(*) AS started FROM started`,
-      [claim.id, claim.token, records.length, records.map((r) => r.line), records.map((r) => r.customId), records.map((r) => r.body), releases],
+      sql`WITH started AS (
+            UPDATE batches SET status = 'running', total_records = ${records.length}, lease_token = NULL, lease_expires_at = NULL
+             WHERE ${this.fence(claim)} RETURNING id),
+          stored AS (
+            INSERT INTO batch_records (batch_id, line, custom_id, body, release_id)
+            SELECT started.id, r.* FROM started,
+                   unnest(${records.map((r) => r.line)}::int[], ${records.map((r) => r.customId)}::text[], ${records.map((r) => r.body)}::text[], ${releases}::text[]) AS r
+            ON CONFLICT DO NOTHING)
+          SELECT count(*) AS started FROM started`,
     );
     return Int.parse(row?.started) > 0;
   }
@@ -253,15 +253,14 @@ export class BatchStore extends JobStore<BatchRow> {
   async retryLater(claim: Lease, line: number, attempts: number, backoffMs: number): Promise<void> {
     // The failed record's own wait is set where its attempts are: a statement updates a row once, so
     // the outer UPDATE would silently skip it.
-    const wait = "now() + make_interval(secs => $5::double precision / 1000 * power(2, $3 - 1))";
+    const wait = sql`now() + make_interval(secs => ${backoffMs}::double precision / 1000 * power(2, ${attempts}::int - 1))`;
     await this.db.query(
-      `WITH failed AS (
-         UPDATE batch_records SET attempts = $3, not_before = ${wait}
-          WHERE batch_id = $1 AND line = $4 AND EXISTS (SELECT 1 FROM batches WHERE ${this.fence()})
-          RETURNING release_id)
-       UPDATE batch_records r SET not_before = ${wait}
-         FROM failed WHERE r.batch_id = $1 AND r.line <> $4 AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
-      [claim.id, claim.token, attempts, line, backoffMs],
+      sql`WITH failed AS (
+            UPDATE batch_records SET attempts = ${attempts}, not_before = ${wait}
+             WHERE batch_id = ${claim.id} AND line = ${line} AND EXISTS (SELECT 1 FROM batches WHERE ${this.fence(claim)})
+             RETURNING release_id)
+          UPDATE batch_records r SET not_before = ${wait}
+            FROM failed WHERE r.batch_id = ${claim.id} AND r.line <> ${line} AND NOT r.done AND r.release_id IS NOT DISTINCT FROM failed.release_id`,
     );
   }
 

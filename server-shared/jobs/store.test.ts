@@ -88,7 +88,7 @@ async function jobs(count: number, account = accountId): Promise<string[]> {
 /** A fenced write of this kind's own: it happens only while the lease is held. */
 async function fencedWrite(db: Db, lease: Lease): Promise<boolean> {
   const store = new JobStore(KIND, db);
-  const rows = await db.query(`UPDATE store_test_jobs SET status = 'working' WHERE ${store.fence()} RETURNING id`, [lease.id, lease.token]);
+  const rows = await db.query(sql`UPDATE store_test_jobs SET status = 'working' WHERE ${store.fence(lease)} RETURNING id`);
   return rows.length > 0;
 }
 

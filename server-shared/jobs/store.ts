@@ -32,7 +32,7 @@
  *     const store = new JobStore(KIND, httpDb(sql));
  *     const outcome = await store.create({ id, accountId, idempotencyKey });   // {job, created} | {job: null, quota}
  *     const claimed = await store.claim(leaseMs);                             // {lease, row} or null
- *     await db.query(`UPDATE ${KIND.table} SET ... WHERE ${store.fence()}`, [lease.id, lease.token, ...]);
+ *     await db.query(sql`UPDATE ${raw(KIND.table)} SET ... WHERE ${store.fence(lease)}`);
  *     await store.release(lease);
  */
 import { z } from "zod";
@@ -196,10 +196,10 @@ export class JobStore<T> {
 
   // ---- The workers: claims, steps and their fence ----
 
-  /** The fence as a condition on the kind's table: the token, an unexpired lease, a live job, an active account. */
-  fence(id = "$1", token = "$2"): string {
-    const t = this.kind.table;
-    return `${t}.id = ${id} AND ${t}.lease_token = ${token} AND ${t}.lease_expires_at > now() AND ${t}.status NOT IN ${this.terminalSql}
+  /** The fence as a condition on the kind's table (unaliased): the lease's token, unexpired, a live job, an active account. */
+  fence(lease: Lease): Sql {
+    const t = raw(this.kind.table);
+    return sql`${t}.id = ${lease.id} AND ${t}.lease_token = ${lease.token} AND ${t}.lease_expires_at > now() AND ${t}.status NOT IN ${raw(this.terminalSql)}
       AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = ${t}.account_id AND a.status = 'active')`;
   }
 
@@ -229,8 +229,7 @@ export class JobStore<T> {
   /** Extends a held lease; false when it is no longer held (expired and taken, job ended, account disabled). */
   async renew(lease: Lease, leaseMs: number): Promise<boolean> {
     const rows = await this.db.query(
-      `UPDATE ${this.kind.table} SET lease_expires_at = now() + make_interval(secs => $3::double precision / 1000) WHERE ${this.fence()} RETURNING id`,
-      [lease.id, lease.token, leaseMs],
+      sql`UPDATE ${raw(this.kind.table)} SET lease_expires_at = now() + make_interval(secs => ${leaseMs}::double precision / 1000) WHERE ${this.fence(lease)} RETURNING id`,
     );
     return rows.length > 0;
   }
@@ -243,9 +242,8 @@ export class JobStore<T> {
   /** Ends a held job as `failed` with its error; false (nothing written) when the lease is no longer held. */
   async fail(lease: Lease, error: unknown): Promise<boolean> {
     const rows = await this.db.query(
-      `UPDATE ${this.kind.table} SET status = 'failed', error = $3, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-        WHERE ${this.fence()} RETURNING id`,
-      [lease.id, lease.token, JSON.stringify(error)],
+      sql`UPDATE ${raw(this.kind.table)} SET status = 'failed', error = ${JSON.stringify(error)}, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+           WHERE ${this.fence(lease)} RETURNING id`,
     );
     return rows.length > 0;
   }

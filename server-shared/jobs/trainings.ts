@@ -183,31 +183,22 @@ export class TrainingStore extends JobStore<TrainingStatusRow> {
    * they then live while it runs and 30 days after).
    */
   async start(claim: Lease, task: SavedTask, examples: StoredExample[]): Promise<boolean> {
+    const assets = examples.map((e) => e.assetId);
     const [row] = await this.db.query(
-      `WITH started AS (
-         UPDATE trainings SET status = 'running', task = $3, total_examples = $4, held_out_examples = $5
-          WHERE ${this.fence()} AND status = 'validating' RETURNING id, account_id),
-       stored AS (
-         INSERT INTO training_examples (training_id, line, custom_id, state, outcomes, held_out, asset_id)
-         SELECT started.id, e.line, e.custom_id, e.state, string_to_array(e.outcomes, ',')::int[], e.held_out, e.asset_id
-           FROM started, unnest($6::int[], $7::text[], $8::text[], $9::text[], $10::boolean[], $11::uuid[]) AS e(line, custom_id, state, outcomes, held_out, asset_id)
-         ON CONFLICT DO NOTHING),
-       taken AS (
-         UPDATE image_assets a SET training_id = started.id FROM started WHERE a.id = ANY ($11::uuid[]) AND a.account_id = started.account_id)
-       SELECT count(*) AS started FROM started`,
-      [
-        claim.id,
-        claim.token,
-        JSON.stringify(task),
-        examples.length,
-        examples.filter((e) => e.heldOut).length,
-        examples.map((e) => e.line),
-        examples.map((e) => e.customId),
-        examples.map((e) => e.state),
-        examples.map((e) => e.outcomes.join(",")),
-        examples.map((e) => e.heldOut),
-        examples.map((e) => e.assetId),
-      ],
+      sql`WITH started AS (
+            UPDATE trainings SET status = 'running', task = ${JSON.stringify(task)}, total_examples = ${examples.length}, held_out_examples = ${examples.filter((e) => e.heldOut).length}
+             WHERE ${this.fence(claim)} AND status = 'validating' RETURNING id, account_id),
+          stored AS (
+            INSERT INTO training_examples (training_id, line, custom_id, state, outcomes, held_out, asset_id)
+            SELECT started.id, e.line, e.custom_id, e.state, string_to_array(e.outcomes, ',')::int[], e.held_out, e.asset_id
+              FROM started,
+                   unnest(${examples.map((e) => e.line)}::int[], ${examples.map((e) => e.customId)}::text[], ${examples.map((e) => e.state)}::text[],
+                          ${examples.map((e) => e.outcomes.join(","))}::text[], ${examples.map((e) => e.heldOut)}::boolean[], ${assets}::uuid[])
+                   AS e(line, custom_id, state, outcomes, held_out, asset_id)
+            ON CONFLICT DO NOTHING),
+          taken AS (
+            UPDATE image_assets a SET training_id = started.id FROM started WHERE a.id = ANY (${assets}::uuid[]) AND a.account_id = started.account_id)
+          SELECT count(*) AS started FROM started`,
     );
     return Int.parse(row?.started) > 0;
   }
@@ -234,21 +225,22 @@ export class TrainingStore extends JobStore<TrainingStatusRow> {
    */
   async commitExample(claim: Lease, line: number, features: number[], zeroShot: number[][] | null, embedding: ReadExample["embedding"] = null): Promise<number | null> {
     const [row] = await this.db.query(
-      `WITH read AS (
-         UPDATE training_examples SET features = $4::real[], zero_shot = $5::jsonb, embedding = $6::real[], encoder = $7, read_at = now()
-          WHERE training_id = $1 AND line = $3 AND features IS NULL
-            AND EXISTS (SELECT 1 FROM trainings WHERE ${this.fence()} AND status = 'running')
-          RETURNING line)
-       UPDATE trainings SET examples_read = examples_read + (SELECT count(*) FROM read)
-        WHERE id = $1 RETURNING (SELECT count(*) FROM read) AS read, examples_read`,
-      [claim.id, claim.token, line, features, zeroShot === null ? null : JSON.stringify(zeroShot), embedding?.values ?? null, embedding?.encoder ?? null],
+      sql`WITH read AS (
+            UPDATE training_examples
+               SET features = ${features}::real[], zero_shot = ${zeroShot === null ? null : JSON.stringify(zeroShot)}::jsonb,
+                   embedding = ${embedding?.values ?? null}::real[], encoder = ${embedding?.encoder ?? null}, read_at = now()
+             WHERE training_id = ${claim.id} AND line = ${line} AND features IS NULL
+               AND EXISTS (SELECT 1 FROM trainings WHERE ${this.fence(claim)} AND status = 'running')
+             RETURNING line)
+          UPDATE trainings SET examples_read = examples_read + (SELECT count(*) FROM read)
+           WHERE id = ${claim.id} RETURNING (SELECT count(*) FROM read) AS read, examples_read`,
     );
     return row && Int.parse(row.read) > 0 ? Int.parse(row.examples_read) : null;
   }
 
   /** Records the held-out figures of a candidate fitted on the examples read so far, under the fence. */
   async setInterim(claim: Lease, interim: InterimEvaluation): Promise<void> {
-    await this.db.query(`UPDATE trainings SET interim = $3 WHERE ${this.fence()} AND status = 'running'`, [claim.id, claim.token, JSON.stringify(interim)]);
+    await this.db.query(sql`UPDATE trainings SET interim = ${JSON.stringify(interim)} WHERE ${this.fence(claim)} AND status = 'running'`);
   }
 
   /** One held-out example of the training (the state a new model's first decision is asked about); null when none is left. */
@@ -275,9 +267,8 @@ export class TrainingStore extends JobStore<TrainingStatusRow> {
   /** Ends a running training as rejected with its report; false when the claim was lost. */
   async reject(claim: Lease, report: EvaluationReport): Promise<boolean> {
     const rows = await this.db.query(
-      `UPDATE trainings SET status = 'rejected', report = $3, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-        WHERE ${this.fence()} AND status = 'running' RETURNING id`,
-      [claim.id, claim.token, JSON.stringify(report)],
+      sql`UPDATE trainings SET status = 'rejected', report = ${JSON.stringify(report)}, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+           WHERE ${this.fence(claim)} AND status = 'running' RETURNING id`,
     );
     return rows.length > 0;
   }
@@ -290,16 +281,16 @@ export class TrainingStore extends JobStore<TrainingStatusRow> {
    */
   async accept(claim: Lease, release: TrainedRelease, report: EvaluationReport): Promise<boolean> {
     const [row] = await this.db.query(
-      `WITH accepted AS (
-         UPDATE trainings SET status = 'accepted', model_id = $3, report = $4
-          WHERE ${this.fence()} AND status = 'running' RETURNING id, account_id),
-       registered AS (
-         INSERT INTO model_releases (id, fingerprint, owners, url, token_env, sidecar_url, release_date, description, base_release, task, head, training_id, modality)
-         SELECT $3, $5, ARRAY[accepted.account_id], b.url, b.token_env, NULL, current_date, $6, b.id, $7, $8, accepted.id, b.modality
-           FROM accepted, model_releases b WHERE b.id = $9
-         RETURNING id)
-       SELECT (SELECT count(*) FROM accepted) AS accepted, (SELECT count(*) FROM registered) AS registered`,
-      [claim.id, claim.token, release.id, JSON.stringify(report), release.fingerprint, release.description, JSON.stringify(release.task), JSON.stringify(release.heads), release.baseRelease],
+      sql`WITH accepted AS (
+            UPDATE trainings SET status = 'accepted', model_id = ${release.id}, report = ${JSON.stringify(report)}
+             WHERE ${this.fence(claim)} AND status = 'running' RETURNING id, account_id),
+          registered AS (
+            INSERT INTO model_releases (id, fingerprint, owners, url, token_env, sidecar_url, release_date, description, base_release, task, head, training_id, modality)
+            SELECT ${release.id}, ${release.fingerprint}, ARRAY[accepted.account_id], b.url, b.token_env, NULL, current_date, ${release.description}, b.id,
+                   ${JSON.stringify(release.task)}::jsonb, ${JSON.stringify(release.heads)}::jsonb, accepted.id, b.modality
+              FROM accepted, model_releases b WHERE b.id = ${release.baseRelease}
+            RETURNING id)
+          SELECT (SELECT count(*) FROM accepted) AS accepted, (SELECT count(*) FROM registered) AS registered`,
     );
     return Int.parse(row?.accepted ?? 0) > 0 && Int.parse(row?.registered ?? 0) > 0;
   }
@@ -310,13 +301,12 @@ export class TrainingStore extends JobStore<TrainingStatusRow> {
    */
   async activate(claim: Lease, selfUrl: string): Promise<boolean> {
     const [row] = await this.db.query(
-      `WITH ready AS (
-         UPDATE trainings SET status = 'ready', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-          WHERE ${this.fence()} AND status = 'accepted' RETURNING model_id),
-       served AS (
-         UPDATE model_releases r SET sidecar_url = $3 FROM ready WHERE r.id = ready.model_id AND r.retired_at IS NULL RETURNING r.id)
-       SELECT (SELECT count(*) FROM ready) AS ready`,
-      [claim.id, claim.token, selfUrl],
+      sql`WITH ready AS (
+            UPDATE trainings SET status = 'ready', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+             WHERE ${this.fence(claim)} AND status = 'accepted' RETURNING model_id),
+          served AS (
+            UPDATE model_releases r SET sidecar_url = ${selfUrl} FROM ready WHERE r.id = ready.model_id AND r.retired_at IS NULL RETURNING r.id)
+          SELECT (SELECT count(*) FROM ready) AS ready`,
     );
     return Int.parse(row?.ready ?? 0) > 0;
   }

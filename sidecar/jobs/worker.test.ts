@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import ws from "ws";
 import { z } from "zod";
 import { newAccount, query, stack } from "../../test/support/api.ts";
-import { poolDb, sql } from "../../server-shared/db.ts";
+import { poolDb, raw, sql } from "../../server-shared/db.ts";
 import { neonRoute, useNeonRoute } from "../../server-shared/neon-route.ts";
 import { JobStore, type JobKind, type Lease } from "../../server-shared/jobs/store.ts";
 import { JobWorker, type JobSteps, type JobTiming } from "./worker.ts";
@@ -61,10 +61,9 @@ class CountingSteps implements JobSteps<Lease> {
     await this.hook(claim, signal);
     signal.throwIfAborted();
     const rows = await poolDb(pool).query(
-      `UPDATE ${this.name} SET units = units + 1, status = CASE WHEN units + 1 >= 2 THEN 'done' ELSE status END,
-              finished_at = CASE WHEN units + 1 >= 2 THEN now() ELSE NULL END
-        WHERE ${this.store.fence()} RETURNING id`,
-      [claim.id, claim.token],
+      sql`UPDATE ${raw(this.name)} SET units = units + 1, status = CASE WHEN units + 1 >= 2 THEN 'done' ELSE status END,
+                 finished_at = CASE WHEN units + 1 >= 2 THEN now() ELSE NULL END
+           WHERE ${this.store.fence(claim)} RETURNING id`,
     );
     if (rows.length > 0) this.order.push(this.name);
   }

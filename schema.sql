@@ -3,16 +3,42 @@
 -- the numbered files of migrations/ instead, so a change here comes with a migration that makes an
 -- existing database the same (test/migrate.test.ts compares the two catalogs).
 
--- The batch statuses that end a batch (contract/batches.ts TERMINAL_STATUSES). Defined before the
--- tables because the batches CHECK calls it.
+-- The job rules (server-shared/jobs/store.ts): each written once, here, as a function the store's
+-- statements and the bulk functions below call; test/job-rules.test.ts fails on a second copy.
+-- These come first because the tables' CHECKs and indexes call them; the ones that read tables are
+-- with the functions below.
+
+-- The batch statuses that end a batch (contract/batches.ts TERMINAL_STATUSES), and those a worker
+-- may claim a batch in.
 CREATE FUNCTION batch_status_terminal(status text) RETURNS boolean
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
   RETURN status IN ('completed', 'failed', 'cancelled', 'expired');
 
--- The training statuses that end a training job (contract/trainings.ts TRAINING_TERMINAL_STATUSES).
+CREATE FUNCTION batch_status_open(status text) RETURNS boolean
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN status IN ('queued', 'validating', 'running');
+
+-- The training statuses that end a training job (contract/trainings.ts TRAINING_TERMINAL_STATUSES),
+-- and those a worker may claim a training in.
 CREATE FUNCTION training_status_terminal(status text) RETURNS boolean
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
   RETURN status IN ('ready', 'rejected', 'failed', 'cancelled', 'expired');
+
+CREATE FUNCTION training_status_open(status text) RETURNS boolean
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN status IN ('queued', 'validating', 'running', 'accepted');
+
+-- The order in which claimable jobs take turns, as a sort key: first the job whose last claim is
+-- oldest (one never claimed before any other), then the one submitted first.
+CREATE FUNCTION job_turn(last_claimed_at timestamptz, submitted_at timestamptz) RETURNS timestamptz[]
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN ARRAY[coalesce(last_claimed_at, '-infinity'), submitted_at];
+
+-- Whether a lease (of a job, an image asset or a webhook delivery) is free: none was taken, or it
+-- ended.
+CREATE FUNCTION lease_free(lease_expires_at timestamptz) RETURNS boolean
+  LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN lease_expires_at IS NULL OR lease_expires_at <= now();
 
 -- Tables
 
@@ -156,8 +182,7 @@ CREATE TABLE batches (
   CONSTRAINT batches_finished_when_terminal CHECK (batch_status_terminal(status) = (finished_at IS NOT NULL))
 );
 CREATE INDEX batches_by_account ON batches (account_id, created_at DESC, id DESC);
-CREATE INDEX batches_open ON batches (last_claimed_at NULLS FIRST)
-  WHERE status IN ('queued', 'validating', 'running');
+CREATE INDEX batches_open ON batches (job_turn(last_claimed_at, submitted_at)) WHERE batch_status_open(status);
 
 -- A validated batch's records, one per input line: the body's JSON text, the release its model
 -- resolves to among those frozen at submit (null: none; answered with an error record), the
@@ -231,8 +256,7 @@ CREATE TABLE trainings (
   CONSTRAINT trainings_finished_when_terminal CHECK (training_status_terminal(status) = (finished_at IS NOT NULL))
 );
 CREATE INDEX trainings_by_account ON trainings (account_id, created_at DESC, id DESC);
-CREATE INDEX trainings_open ON trainings (last_claimed_at NULLS FIRST)
-  WHERE status IN ('queued', 'validating', 'running', 'accepted');
+CREATE INDEX trainings_open ON trainings (job_turn(last_claimed_at, submitted_at)) WHERE training_status_open(status);
 
 -- A validated training file's examples: the state's JSON text, the true outcome of each question
 -- (in the task's order), whether the hash of its custom_id put it in the held-out part, and, once
@@ -375,6 +399,24 @@ CREATE VIEW model_registry AS
     LEFT JOIN model_aliases a ON a.release_id = r.id
    GROUP BY r.id, b.id;
 
+-- Whether an account's jobs may run: it is active.
+CREATE FUNCTION account_active(account_id uuid) RETURNS boolean
+  LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN EXISTS (SELECT 1 FROM accounts a WHERE a.id = account_id AND a.status = 'active');
+
+-- Which job a worker may claim: open (the kind's `<kind>_status_open`), before its deadline, its
+-- lease free (never one leased to another worker) and its account active.
+CREATE FUNCTION job_claimable(open boolean, expires_at timestamptz, lease_expires_at timestamptz, account_id uuid) RETURNS boolean
+  LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN open AND expires_at > now() AND lease_free(lease_expires_at) AND account_active(account_id);
+
+-- The fence: a step's write presents its lease's token (`presented`), and changes nothing unless
+-- that lease is still the job's and unexpired, the job is not terminal (the kind's
+-- `<kind>_status_terminal`) and its account is active. False, never null, when no lease is held.
+CREATE FUNCTION job_lease_held(lease_token uuid, presented uuid, lease_expires_at timestamptz, terminal boolean, account_id uuid) RETURNS boolean
+  LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN coalesce(lease_token = presented AND lease_expires_at > now() AND NOT terminal, false) AND account_active(account_id);
+
 -- A claim's records committed together, in one round trip (sidecar/bulk/steps.ts): under the batch's
 -- row lock, checks the claim's fence (token, unexpired lease, batch not terminal, account active),
 -- marks each record done (once: a line already done is skipped, and its first result and usage row
@@ -393,9 +435,7 @@ DECLARE
   v_failed integer;
 BEGIN
   SELECT * INTO b FROM batches WHERE id = p_batch FOR UPDATE;
-  IF NOT FOUND OR b.lease_token IS DISTINCT FROM p_token OR b.lease_expires_at <= now()
-     OR batch_status_terminal(b.status)
-     OR NOT EXISTS (SELECT 1 FROM accounts WHERE id = b.account_id AND status = 'active') THEN
+  IF NOT FOUND OR NOT job_lease_held(b.lease_token, p_token, b.lease_expires_at, batch_status_terminal(b.status), b.account_id) THEN
     RETURN 'fenced';
   END IF;
   WITH given AS (
@@ -446,6 +486,14 @@ CREATE FUNCTION release_retired(p_release text) RETURNS boolean
   LANGUAGE sql STABLE
   RETURN EXISTS (SELECT 1 FROM model_releases WHERE id = p_release AND retired_at IS NOT NULL);
 
+-- Which record of a running batch a worker may run now: not done, not waiting after a transient
+-- failure, and on a release served here (`served`), or on none or a retired one (answered with an
+-- error record by any worker).
+CREATE FUNCTION batch_record_runnable(done boolean, not_before timestamptz, release_id text, served text[]) RETURNS boolean
+  LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN NOT done AND (not_before IS NULL OR not_before <= now())
+         AND (release_id IS NULL OR release_id = ANY (served) OR release_retired(release_id));
+
 -- The bulk worker's claim (sidecar/bulk/steps.ts), in one round trip: leases to p_token, for
 -- p_lease_ms, the batch that waited longest for a turn (never one of a disabled account or past its
 -- deadline, never one leased to another worker) and has work this worker can do: a queued batch to
@@ -464,14 +512,11 @@ RETURNS SETOF bulk_claim_row AS $$
            started_at = coalesce(b.started_at, now())
       FROM accounts a
      WHERE a.id = b.account_id AND b.id = (
-       SELECT c.id FROM batches c JOIN accounts ca ON ca.id = c.account_id
-        WHERE c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
-          AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+       SELECT c.id FROM batches c
+        WHERE job_claimable(batch_status_open(c.status), c.expires_at, c.lease_expires_at, c.account_id)
           AND (c.status <> 'running' OR EXISTS (
-                SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND NOT r.done
-                   AND (r.release_id IS NULL OR r.release_id = ANY (p_served) OR release_retired(r.release_id))
-                   AND (r.not_before IS NULL OR r.not_before <= now())))
-        ORDER BY c.last_claimed_at NULLS FIRST, c.submitted_at
+                SELECT 1 FROM batch_records r WHERE r.batch_id = c.id AND batch_record_runnable(r.done, r.not_before, r.release_id, p_served)))
+        ORDER BY job_turn(c.last_claimed_at, c.submitted_at)
         LIMIT 1
         FOR UPDATE OF c SKIP LOCKED)
     RETURNING b.id, b.status, b.account_id, b.object_key, b.expires_at, b.models, a.requests_per_second, a.tokens_per_second)
@@ -480,9 +525,7 @@ RETURNS SETOF bulk_claim_row AS $$
     FROM claimed
     LEFT JOIN LATERAL (
       SELECT line, custom_id, body, attempts, release_id FROM batch_records r
-       WHERE r.batch_id = claimed.id AND NOT r.done
-         AND (r.release_id IS NULL OR r.release_id = ANY (p_served) OR release_retired(r.release_id))
-         AND (r.not_before IS NULL OR r.not_before <= now())
+       WHERE r.batch_id = claimed.id AND batch_record_runnable(r.done, r.not_before, r.release_id, p_served)
        ORDER BY line LIMIT greatest(p_records, 1)) r ON claimed.status = 'running'
    ORDER BY r.line
 $$ LANGUAGE sql;

@@ -37,8 +37,6 @@ export type TrainingStatus = z.infer<typeof TrainingStatus>;
 
 /** States a training never leaves (schema.sql training_status_terminal agrees, a test checks). */
 export const TRAINING_TERMINAL_STATUSES: readonly TrainingStatus[] = ["ready", "rejected", "failed", "cancelled", "expired"];
-/** States a GPU host's sidecar works a training in. */
-export const TRAINING_OPEN_STATUSES: readonly TrainingStatus[] = ["queued", "validating", "running", "accepted"];
 export const isTrainingTerminal = (status: TrainingStatus) => TRAINING_TERMINAL_STATUSES.includes(status);
 
 /** Trainings per page of GET /v1/trainings: the default, and the most `limit` may ask for. */

@@ -163,7 +163,7 @@ export class ImageAssetStore {
       {
         text: `UPDATE image_assets a SET lease_token = $3, lease_expires_at = now() + make_interval(secs => $4::double precision / 1000), attempts = attempts + 1
                 WHERE a.id = $1 AND a.account_id = $2 AND a.status = 'uploading' AND ${EXPIRY} > now()
-                  AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())
+                  AND lease_free(a.lease_expires_at)
                   AND (SELECT count(*) FROM image_assets o WHERE o.account_id = $2 AND o.lease_expires_at > now()) < ${LIMITS.imageCompletionsAtOnce}
                 RETURNING a.attempts, a.lease_expires_at`,
         params: [id, accountId, token, leaseMs],
@@ -215,7 +215,7 @@ export class ImageAssetStore {
   async duePurge(limit: number): Promise<{ id: string; objects: string[] }[]> {
     const rows = await this.db.query(
       `SELECT a.id, a.attempts FROM image_assets a
-        WHERE ${EXPIRY} <= now() AND a.upload_expires_at <= now() AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())
+        WHERE ${EXPIRY} <= now() AND a.upload_expires_at <= now() AND lease_free(a.lease_expires_at)
         ORDER BY a.created_at LIMIT $1`,
       [limit],
     );
@@ -229,7 +229,7 @@ export class ImageAssetStore {
   /** Deletes an asset's row once its objects are gone, unless a completion took a lease meanwhile. */
   async purge(id: string): Promise<void> {
     await this.db.query(
-      `DELETE FROM image_assets a WHERE a.id = $1 AND ${EXPIRY} <= now() AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= now())`,
+      `DELETE FROM image_assets a WHERE a.id = $1 AND ${EXPIRY} <= now() AND lease_free(a.lease_expires_at)`,
       [id],
     );
   }

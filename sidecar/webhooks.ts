@@ -115,7 +115,7 @@ const LEASE_NEXT = `
   ), next AS (
     SELECT w.id
       FROM webhook_deliveries w JOIN webhook_endpoints e ON e.id = w.endpoint_id
-     WHERE w.status = 'pending' AND w.next_attempt_at <= now() AND (w.lease_expires_at IS NULL OR w.lease_expires_at <= now())
+     WHERE w.status = 'pending' AND w.next_attempt_at <= now() AND lease_free(w.lease_expires_at)
        AND (SELECT count(*) FROM busy WHERE busy.endpoint_id = w.endpoint_id) < $2
        AND (SELECT count(*) FROM busy WHERE busy.account_id = e.account_id) < $3
      ORDER BY w.next_attempt_at

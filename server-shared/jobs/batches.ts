@@ -7,16 +7,16 @@
  *   uploading --submit--> queued --claim--> validating --start--> running --commit(last)--> completed
  *   any non-terminal --cancel--> cancelled; validating --fail--> failed; past its deadline --expire--> expired
  *
- * A batch's claim stays a SQL function (bulk_claim_records in schema.sql) with the store's rule (open,
- * active account, before its deadline, lease free; the longest wait by last claim, then submission)
- * because it also returns the batch's next records and follows a claim's commit in the same round trip.
+ * A batch's claim is a SQL function (bulk_claim_records in schema.sql) that calls the store's rules
+ * (job_claimable, job_turn) because it also returns the batch's next records (batch_record_runnable)
+ * and follows a claim's commit in the same round trip.
  *
  *     const store = new BatchStore(httpDb(sql));   // or poolDb(pool) in the sidecar
  *     const batch = await store.find(id, accountId);
  *     const claim = await store.claimWork({ leaseMs, served, self, records: 8 });
  */
 import { z } from "zod";
-import { BatchStatus, TERMINAL_STATUSES } from "../../contract/batches.ts";
+import { BatchStatus } from "../../contract/batches.ts";
 import { JobError } from "../../contract/jobs.ts";
 import type { Usage } from "../../contract/decision.ts";
 import { LIMITS } from "../../contract/limits.ts";
@@ -128,8 +128,7 @@ export interface ClaimRequest {
 
 export const BATCH_KIND: JobKind<BatchRow> = {
   table: "batches",
-  terminal: TERMINAL_STATUSES,
-  open: ["queued", "validating", "running"],
+  statuses: { terminal: "batch_status_terminal", open: "batch_status_open" },
   columns: COLUMNS,
   parse: (row) => BatchRow.parse(row),
   objectKey: (id) => `batches/${id}/input.jsonl`,
@@ -209,16 +208,12 @@ export class BatchStore extends JobStore<BatchRow> {
    */
   async peekNext(batchId: string, line: number, served: string[], records: number): Promise<{ records: StoredRecord[]; releaseId: string | null } | null> {
     const rows = await this.db.query(
-      `SELECT r.line, r.custom_id, r.body, r.release_id FROM batch_records r
-        WHERE r.batch_id = $1 AND r.line > $2 AND NOT r.done
-          AND (r.release_id IS NULL OR r.release_id = ANY ($3) OR release_retired(r.release_id))
-          AND (r.not_before IS NULL OR r.not_before <= now())
-          AND NOT EXISTS (
-            SELECT 1 FROM batches c JOIN accounts ca ON ca.id = c.account_id
-             WHERE c.id <> $1 AND c.status IN ('queued', 'validating', 'running') AND ca.status = 'active' AND c.expires_at > now()
-               AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()))
-        ORDER BY r.line LIMIT $4`,
-      [batchId, line, served, Math.max(1, records)],
+      sql`SELECT r.line, r.custom_id, r.body, r.release_id FROM batch_records r
+           WHERE r.batch_id = ${batchId} AND r.line > ${line} AND batch_record_runnable(r.done, r.not_before, r.release_id, ${served}::text[])
+             AND NOT EXISTS (
+               SELECT 1 FROM batches c
+                WHERE c.id <> ${batchId} AND job_claimable(batch_status_open(c.status), c.expires_at, c.lease_expires_at, c.account_id))
+           ORDER BY r.line LIMIT ${Math.max(1, records)}`,
     );
     const parsed = oneRelease(rows.map((row) => z.object({ line: Int, custom_id: z.string(), body: z.string(), release_id: z.string().nullable() }).parse(row)));
     if (parsed.length === 0) return null;
@@ -303,7 +298,7 @@ export class BatchStore extends JobStore<BatchRow> {
   async completeFinished(): Promise<void> {
     await this.db.query(
       `UPDATE batches b SET status = 'completed', finished_at = now()
-        WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+        WHERE status = 'running' AND lease_free(lease_expires_at)
           AND NOT EXISTS (SELECT 1 FROM batch_records r WHERE r.batch_id = b.id AND NOT r.done)`,
     );
   }

@@ -23,8 +23,7 @@ const MAX_ACTIVE = 3;
 
 const KIND: JobKind<TestJob> = {
   table: "store_test_jobs",
-  terminal: ["done", "failed", "cancelled", "expired"],
-  open: ["queued", "validating", "working"],
+  statuses: { terminal: "store_test_status_terminal", open: "store_test_status_open" },
   columns: "id, status, label, frozen, input_bytes, (SELECT count(*) FROM store_test_items i WHERE i.job_id = store_test_jobs.id) AS item_count",
   parse: (row) => TestJob.parse(row),
   objectKey: (id) => `input/${id}`,
@@ -69,12 +68,17 @@ beforeAll(async () => {
     label text NOT NULL DEFAULT '',
     frozen text,
     UNIQUE (account_id, idempotency_key))`);
+  await query(`CREATE OR REPLACE FUNCTION store_test_status_terminal(status text) RETURNS boolean LANGUAGE sql IMMUTABLE
+    RETURN status IN ('done', 'failed', 'cancelled', 'expired')`);
+  await query(`CREATE OR REPLACE FUNCTION store_test_status_open(status text) RETURNS boolean LANGUAGE sql IMMUTABLE
+    RETURN status IN ('queued', 'validating', 'working')`);
   await query("CREATE TABLE store_test_items (job_id uuid NOT NULL REFERENCES store_test_jobs (id), n integer NOT NULL)");
   await query("CREATE TABLE store_test_ended (job_id uuid NOT NULL, status text NOT NULL)");
 });
 
 afterAll(async () => {
   await query("DROP TABLE IF EXISTS store_test_items, store_test_ended, store_test_jobs");
+  await query("DROP FUNCTION IF EXISTS store_test_status_terminal, store_test_status_open");
   await pool?.end();
 });
 
@@ -274,7 +278,7 @@ describe.each(drivers)("a job's lifecycle through %s", (_name, dbOf) => {
 describe("a job kind's names", () => {
   it("are constants of the code: a table, status, data table or column that is not a plain SQL name is refused", async () => {
     expect(() => new JobStore({ ...KIND, table: "jobs; DROP TABLE accounts" }, poolDb(pool))).toThrow(/bad job kind/);
-    expect(() => new JobStore({ ...KIND, terminal: ["it's"] }, poolDb(pool))).toThrow(/bad job kind/);
+    expect(() => new JobStore({ ...KIND, statuses: { ...KIND.statuses, open: "status_open(status) OR true; --" } }, poolDb(pool))).toThrow(/bad job kind/);
     expect(() => new JobStore({ ...KIND, data: [{ table: "items", job: "id = id OR true" }] }, poolDb(pool))).toThrow(/bad job kind/);
     const jobsOf = new JobStore(KIND, poolDb(pool));
     await expect(jobsOf.create({ id: crypto.randomUUID(), accountId, idempotencyKey: "x", columns: { "label) VALUES (1); --": "x" } })).rejects.toThrow(/bad column/);

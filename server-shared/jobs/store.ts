@@ -41,10 +41,11 @@ import { joined, raw, sql, type Db, type Row, type Sql } from "../db.ts";
 export interface JobKind<T> {
   /** The job table. */
   table: string;
-  /** Statuses a job never leaves. */
-  terminal: readonly string[];
-  /** Statuses a worker may claim a job in. */
-  open: readonly string[];
+  /**
+   * The kind's status rules, SQL functions of a status (schema.sql): `terminal`, the statuses a job
+   * never leaves; `open`, those a worker may claim it in.
+   */
+  statuses: { terminal: string; open: string };
   /** The select list a job is read with (its own subqueries name the table, not an alias). */
   columns: string;
   /** Parses a row read with `columns`. */
@@ -91,19 +92,25 @@ const NAME = /^[a-z_][a-z0-9_]*$/;
 const list = (values: readonly string[]) => `(${values.map((v) => `'${v}'`).join(", ")})`;
 
 export class JobStore<T> {
-  /** `(...)` of the terminal statuses, for the kind's own statements. */
-  readonly terminalSql: string;
-  private readonly openSql: string;
-
   constructor(
     readonly kind: JobKind<T>,
     protected readonly db: Db,
   ) {
     // Names and statuses are written into SQL text: constants of the code, never input.
-    const names = [kind.table, ...kind.terminal, ...kind.open, ...(kind.purgeAtOnce ?? []), ...(kind.inputAtOnce ?? []), ...kind.data.flatMap((d) => [d.table, d.job])];
+    const names = [
+      kind.table,
+      kind.statuses.terminal,
+      kind.statuses.open,
+      ...(kind.purgeAtOnce ?? []),
+      ...(kind.inputAtOnce ?? []),
+      ...kind.data.flatMap((d) => [d.table, d.job]),
+    ];
     if (!names.every((name) => NAME.test(name))) throw new Error(`bad job kind ${JSON.stringify(names)}`);
-    this.terminalSql = list(kind.terminal);
-    this.openSql = list(kind.open);
+  }
+
+  /** Whether `status` (a piece of SQL) is terminal: the kind's rule, for its own statements too. */
+  terminal(status: Sql): Sql {
+    return sql`${raw(this.kind.statuses.terminal)}(${status})`;
   }
 
   // ---- The edge: an account's jobs ----
@@ -119,7 +126,7 @@ export class JobStore<T> {
     const extra = Object.entries(input.columns ?? {});
     if (!extra.every(([name]) => NAME.test(name))) throw new Error(`bad column in ${JSON.stringify(extra.map(([name]) => name))}`);
     const account = input.accountId;
-    const active = sql`(SELECT count(*) FROM ${raw(t)} WHERE account_id = ${account} AND status NOT IN ${raw(this.terminalSql)})`;
+    const active = sql`(SELECT count(*) FROM ${raw(t)} WHERE account_id = ${account} AND NOT ${this.terminal(sql`status`)})`;
     const kept = sql`(SELECT count(*) FROM ${raw(t)} WHERE account_id = ${account} AND purged_at IS NULL)`;
     const quota = this.kind.quota({ active, kept });
     const names = ["id", "account_id", "idempotency_key", "object_key", "expires_at", ...extra.map(([name]) => name)];
@@ -187,26 +194,23 @@ export class JobStore<T> {
   /** Cancels a job that is not terminal, with the kind's `onEnd`; null when it already was (nothing changes). */
   async cancel(id: string, accountId: string): Promise<T | null> {
     const [row] = await this.db.query(
-      `${this.ending(`id = $1 AND account_id = $2 AND status NOT IN ${this.terminalSql}`, "cancelled")}
-       SELECT count(*) AS ended FROM ended`,
-      [id, accountId],
+      sql`${this.ending(sql`id = ${id} AND account_id = ${accountId} AND NOT ${this.terminal(sql`status`)}`, "cancelled")} SELECT count(*) AS ended FROM ended`,
     );
     return z.coerce.number().parse(row?.ended ?? 0) > 0 ? this.find(id, accountId) : null;
   }
 
   // ---- The workers: claims, steps and their fence ----
 
-  /** The fence as a condition on the kind's table (unaliased): the lease's token, unexpired, a live job, an active account. */
+  /** The fence (schema.sql job_lease_held) as a condition on the kind's table, unaliased: the lease's token, unexpired, a live job, an active account. */
   fence(lease: Lease): Sql {
     const t = raw(this.kind.table);
-    return sql`${t}.id = ${lease.id} AND ${t}.lease_token = ${lease.token} AND ${t}.lease_expires_at > now() AND ${t}.status NOT IN ${raw(this.terminalSql)}
-      AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = ${t}.account_id AND a.status = 'active')`;
+    return sql`${t}.id = ${lease.id} AND job_lease_held(${t}.lease_token, ${lease.token}::uuid, ${t}.lease_expires_at, ${this.terminal(sql`${t}.status`)}, ${t}.account_id)`;
   }
 
   /**
-   * Leases the open job that waited longest for a turn (ordered by its last claim, then by when it
-   * was submitted), with `where` narrowing the candidates (a piece of SQL over the table aliased
-   * `j`). A queued job becomes `validating`. Returns the job's whole row.
+   * Leases the claimable job (schema.sql job_claimable) that waited longest for a turn (job_turn),
+   * with `where` narrowing the candidates (a piece of SQL over the table aliased `j`). A queued job
+   * becomes `validating`. Returns the job's whole row.
    */
   async claim(leaseMs: number, where: Sql = sql`true`): Promise<{ lease: Lease; row: Row } | null> {
     const t = raw(this.kind.table);
@@ -215,10 +219,9 @@ export class JobStore<T> {
       sql`UPDATE ${t} SET lease_token = ${token}, lease_expires_at = now() + make_interval(secs => ${leaseMs}::double precision / 1000), last_claimed_at = clock_timestamp(),
                  status = CASE WHEN status = 'queued' THEN 'validating' ELSE status END, started_at = coalesce(started_at, now())
            WHERE id = (
-             SELECT j.id FROM ${t} j JOIN accounts a ON a.id = j.account_id
-              WHERE j.status IN ${raw(this.openSql)} AND a.status = 'active' AND j.expires_at > now()
-                AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= now()) AND (${where})
-              ORDER BY j.last_claimed_at NULLS FIRST, j.submitted_at
+             SELECT j.id FROM ${t} j
+              WHERE job_claimable(${raw(this.kind.statuses.open)}(j.status), j.expires_at, j.lease_expires_at, j.account_id) AND (${where})
+              ORDER BY job_turn(j.last_claimed_at, j.submitted_at)
               LIMIT 1
               FOR UPDATE OF j SKIP LOCKED)
            RETURNING *`,
@@ -252,7 +255,7 @@ export class JobStore<T> {
 
   /** Ends every job past its deadline as `expired` (what it committed stays), with the kind's `onEnd`; returns how many. */
   async expire(): Promise<number> {
-    const [row] = await this.db.query(`${this.ending(`status NOT IN ${this.terminalSql} AND expires_at <= now()`, "expired")} SELECT count(*) AS ended FROM ended`);
+    const [row] = await this.db.query(sql`${this.ending(sql`NOT ${this.terminal(sql`status`)} AND expires_at <= now()`, "expired")} SELECT count(*) AS ended FROM ended`);
     return z.coerce.number().parse(row?.ended ?? 0);
   }
 
@@ -263,10 +266,9 @@ export class JobStore<T> {
   async duePurge(dataMs: number, limit: number): Promise<{ id: string; objectKey: string }[]> {
     const atOnce = this.kind.purgeAtOnce?.length ? `status IN ${list(this.kind.purgeAtOnce)} OR ` : "";
     const rows = await this.db.query(
-      `SELECT id, object_key FROM ${this.kind.table}
-        WHERE status IN ${this.terminalSql} AND purged_at IS NULL AND (${atOnce}finished_at <= now() - make_interval(secs => $1::double precision / 1000))
-        ORDER BY finished_at LIMIT $2`,
-      [dataMs, limit],
+      sql`SELECT id, object_key FROM ${raw(this.kind.table)}
+           WHERE ${this.terminal(sql`status`)} AND purged_at IS NULL AND (${raw(atOnce)}finished_at <= now() - make_interval(secs => ${dataMs}::double precision / 1000))
+           ORDER BY finished_at LIMIT ${limit}`,
     );
     return rows.map((row) => ({ id: z.string().parse(row.id), objectKey: z.string().parse(row.object_key) }));
   }
@@ -305,9 +307,10 @@ export class JobStore<T> {
   }
 
   /** The CTEs that end the jobs matching `where` in `status` (lease cleared) as `ended`, with the kind's `onEnd`. */
-  private ending(where: string, status: "cancelled" | "expired"): string {
-    return `WITH ended AS (
-              UPDATE ${this.kind.table} SET status = '${status}', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-               WHERE ${where} RETURNING *)${this.kind.onEnd ? `, on_end AS (${this.kind.onEnd})` : ""}`;
+  private ending(where: Sql, status: "cancelled" | "expired"): Sql {
+    const onEnd = this.kind.onEnd ? sql`, on_end AS (${raw(this.kind.onEnd)})` : sql``;
+    return sql`WITH ended AS (
+              UPDATE ${raw(this.kind.table)} SET status = ${raw(`'${status}'`)}, finished_at = now(), lease_token = NULL, lease_expires_at = NULL
+               WHERE ${where} RETURNING *)${onEnd}`;
   }
 }

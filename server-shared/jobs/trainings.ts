@@ -14,7 +14,7 @@
 import { z } from "zod";
 import { JobError } from "../../contract/jobs.ts";
 import { LIMITS } from "../../contract/limits.ts";
-import { EvaluationReport, InterimEvaluation, TRAINING_OPEN_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingStatus } from "../../contract/trainings.ts";
+import { EvaluationReport, InterimEvaluation, TrainingStatus } from "../../contract/trainings.ts";
 import { Column, sql, type Db } from "../db.ts";
 import { SavedTask, type TrainedHeads } from "../trained.ts";
 import { JobStore, PROGRESS_WINDOW_MINUTES, type Frozen, type JobKind, type Lease } from "./store.ts";
@@ -115,8 +115,7 @@ export interface TrainedRelease {
 
 export const TRAINING_KIND: JobKind<TrainingStatusRow> = {
   table: "trainings",
-  terminal: TRAINING_TERMINAL_STATUSES,
-  open: TRAINING_OPEN_STATUSES,
+  statuses: { terminal: "training_status_terminal", open: "training_status_open" },
   columns: STATUS_COLUMNS,
   parse: (row) => TrainingStatusRow.parse(row),
   objectKey: (id) => `trainings/${id}/examples.jsonl`,

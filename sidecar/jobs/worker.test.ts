@@ -21,8 +21,7 @@ let accountId: string;
 
 const kindOf = (table: string): JobKind<{ id: string; status: string; units: number }> => ({
   table,
-  terminal: ["done", "failed", "cancelled", "expired"],
-  open: ["queued", "validating"],
+  statuses: { terminal: "worker_test_status_terminal", open: "worker_test_status_open" },
   columns: "id, status, units",
   parse: (row) => z.object({ id: z.string(), status: z.string(), units: z.coerce.number() }).parse(row),
   objectKey: (id) => `input/${id}`,
@@ -96,12 +95,17 @@ const statusOf = async (table: string, id: string) => (await query<{ status: str
 beforeAll(async () => {
   useNeonRoute(neonRoute(stack().databaseUrl, stack().neonBridge), ws);
   pool = new Pool({ connectionString: stack().databaseUrl, max: 4 });
+  await query(`CREATE OR REPLACE FUNCTION worker_test_status_terminal(status text) RETURNS boolean LANGUAGE sql IMMUTABLE
+    RETURN status IN ('done', 'failed', 'cancelled', 'expired')`);
+  await query(`CREATE OR REPLACE FUNCTION worker_test_status_open(status text) RETURNS boolean LANGUAGE sql IMMUTABLE
+    RETURN status IN ('queued', 'validating')`);
   await createTable("worker_test_a");
   await createTable("worker_test_b");
 });
 
 afterAll(async () => {
   await query("DROP TABLE IF EXISTS worker_test_a, worker_test_b");
+  await query("DROP FUNCTION IF EXISTS worker_test_status_terminal, worker_test_status_open");
   await pool?.end();
 });
 

@@ -11,7 +11,7 @@
  */
 import type { NeonQueryFunction } from "@neondatabase/serverless";
 import { z } from "zod";
-import { Column } from "../server-shared/db.ts";
+import { Column, httpDb, raw, sql as piece } from "../server-shared/db.ts";
 import type { ResolvedRelease } from "../server-shared/sidecar-protocol.ts";
 import { releaseFor } from "../server-shared/key-check.ts";
 import { KEY_COLUMNS } from "./auth/api-key.ts";
@@ -26,7 +26,7 @@ export interface Resolution {
   trained: boolean;
 }
 
-type Sql = NeonQueryFunction<false, false>;
+type Query = NeonQueryFunction<false, false>;
 
 /** A resolved release's row (releaseFor's columns). */
 const ResolvedRow = z
@@ -40,8 +40,8 @@ const ResolvedRow = z
     }),
   );
 
-export async function resolveModel(sql: Sql, name: string, accountId: string): Promise<Resolution | null> {
-  const rows = await sql.query(releaseFor("$1", "$2::uuid"), [name, accountId]);
+export async function resolveModel(sql: Query, name: string, accountId: string): Promise<Resolution | null> {
+  const rows = await httpDb(sql).query(releaseFor(piece`${name}::text`, piece`${accountId}::uuid`));
   const row = rows[0];
   return row ? ResolvedRow.parse(row) : null;
 }
@@ -51,14 +51,13 @@ export async function resolveModel(sql: Sql, name: string, accountId: string): P
  * `name` to, in one query. The row is undefined for an unknown key; the resolution null for an
  * unknown or forbidden model.
  */
-export async function keyAndModel(sql: Sql, keyId: string, name: string): Promise<{ key: Record<string, unknown> | undefined; model: Resolution | null }> {
-  const rows = await sql.query(
-    `SELECT ${KEY_COLUMNS}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url, m.revision AS release_revision,
-            m.modality AS release_modality, m.trained AS release_trained
-       FROM api_keys k JOIN accounts a ON a.id = k.account_id
-       LEFT JOIN LATERAL (${releaseFor("$2", "a.id")}) m ON true
-      WHERE k.id = $1`,
-    [keyId, name],
+export async function keyAndModel(sql: Query, keyId: string, name: string): Promise<{ key: Record<string, unknown> | undefined; model: Resolution | null }> {
+  const rows = await httpDb(sql).query(
+    piece`SELECT ${raw(KEY_COLUMNS)}, m.id AS release_id, m.fingerprint AS release_fingerprint, m.sidecar_url AS release_sidecar_url, m.revision AS release_revision,
+                 m.modality AS release_modality, m.trained AS release_trained
+            FROM api_keys k JOIN accounts a ON a.id = k.account_id
+            LEFT JOIN LATERAL (${releaseFor(piece`${name}::text`, piece`a.id`)}) m ON true
+           WHERE k.id = ${keyId}`,
   );
   const row = rows[0];
   // The release's columns are prefixed in this row; no release: the name resolves to none for the account.

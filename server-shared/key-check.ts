@@ -14,10 +14,10 @@
  *     const stands = await keyStands(poolDb(pool), { keyId, accountId, model: "svc-shared", release });
  */
 import { z } from "zod";
-import { Column, type Db } from "./db.ts";
+import { Column, sql, type Db, type Sql } from "./db.ts";
 
-/** The release a name (SQL expression `name`) resolves to for an account (SQL expression `account`): at most one row. */
-export const releaseFor = (name: string, account: string) => `
+/** The release a name (a piece of SQL) resolves to for an account (a piece of SQL): at most one row. */
+export const releaseFor = (name: Sql, account: Sql): Sql => sql`
   SELECT r.id, r.fingerprint, r.sidecar_url, r.revision, r.modality, r.task IS NOT NULL AS trained
     FROM model_releases r
    WHERE r.retired_at IS NULL
@@ -41,12 +41,11 @@ const Standing = z.object({ key_stands: z.boolean(), release_id: z.string().null
 /** Whether the key, its account and the model's resolution are still what the edge answered from (one query). */
 export async function keyStands(db: Db, check: KeyCheck): Promise<boolean> {
   const rows = await db.query(
-    `SELECT k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND a.status = 'active' AS key_stands,
-            m.id AS release_id, m.revision AS release_revision
-       FROM api_keys k JOIN accounts a ON a.id = k.account_id
-       LEFT JOIN LATERAL (${releaseFor("$3", "a.id")}) m ON true
-      WHERE k.id = $1 AND k.account_id = $2::uuid`,
-    [check.keyId, check.accountId, check.model],
+    sql`SELECT k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND a.status = 'active' AS key_stands,
+               m.id AS release_id, m.revision AS release_revision
+          FROM api_keys k JOIN accounts a ON a.id = k.account_id
+          LEFT JOIN LATERAL (${releaseFor(sql`${check.model}::text`, sql`a.id`)}) m ON true
+         WHERE k.id = ${check.keyId} AND k.account_id = ${check.accountId}::uuid`,
   );
   const row = rows[0] && Standing.parse(rows[0]);
   return row !== undefined && row.key_stands && row.release_id === check.release.id && row.release_revision === check.release.revision;

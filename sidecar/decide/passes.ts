@@ -17,7 +17,7 @@ import { RuntimeError, type RuntimeClient } from "../runtime/client.ts";
 import { checkStamp, type RuntimeIdentity } from "./identity.ts";
 import { labelTokens, type ResolvedLabels } from "./labels.ts";
 import { labelLogprobs } from "./readout.ts";
-import type { Pass } from "./render.ts";
+import { segmentsTokenBound, type Pass } from "./render.ts";
 
 /** What one PassGroups sends at once: calls at the runtime, passes in a call, and the tokens of its calls together. */
 export interface GroupLimits {
@@ -137,13 +137,12 @@ export class PassGroups {
   }
 }
 
-/** A pass's byte bound (render.ts passTokenBound): its prefix (with what names it, so equal prefixes count once) and its rest. */
+/** A pass's token bound (render.ts passTokenBound) in two parts: its prefix (with what names it, so equal prefixes count once) and its rest. */
 function tokenBound(request: ScoreRequest): { prefix: number; key: string; rest: number } {
   const count = request.prefix_segments ?? 0;
-  const bytes = (segments: ScoreRequest["segments"]) => segments.reduce((sum, s) => sum + Buffer.byteLength(s.text), 0);
   const prefix = request.segments.slice(0, count);
   const key = `${request.prefix_owner ?? ""}\u0000${prefix.map((s) => s.text).join("\u0000")}`;
-  return { prefix: bytes(prefix), key, rest: 1 + bytes(request.segments.slice(count)) };
+  return { prefix: segmentsTokenBound(prefix), key, rest: 1 + segmentsTokenBound(request.segments.slice(count)) };
 }
 
 /**

@@ -183,9 +183,14 @@ export function choiceChunks(options: string[]): string[][] {
   return chunks;
 }
 
-/** Upper bound of a pass's tokens: its UTF-8 bytes plus the beginning-of-sequence token. */
+/** Upper bound of segments' tokens: their UTF-8 bytes (a token is at least one byte). */
+export function segmentsTokenBound(segments: readonly { text: string }[]): number {
+  return segments.reduce((sum, s) => sum + utf8Bytes(s.text), 0);
+}
+
+/** Upper bound of a pass's tokens: its segments' bound plus the beginning-of-sequence token. */
 export function passTokenBound(p: Pass): number {
-  return 1 + p.segments.reduce((sum, s) => sum + utf8Bytes(s.text), 0);
+  return 1 + segmentsTokenBound(p.segments);
 }
 
 /** The texts a question could be read by as words (option names, text levels); null when it cannot be. */

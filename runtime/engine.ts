@@ -13,24 +13,22 @@
  *   - the hidden-state context, made on the first pass that asks for the hidden state, runs those
  *     passes only. It is an embeddings context (node-llama-cpp's internal `_embeddings`), and in
  *     that mode llama.cpp makes every prompt position an output, running each one through the
- *     output layer as well: such a pass costs 1.6 to 2.2 times an ordinary one, and the context
- *     holds about 1.1 GiB (see hiddenContext()), costs that ordinary passes, the real-time ones,
- *     must not pay. A runtime that is never asked for a hidden state never makes it.
+ *     output layer as well: such a pass costs about twice an ordinary one, and the context holds
+ *     more than a GiB (see hiddenContext()), costs that ordinary passes, the real-time ones, must
+ *     not pay. A runtime that is never asked for a hidden state never makes it.
  *   - the group context, made on the first /v1/score-group call of a runtime of `sequences` > 1
  *     (a GPU's default), holds that many sequences, each with its own KV cache: a group's passes
  *     that read no hidden state share their prefixes' evaluation and decode their rests together
  *     (scoreGroup). A CPU runtime's default of one sequence never makes it.
- * Both contexts split a pass into decodes alike, so a pass gives the same logprobs on either one
- * (measured on the CPU build at every length tried; the GPU build is unmeasured).
+ * Both contexts split a pass into decodes alike, so a pass gives the same logprobs on either one.
  *
  * A pass with a prefix (the rendered state several passes share) is evaluated as the prefix's tokens,
  * then the rest; each context keeps the last prefix it evaluated in its KV cache, so the next pass
  * with the same prefix evaluates only its own rest (after erasing the rest before it). The split is
  * part of the pass: a hit and a miss give identical numbers (a test holds it). They are not the
  * numbers of the same tokens evaluated with no prefix: llama.cpp's CPU kernels are not
- * batch-invariant, and evaluating a pass as one decode or as its prefix and then its rest moved label
- * logprobs by 0.23 to 0.49 (Gemma 3 270M Q4_K_M, prompts of 60 to 1,500 tokens), so RENDERING_VERSION
- * changed with this rule. The KV cache is full-size for sliding-window layers too (`swaFullCache`),
+ * batch-invariant, so a pass evaluated as one decode and as its prefix and then its rest read
+ * different label logprobs (docs/benchmarks.md), and RENDERING_VERSION changed with this rule. The KV cache is full-size for sliding-window layers too (`swaFullCache`),
  * so that erasing a rest never costs re-evaluating the prefix.
  *
  *     const engine = await Engine.load({ modelPath, adapterPath: null, maxTokensPerPass: 4096, threads: 2, build: "cpu" });
@@ -53,12 +51,11 @@ export interface EngineOptions {
   /** The llama.cpp build to load (engine-build.ts); nothing else is tried. */
   build: EngineBuild;
   /**
-   * How a pass reads its labels: "labels" (the label logits and the normaliser, `readLabels`) or
-   * "distribution" (the whole probability map, as every pass did until issue 26: the benchmarks'
-   * baseline). Both sum the exponentials in float32 and differ by up to about 1e-3 in a logprob;
-   * the label read is the nearer to a double-precision sum (test/runtime.test.ts). Default "labels".
+   * How a pass reads its labels: `readLabels` (the label logits and the normaliser) when absent; a
+   * benchmark's baseline gives another (distribution-reader.ts), and its passes then go one at a
+   * time (`sequences` 1: a group decode reads labels only).
    */
-  readout?: Readout;
+  reader?: LabelReader;
   /**
    * Passes one decode may carry (scoreGroup): 1 evaluates a group's passes one after another, as
    * score does; more makes a context of that many sequences, each with `maxTokensPerPass` cells of
@@ -73,8 +70,6 @@ export interface GroupPass {
   labelTokens: readonly number[];
   options?: ScoreOptions;
 }
-
-export type Readout = "labels" | "distribution";
 
 export interface ScoreResult {
   promptTokens: number;
@@ -145,7 +140,7 @@ export class Engine implements ScoringEngine {
     readonly vocabularySize: number,
     /** Engine and version, reported in the identity for operators. */
     readonly description: string,
-    private readonly reader: Reader,
+    private readonly reader: LabelReader,
     readonly sequences: number,
   ) {}
 
@@ -169,8 +164,8 @@ export class Engine implements ScoringEngine {
     // Which build runs, and on what: "cpu (prebuilt)" or e.g. "cuda (local build, sm_90) on NVIDIA H100 80GB HBM3".
     const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
     const description = `node-llama-cpp ${engineVersion()}, ${describeBuild(llama)}${devices.length > 0 ? ` on ${devices.join(", ")}` : ""}`;
-    const reader = READERS[options.readout ?? "labels"];
-    const sequences = options.readout === "distribution" ? 1 : (options.sequences ?? 1);
+    const reader = options.reader ?? readLabels;
+    const sequences = options.reader ? 1 : (options.sequences ?? 1);
     return new Engine(llama, model, context, new PrefixSequence(sequence, reader), contextOptions, options.maxTokensPerPass, warmup.size, description, reader, sequences);
   }
 
@@ -507,7 +502,7 @@ class PrefixSequence {
 
   constructor(
     readonly sequence: LlamaSequence,
-    private readonly read: Reader,
+    private readonly read: LabelReader,
   ) {}
 
   /**
@@ -586,15 +581,18 @@ async function distributionAfter(sequence: LlamaSequence, tokens: readonly Token
  * What a pass reads at the answer position: the raw logits of the label tokens, and the log of the
  * softmax's normaliser, so that a label's log-probability is `logit - logNormaliser`.
  */
-type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
+export type LabelReading = { logits: Map<Token, number>; logNormaliser: number };
+
+/** Evaluates `tokens` after what `sequence` holds and reads `labels` at the position after the last one. */
+export type LabelReader = (sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
 
 /**
  * Evaluates `tokens` after what `sequence` holds and reads the labels' logits and the normaliser at
  * the position after the last one. llama.cpp's addon returns the logits of the labels and of the
  * greedy choice (the largest logit) and the sum of exp(logit - largest) over the whole vocabulary,
- * without sorting or copying the 262,144-entry distribution to JavaScript. On the CPU build a pass of
- * two tokens took 62.6 ms with the whole probability map and takes 17.4 ms so; one of about twenty
- * tokens 87.8 ms and 39.1 ms (node-llama-cpp 3.22.1, two threads).
+ * without sorting or copying the 262,144-entry distribution to JavaScript. It sums the exponentials
+ * in float32, as the whole distribution's softmax does; the two differ by up to about 1e-3 in a
+ * logprob, the label read the nearer to a double-precision sum (test/runtime.test.ts).
  */
 async function readLabels(sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
   const read = await sequence.evaluate(tokens, { kind: "labels", labels });
@@ -606,19 +604,6 @@ async function readLabels(sequence: LlamaSequence, tokens: readonly Token[], lab
   return { logits: read.logits, logNormaliser: largest + Math.log(weight) };
 }
 
-/** The whole distribution's map read as a LabelReading (the readout "distribution"). */
-async function readDistribution(sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]): Promise<LabelReading> {
-  const probabilities = await distributionAfter(sequence, tokens);
-  // Log-probabilities as logits over a normaliser of 0; an underflowed probability reads as the floor.
-  const logits = new Map(labels.map((token) => {
-    const p = probabilities.get(token) ?? Number.NaN;
-    return [token, p > 0 ? Math.log(p) : p === 0 ? LOGPROB_FLOOR : Number.NaN] as const;
-  }));
-  return { logits, logNormaliser: 0 };
-}
-
-type Reader = (sequence: LlamaSequence, tokens: readonly Token[], labels: readonly Token[]) => Promise<LabelReading>;
-const READERS: Record<Readout, Reader> = { labels: readLabels, distribution: readDistribution };
 
 /** A label read (LlamaSequence.evaluateTogether) as a LabelReading, checked as readLabels checks it. */
 function labelReadingOf(read: Extract<ReadResult, { kind: "labels" }>): LabelReading {

@@ -1,5 +1,5 @@
 /**
- * Which engine build a runtime with `RUNTIME_GPU=auto` serves with (issue 37: no crash loop, ever).
+ * Which engine build a runtime with `RUNTIME_GPU=auto` serves with, with no crash loop, ever.
  * A GPU build can load and then abort the whole process at its first pass (node-llama-cpp 3.22.1's
  * prebuilt CUDA build on an H100 with a CUDA 13.0 driver: its sm_90 code is PTX the driver cannot
  * compile), which no try/catch survives. So each GPU build is proven first in a child process of its
@@ -13,8 +13,8 @@
  *
  * The child is this file run as a script: `bun runtime/gpu-probe.ts <build>` with RUNTIME_MODEL_PATH
  * and RUNTIME_THREADS. It exits 0 after one pass, 3 when the build or a device for it is not here.
- * `RUNTIME_PROBE_FAKE_ABORT` (a comma list of builds) is a fault for tests only: the child for a
- * listed build aborts as that H100's CUDA build did, since this machine has no such build to abort.
+ * A test gives chooseBuild a `probe` of its own (runtime/main.ts RUNTIME_PROBE_FAKE_ABORT: a child
+ * that aborts as that H100's CUDA build did, since no build here aborts).
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -31,10 +31,14 @@ export interface BuildChoice {
   tried: { build: GpuBuild; why: string }[];
 }
 
-export async function chooseBuild(options: { modelPath: string; threads: number }, log: (line: string) => void): Promise<BuildChoice> {
+/** Probes a build: null when it evaluated a pass in a child process of its own; otherwise why not. */
+export type Probe = (build: GpuBuild) => Promise<string | null>;
+
+export async function chooseBuild(options: { modelPath: string; threads: number; probe?: Probe }, log: (line: string) => void): Promise<BuildChoice> {
   const tried: BuildChoice["tried"] = [];
+  const probe = options.probe ?? ((build: GpuBuild) => probeBuild(build, options));
   for (const build of GPU_BUILDS) {
-    const why = await probe(build, options);
+    const why = await probe(build);
     if (why === null) {
       log(`runtime: the ${build} build evaluated its probe pass; serving with it`);
       return { build, tried };
@@ -46,13 +50,15 @@ export async function chooseBuild(options: { modelPath: string; threads: number 
   return { build: "cpu", tried };
 }
 
-/** null when `build` evaluated a pass in a child process; otherwise why not. */
-function probe(build: string, options: { modelPath: string; threads: number }): Promise<string | null> {
+/** null when `build` evaluated a pass in a child process (this file run as a script); otherwise why not. */
+export function probeBuild(build: GpuBuild, options: { modelPath: string; threads: number }): Promise<string | null> {
+  return probeChild([fileURLToPath(import.meta.url), build], { RUNTIME_MODEL_PATH: options.modelPath, RUNTIME_THREADS: String(options.threads) });
+}
+
+/** Runs a probe child (`bun <args>`) and reads its end: null for exit 0, otherwise why it failed. */
+export function probeChild(args: string[], env: Record<string, string> = {}): Promise<string | null> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), build], {
-      env: { ...process.env, RUNTIME_MODEL_PATH: options.modelPath, RUNTIME_THREADS: String(options.threads) },
-      stdio: ["ignore", "ignore", "pipe"],
-    });
+    const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString("utf8")).slice(-2000)));
     const timer = setTimeout(() => child.kill("SIGKILL"), PROBE_TIMEOUT_MS);
@@ -73,10 +79,6 @@ function probe(build: string, options: { modelPath: string; threads: number }): 
 
 /** The child: load the model with `build` and evaluate one short pass. */
 async function probeMain(build: EngineBuild): Promise<void> {
-  if ((process.env.RUNTIME_PROBE_FAKE_ABORT ?? "").split(",").includes(build)) {
-    console.error(`fake abort of the ${build} build (RUNTIME_PROBE_FAKE_ABORT, a test's fault)`);
-    process.abort();
-  }
   const llama = await loadLlama(build).catch((err: unknown) => {
     console.error(`no ${build} build or device here (${err instanceof Error ? err.message.split("\n")[0] : String(err)})`);
     process.exit(NOT_HERE);

@@ -1,14 +1,11 @@
 /**
  * One llama.cpp sequence of a node-llama-cpp context, evaluated through node-llama-cpp's addon
- * directly (issue 37): the same llama.cpp calls node-llama-cpp's `controlledEvaluate` makes for a
- * runtime pass (the same batches, the same logit positions, the same sampler and the same request to
- * it), without its machinery for many sequences and generation: the evaluation lock, the batch
- * queue dispatched on the next event-loop turn, the thread reservation, a new sampler made and
- * disposed for every evaluation, the erase's lock. `npm run bench:label-read` times both paths,
- * interleaved: on an NVIDIA H200 (local CUDA build) an 8-token pass with its label read took 2.85-2.95
- * ms this way against 3.10-3.30 through node-llama-cpp (1.09-1.12 times; 1 to 40 tokens alike); on
- * the Vulkan build no difference shows (0.95-0.97 times, within its spread). On a 2-core CPU, where a
- * pass takes 20-30 ms, the difference is lost in the spread.
+ * directly: the same llama.cpp calls node-llama-cpp's `controlledEvaluate` makes for a runtime pass
+ * (the same batches, the same logit positions, the same sampler and the same request to it), without
+ * its machinery for many sequences and generation: the evaluation lock, the batch queue dispatched
+ * on the next event-loop turn, the thread reservation, a new sampler made and disposed for every
+ * evaluation, the erase's lock. `npm run bench:label-read` times both paths, interleaved; what it
+ * measured is in docs/benchmarks.md.
  *
  * What differs from node-llama-cpp's own path: nothing in the numbers (test/llama-sequence.test.ts and
  * `bench:label-read` compare them), except that a pass that fills the context exactly is evaluated

@@ -28,9 +28,11 @@
  *                                 not with RUNTIME_FAKE_PASS_MS
  *   RUNTIME_SEQUENCES             passes one decode of /v1/score-group carries (default: 1 on the CPU build, where a
  *                                 decode's cost is its tokens and every sequence holds a pass's KV cache; 16 on a GPU)
- *   RUNTIME_READOUT               "labels" (default): a pass reads its label logits and the softmax's normaliser;
- *                                 "distribution": it reads the whole probability map, as before issue 26 (numbers
- *                                 within about 1e-3, about 45 ms slower a pass on a CPU; benchmarks' baseline only)
+ *   RUNTIME_PROBE_FAKE_ABORT      tests only: a comma list of GPU builds whose probe aborts the probe process
+ *                                 (gpu-probe.ts), as a build whose kernels the driver cannot run does
+ *   RUNTIME_READOUT               benchmarks only: "distribution", every pass reads the whole probability map
+ *                                 (distribution-reader.ts; numbers within about 1e-3 of the default label read, and
+ *                                 slower), one pass at a time
  *
  * Once listening it prints one line to stdout, for whoever started it:
  *
@@ -44,10 +46,11 @@ import { Identity, RENDERING_VERSION } from "../server-shared/runtime-protocol.t
 import { cachedSha256 } from "../server-shared/digest.ts";
 import { createHash } from "node:crypto";
 import { basename } from "node:path";
+import { readDistribution } from "./distribution-reader.ts";
 import { Engine, type EngineOptions } from "./engine.ts";
 import { localCudaBuild, type EngineBuild } from "./engine-build.ts";
 import { FixedPassEngine, GPU_COSTS } from "./fixed-pass-engine.ts";
-import { chooseBuild } from "./gpu-probe.ts";
+import { chooseBuild, probeBuild, probeChild, type Probe } from "./gpu-probe.ts";
 import type { SentenceEncoder } from "./text-encoder.ts";
 import { defaultReleaseId, fingerprintOf } from "./fingerprint.ts";
 import { serveRuntime } from "./serve.ts";
@@ -68,6 +71,7 @@ const RuntimeSettings = z.object({
   RUNTIME_FAKE_PASS_MS: z.preprocess((v) => (v === "" ? undefined : v), z.coerce.number().int().min(1).max(1000).optional()),
   RUNTIME_FAKE_GPU: z.preprocess((v) => (v === "" ? undefined : v), z.enum(Object.keys(GPU_COSTS) as [keyof typeof GPU_COSTS], { error: `must be ${Object.keys(GPU_COSTS).join(" or ")}` }).optional()),
   RUNTIME_READOUT: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["labels", "distribution"]).default("labels")),
+  RUNTIME_PROBE_FAKE_ABORT: optional(),
   RUNTIME_GPU: z.preprocess(
     (v) => (v === "" ? undefined : v),
     z.enum(["false", "auto", "cuda", "vulkan", "metal"], { error: 'must be "false", "auto", "cuda", "vulkan" or "metal"' }).default("auto"),
@@ -91,7 +95,8 @@ async function main(): Promise<void> {
     maxTokensPerPass: settings.RUNTIME_MAX_TOKENS_PER_PASS,
     threads: settings.RUNTIME_THREADS,
     build: insisted(settings.RUNTIME_GPU),
-    readout: settings.RUNTIME_READOUT,
+    // A benchmark's baseline: every pass reads the whole distribution (distribution-reader.ts).
+    ...(settings.RUNTIME_READOUT === "distribution" ? { reader: readDistribution } : {}),
   };
   const { modelPath, adapterPath } = engineOptions;
 
@@ -103,7 +108,8 @@ async function main(): Promise<void> {
 
   // "auto": each GPU build proven by a pass in a child process first (gpu-probe.ts), so that a build
   // that aborts the process takes down a probe, never the runtime.
-  const choice = settings.RUNTIME_GPU === "auto" ? await chooseBuild({ modelPath, threads: engineOptions.threads }, (line) => console.error(line)) : null;
+  const probing = { modelPath, threads: engineOptions.threads, ...(settings.RUNTIME_PROBE_FAKE_ABORT ? { probe: abortingProbe(settings.RUNTIME_PROBE_FAKE_ABORT.split(","), modelPath, engineOptions.threads) } : {}) };
+  const choice = settings.RUNTIME_GPU === "auto" ? await chooseBuild(probing, (line) => console.error(line)) : null;
   const started = performance.now();
   const build = choice ? choice.build : engineOptions.build;
   const loaded = await Engine.load({ ...engineOptions, build, sequences: settings.RUNTIME_SEQUENCES ?? (build === "cpu" ? 1 : 16) });
@@ -127,6 +133,16 @@ async function main(): Promise<void> {
   });
   const app = createRuntimeApp(engine, identity, () => secrets.list("RUNTIME_SECRET")!.accepted, encoder?.encoder, () => secrets.list("METRICS_SECRET")?.accepted);
   serveRuntime({ label: "runtime", hostname: settings.RUNTIME_HOST, port: settings.RUNTIME_PORT, fetch: app.fetch, identity, secrets, dispose: () => engine.dispose() });
+}
+
+/**
+ * A test's fault (RUNTIME_PROBE_FAKE_ABORT): the probe of each listed build is a child that aborts,
+ * as the prebuilt CUDA build did on an H100 whose driver could not compile its code; no build here
+ * aborts. The other builds are probed as ever.
+ */
+function abortingProbe(builds: string[], modelPath: string, threads: number): Probe {
+  const aborts = `console.error("fake abort (RUNTIME_PROBE_FAKE_ABORT, a test's fault)"); process.abort();`;
+  return (build) => (builds.includes(build) ? probeChild(["-e", aborts]) : probeBuild(build, { modelPath, threads }));
 }
 
 /** The build a RUNTIME_GPU other than "auto" insists on ("auto" is decided by probes, in main). */

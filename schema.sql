@@ -417,7 +417,7 @@ CREATE FUNCTION job_lease_held(lease_token uuid, presented uuid, lease_expires_a
   LANGUAGE sql STABLE PARALLEL SAFE
   RETURN coalesce(lease_token = presented AND lease_expires_at > now() AND NOT terminal, false) AND account_active(account_id);
 
--- A claim's records committed together, in one round trip (sidecar/bulk/steps.ts): under the batch's
+-- A claim's records committed together, in one round trip (sidecar/bulk/commit.ts): under the batch's
 -- row lock, checks the claim's fence (token, unexpired lease, batch not terminal, account active),
 -- marks each record done (once: a line already done is skipped, and its first result and usage row
 -- stay), writes each result and, for an answer, its usage row, counts them, completes the batch when
@@ -542,7 +542,7 @@ CREATE FUNCTION bulk_commit_records_and_claim(
   SELECT * FROM bulk_claim_records(p_next_token, p_lease_ms, p_served, p_self, p_records);
 $$ LANGUAGE sql;
 
--- The single-record forms the sidecars of before issue 37 call, kept so that they keep working while
+-- The single-record forms that sidecars of versions before multi-record claims call, kept so that they keep working while
 -- the hosts are upgraded one at a time (docs/deploy.md section 11): each is the form above for one
 -- record. A later migration may drop them once no sidecar of that version runs.
 CREATE FUNCTION bulk_commit(

@@ -32,7 +32,7 @@
  * after 48 ms against 218. The same day, 10,000 records with the stand-in: 94.8 % of the batch and
  * 96.5 % from its first commit to its last (87.5 / 89.5 % before, same session, the direct baseline
  * 65.1 % then and 61.9 % now), once an execution leaves the lane as soon as its last record has
- * started and the next one's passes follow its last ones at the runtime (records.ts BulkFlow):
+ * started and the next one's passes follow its last ones at the runtime (records.ts BackgroundSlots):
  * before, the runtime waited about 2 ms (median) after each execution's last pass for the lane to
  * be handed over.
  */

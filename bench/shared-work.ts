@@ -1,7 +1,7 @@
 /**
  * `npm run bench:shared-work` (issue 26): what evaluating a request's state once and keeping
  * content-free readings saves, against today's baseline (every pass evaluated in full, every
- * content-free pass run again: `Steps.shared` false, SIDECAR_SHARED_WORK=off), the two paths
+ * content-free pass run again: `Steps.shared` false, SVC_TEST_SHARED_WORK=off), the two paths
  * interleaved on one isolated stack with the default model:
  *
  *   (a) one request of five questions (two noul, a 4-option choice, a 20-option choice, a 5-level
@@ -365,7 +365,7 @@ try {
     for (const path of ["filed", "baseline", "shared"] as const) {
       await stack.crashRuntime();
       await stack.restoreRuntime({ RUNTIME_READOUT: path === "filed" ? "distribution" : "labels" });
-      await stack.restartSidecar("SIGTERM", { SIDECAR_SHARED_WORK: path === "shared" ? "on" : "off" });
+      await stack.restartSidecar("SIGTERM", { SVC_TEST_SHARED_WORK: path === "shared" ? "on" : "off" });
       const file = batchStates.map((state, i) => JSON.stringify({ custom_id: `r-${i}`, body: { state, questions: { q: QUESTION } } })).join("\n") + "\n";
       const created = Batch.parse(await api("/v1/batches", { idempotency_key: `bench-${path}-${Date.now()}`, input_bytes: Buffer.byteLength(file) }));
       await fetch(created.upload!.url, { method: "PUT", headers: created.upload!.headers, body: file });
@@ -387,7 +387,7 @@ try {
     console.log(`  lower bound: ${boundC.toFixed(0)} tokens on average (first 50 records)`);
     header();
     line("when filed (whole map read)", total(c.filed!), records, boundC);
-    line("today (SIDECAR_SHARED_WORK=off)", total(c.baseline!), records, boundC);
+    line("today (SVC_TEST_SHARED_WORK=off)", total(c.baseline!), records, boundC);
     line("shared", total(c.shared!), records, boundC);
     const perMinute = (costs: Cost[]) => (records / sumOf(costs, "wallMs")) * 60_000;
     const busy = (costs: Cost[]) => (100 * sumOf(costs, "busyMs")) / sumOf(costs, "wallMs");

@@ -34,8 +34,9 @@ export const LIMITS = {
   signedUploadValidityMs: 2 * 60 * 60 * 1000,
   /** A grant the edge signs for the bulk worker to read or delete one object. */
   workerGrantMs: 10 * 60 * 1000,
-  bulkLeaseMs: 120_000,
-  bulkLeaseRenewMs: 30_000,
+  /** A job worker's claim on a job (a batch, a training) lasts this long, renewed this often while its step runs. */
+  jobLeaseMs: 120_000,
+  jobLeaseRenewMs: 30_000,
   bulkTransientAttempts: 3,
   /**
    * Runtime time one bulk claim fills: it takes as many consecutive records as ran in about this long

@@ -48,7 +48,7 @@ export interface StackOptions {
   idpPort?: number;
   /** Extra settings of the edge Worker, such as ALLOWED_ORIGIN. */
   edgeVars?: Record<string, string>;
-  /** More settings of the stack's sidecar (tests: the SVC_TEST_BULK_* periods). */
+  /** More settings of the stack's sidecar (tests: the SVC_TEST_* periods). */
   sidecarEnv?: Record<string, string>;
   /** How the edge Worker runs (local/edge.ts); "miniflare" when absent. */
   edge?: EdgeKind;

@@ -87,16 +87,18 @@ export async function startSidecar(opts: {
   edgeUrl: string;
   /** The Upstash REST endpoint and token (quota admission of bulk records). */
   upstash: { url: string; token: string };
-  /** WEBHOOK_SECRET_KEY, the edge's: required unless `extraEnv` turns BULK_WORKER off (no webhook sender then). */
+  /** WEBHOOK_SECRET_KEY, the edge's: required unless `extraEnv` turns JOB_WORKERS off (no webhook sender then). */
   webhookKey?: string;
-  /** More settings (BULK_WORKER, the SVC_TEST_BULK_* periods of tests). */
+  /** More settings (JOB_WORKERS; a test's SVC_TEST_* settings start it from test/support/sidecar-main.ts). */
   extraEnv?: Record<string, string>;
   logDir: string;
 }): Promise<Child> {
+  // A test's or a benchmark's settings (SVC_TEST_*) are taken by the sidecar's test entry, never by production's.
+  const tuned = Object.keys(opts.extraEnv ?? {}).some((name) => name.startsWith("SVC_TEST_"));
   return start({
     name: opts.name,
     command: BUN,
-    args: [join(ROOT, "sidecar/main.ts")],
+    args: [join(ROOT, tuned ? "test/support/sidecar-main.ts" : "sidecar/main.ts")],
     env: {
       SIDECAR_SECRET: opts.secret,
       SIDECAR_URL: opts.address.url,

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { EdgeSettings } from "../edge/settings.ts";
+import { LIMITS } from "../contract/limits.ts";
 import { SidecarSettings } from "../sidecar/settings.ts";
+import { TestSettings, tuningOf } from "../test/support/sidecar-main.ts";
 import { parseSettings, SettingsError } from "./settings.ts";
 
 const sidecar = {
@@ -26,12 +28,25 @@ function refusal(run: () => unknown): string {
 describe("parseSettings", () => {
   it("parses a tier's settings once, with defaults and numbers", () => {
     const settings = parseSettings("sidecar", SidecarSettings, sidecar);
-    expect(settings).toMatchObject({ SIDECAR_PORT: 9100, SIDECAR_HOST: "127.0.0.1", BULK_WORKER: "on" });
+    expect(settings).toMatchObject({ SIDECAR_PORT: 9100, SIDECAR_HOST: "127.0.0.1", JOB_WORKERS: "on" });
     expect(settings.NEON_LOCAL_BRIDGE).toBeUndefined();
-    expect(settings.SVC_TEST_BULK_LEASE_MS).toBeUndefined();
-    expect(parseSettings("sidecar", SidecarSettings, { ...sidecar, SVC_TEST_BULK_LEASE_MS: "2000", BULK_WORKER: "off" })).toMatchObject({ SVC_TEST_BULK_LEASE_MS: 2000, BULK_WORKER: "off" });
-    // A test period can only shorten the spec's, never lengthen it.
-    expect(() => parseSettings("sidecar", SidecarSettings, { ...sidecar, SVC_TEST_BULK_LEASE_MS: "999999999" })).toThrow(/SVC_TEST_BULK_LEASE_MS must be an integer/);
+    expect(parseSettings("sidecar", SidecarSettings, { ...sidecar, JOB_WORKERS: "off" })).toMatchObject({ JOB_WORKERS: "off" });
+    // A test's setting is no setting of the production sidecar.
+    expect(parseSettings("sidecar", SidecarSettings, { ...sidecar, SVC_TEST_JOB_LEASE_MS: "2000" })).not.toHaveProperty("SVC_TEST_JOB_LEASE_MS");
+  });
+
+  it("refuses the old name of a renamed setting, so that its value is never silently dropped", () => {
+    expect(refusal(() => parseSettings("sidecar", SidecarSettings, { ...sidecar, BULK_WORKER: "off" }))).toBe("sidecar: setting BULK_WORKER was renamed JOB_WORKERS");
+  });
+
+  it("takes the test entry's periods only shorter than the specification's (test/support/sidecar-main.ts)", () => {
+    expect(parseSettings("sidecar", TestSettings, { SVC_TEST_JOB_LEASE_MS: "2000" })).toMatchObject({ SVC_TEST_JOB_LEASE_MS: 2000, SVC_TEST_SHARED_WORK: "on" });
+    expect(() => parseSettings("sidecar", TestSettings, { SVC_TEST_JOB_LEASE_MS: "999999999" })).toThrow(/SVC_TEST_JOB_LEASE_MS must be an integer/);
+    const tuning = tuningOf(parseSettings("sidecar", TestSettings, { SVC_TEST_JOB_LEASE_MS: "2000", SVC_TEST_METADATA_RETENTION_MS: "0" }));
+    expect(tuning.jobTiming).toEqual({ leaseMs: 2000 });
+    expect(tuning.sweeperTiming).toEqual({ retention: { dataMs: LIMITS.bulkDataRetentionMs, metadataMs: 0 } });
+    expect(tuning.afterImageAnswer).toBeUndefined();
+    expect(tuning.steps).toBeUndefined();
   });
 
   it("names every missing or bad setting in one line, prefixed by the tier, and never echoes a value", () => {

@@ -6,7 +6,7 @@
  * error's name: nothing of its address that could hold a credential) and never thrown.
  *
  * The callers: the edge when a job is submitted (every sidecar of the registry, edge/wake.ts), and
- * the sidecar that validated a batch, for the other sidecars that serve its records (sidecar/bulk/steps.ts).
+ * the sidecar that validated a batch, for the other sidecars that serve its records (sidecar/bulk/validate.ts).
  *
  *     await wakeSidecars(await sidecarsToWake(db, { releases, except: selfUrl }), secret, log);
  */

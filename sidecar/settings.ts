@@ -14,11 +14,10 @@
  *                       DATABASE_URL, refused for a remote one
  *   EDGE_URL            the edge's base URL: the bulk worker asks it for storage grants
  *   UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN   quota admission of bulk records (as the edge's)
- *   BULK_WORKER         "on" (default) or "off": whether this sidecar runs the bulk worker loop
- *   SIDECAR_SHARED_WORK "on" (default) or "off": "off" evaluates every pass in full and keeps no
- *                       content-free reading (execute.ts Steps.shared): a benchmark's baseline only
+ *   JOB_WORKERS         "on" (default) or "off": whether this sidecar runs the job workers (batches and
+ *                       trainings), the sweeper and the webhook sender: the GPU host's background work
  *   WEBHOOK_SECRET_KEY  the edge's list of keys that seal webhook signing secrets (server-shared/webhook-secrets.ts),
- *                       required where the webhook sender runs (BULK_WORKER on): the sender opens each
+ *                       required where the webhook sender runs (JOB_WORKERS on): the sender opens each
  *                       secret with it, and re-seals under its first key what an older one holds. Or
  *                       WEBHOOK_SECRET_KEY_FILE; read again on SIGHUP; `new,old` while rotating
  *   WEBHOOK_PRIVATE_TARGETS "on": webhooks may go to loopback and private addresses (the local stack's
@@ -27,23 +26,14 @@
  *   SIDECAR_DRAIN_MS    on SIGTERM, how long the lane and the bulk step in flight may take to finish
  *                       (default 25 000; keep it under the service manager's stop timeout)
  *
- * For tests only (shorter periods than the spec's; never set in production):
- *   SVC_TEST_BULK_LEASE_MS, SVC_TEST_BULK_RENEW_MS, SVC_TEST_BULK_CLEANUP_EVERY_MS,
- *   SVC_TEST_BULK_DATA_RETENTION_MS, SVC_TEST_BULK_METADATA_RETENTION_MS, SVC_TEST_IMAGE_HOLD_MS,
- *   SVC_TEST_WEBHOOK_LEASE_MS (how long a webhook attempt holds its delivery; the attempt ends by half of it),
- *   SVC_TEST_BULK_CLAIM_RECORDS (every bulk claim takes this many records, whatever the passes take),
- *   SVC_TEST_JOB_IDLE_MS (how long an idle job worker waits before it looks for work again, unless woken),
- *   SVC_TEST_CRASH_AFTER_IMAGE_ANSWER ("on": the process kills itself right after handing over an
- *   image decision's answer, the crash a settlement must survive)
+ * Tests and benchmarks start the sidecar from test/support/sidecar-main.ts, with settings of their own.
  *
  * Runtime secrets are read from the variables the registry's `token_env` names (or `<token_env>_FILE`),
  * when a runtime is called.
  */
 import { z } from "zod";
-import { LIMITS } from "../contract/limits.ts";
-import { WEBHOOK_LEASE_MS } from "./webhooks.ts";
 import { checkNeonRoute } from "../server-shared/neon-route.ts";
-import { flag, integer, optional, optionalInteger, required, serviceUrl } from "../server-shared/settings.ts";
+import { flag, integer, optional, required, serviceUrl } from "../server-shared/settings.ts";
 
 export const SidecarSettings = z.object({
   // Checked (with SIDECAR_SECRET_FILE) by server-shared/secrets.ts at start.
@@ -57,20 +47,11 @@ export const SidecarSettings = z.object({
   UPSTASH_REDIS_REST_URL: serviceUrl(),
   UPSTASH_REDIS_REST_TOKEN: required(),
   SIDECAR_DRAIN_MS: integer(0, 10 * 60_000, 25_000),
-  BULK_WORKER: flag("on"),
-  SIDECAR_SHARED_WORK: flag("on"),
+  JOB_WORKERS: flag("on"),
+  // The name JOB_WORKERS had before: refused, so that a host's old `BULK_WORKER=off` never turns the workers on unnoticed.
+  BULK_WORKER: z.undefined({ error: "was renamed JOB_WORKERS" }).optional(),
   // Checked (with WEBHOOK_SECRET_KEY_FILE) at start where the webhook sender runs.
   WEBHOOK_SECRET_KEY: optional(),
   WEBHOOK_PRIVATE_TARGETS: flag("off"),
-  SVC_TEST_BULK_LEASE_MS: optionalInteger(100, LIMITS.bulkLeaseMs),
-  SVC_TEST_BULK_RENEW_MS: optionalInteger(50, LIMITS.bulkLeaseRenewMs),
-  SVC_TEST_JOB_IDLE_MS: optionalInteger(1, 3_600_000),
-  SVC_TEST_BULK_CLEANUP_EVERY_MS: optionalInteger(100, LIMITS.cleanupIntervalMs),
-  SVC_TEST_BULK_DATA_RETENTION_MS: optionalInteger(0, LIMITS.bulkDataRetentionMs),
-  SVC_TEST_BULK_METADATA_RETENTION_MS: optionalInteger(0, LIMITS.batchMetadataRetentionMs),
-  SVC_TEST_IMAGE_HOLD_MS: optionalInteger(0, 60_000),
-  SVC_TEST_WEBHOOK_LEASE_MS: optionalInteger(100, WEBHOOK_LEASE_MS),
-  SVC_TEST_BULK_CLAIM_RECORDS: optionalInteger(1, LIMITS.bulkClaimRecords),
-  SVC_TEST_CRASH_AFTER_IMAGE_ANSWER: flag("off"),
 }).superRefine(checkNeonRoute);
 export type SidecarSettings = z.infer<typeof SidecarSettings>;

@@ -15,7 +15,7 @@ import { REGISTRY_COLUMNS, RegistryEntry } from "../server-shared/registry.ts";
 import { SecretSource } from "../server-shared/secrets.ts";
 import { Decision } from "../server-shared/sidecar-protocol.ts";
 import { RUNTIME_TOKEN_ENV } from "../local/stack.ts";
-import { BACKGROUND_GROUPS, BACKGROUND_RECORDS, BulkFlow, processRecords, type RecordContext } from "../sidecar/bulk/records.ts";
+import { BACKGROUND_GROUPS, BACKGROUND_RECORDS, BackgroundSlots, processRecords, type RecordContext } from "../sidecar/bulk/records.ts";
 import { executeDecision } from "../sidecar/decide/execute.ts";
 import { Lanes, type LaneName } from "../sidecar/lanes.ts";
 import { ownedBy, runtimeClientFor } from "../sidecar/runtime/client.ts";
@@ -94,14 +94,14 @@ async function watchingProxy(): Promise<{ url: string; calls: SeenCall[]; stop()
   return { url: server.url, calls, stop: () => server.stop() };
 }
 
-const contextOf = (entry: RegistryEntry, lanes: RecordContext["lanes"], flow?: BulkFlow): RecordContext => ({
+const contextOf = (entry: RegistryEntry, lanes: RecordContext["lanes"], background?: BackgroundSlots): RecordContext => ({
   lanes,
   redis: null,
   secrets: new SecretSource({ [RUNTIME_TOKEN_ENV]: stack().secrets.runtime }),
   account: { id: crypto.randomUUID(), requests_per_second: null, tokens_per_second: null },
   models: { releases: { [entry.id]: entry.fingerprint }, aliases: { "svc-shared": entry.id } },
   deadline: Date.now() + 120_000,
-  ...(flow ? { flow } : {}),
+  ...(background ? { background } : {}),
 });
 
 describe("a bulk claim's records", () => {
@@ -142,9 +142,9 @@ describe("a bulk claim's records", () => {
     try {
       const entry = { ...(await servedEntry()), url: proxy.url };
       const lanes = new Lanes();
-      const flow = new BulkFlow();
+      const slots = new BackgroundSlots();
       // Longer states: each group is held to its tokens, so the records take several groups.
-      const first = processRecords(contextOf(entry, lanes, flow), recordsOf(20, 0, 60), entry, new AbortController().signal);
+      const first = processRecords(contextOf(entry, lanes, slots), recordsOf(20, 0, 60), entry, new AbortController().signal);
       // As steps.ts queues the execution prepared ahead.
       const gated: RecordContext["lanes"] = {
         run: async (lane, work, signal) => {
@@ -153,7 +153,7 @@ describe("a bulk claim's records", () => {
         },
         realtimeWaiting: () => lanes.realtimeWaiting(),
       };
-      const second = processRecords(contextOf(entry, gated, flow), recordsOf(20, 20, 60), entry, new AbortController().signal);
+      const second = processRecords(contextOf(entry, gated, slots), recordsOf(20, 20, 60), entry, new AbortController().signal);
       // A real-time decision once the background has calls at the runtime.
       while (proxy.calls.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
       const client = ownedBy(runtimeClientFor(entry, contextOf(entry, lanes).secrets), "real-time account");

@@ -43,7 +43,7 @@ async function startTheSidecar(name: string): Promise<Child> {
     upstash: { url: stack().upstashUrl, token: stack().secrets.upstash },
     webhookKey: stack().secrets.webhookKey,
     // A short renewal period, so that a lease renewed during the drain would show.
-    extraEnv: { SIDECAR_SECRET_FILE: files.sidecar, SIDECAR_DRAIN_MS: "20000", SVC_TEST_BULK_LEASE_MS: "20000", SVC_TEST_BULK_RENEW_MS: "50" },
+    extraEnv: { SIDECAR_SECRET_FILE: files.sidecar, SIDECAR_DRAIN_MS: "20000", SVC_TEST_JOB_LEASE_MS: "20000", SVC_TEST_JOB_RENEW_MS: "50" },
     logDir: stack().logDir,
   });
 }

@@ -191,9 +191,10 @@ describe("the GPU host's systemd units", () => {
 describe("the example env files", () => {
   it("name every setting the sidecar reads, secrets as files, and no test-only setting", () => {
     const { names, env } = envExample("sidecar.env.example");
-    const missing = schemaKeys(SidecarSettings).filter((key) => !key.startsWith("SVC_TEST_") && key !== "NEON_LOCAL_BRIDGE" && !gives(names, key));
+    // BULK_WORKER is JOB_WORKERS's old name, refused.
+    const missing = schemaKeys(SidecarSettings).filter((key) => key !== "NEON_LOCAL_BRIDGE" && key !== "BULK_WORKER" && !gives(names, key));
     expect(missing).toEqual([]);
-    expect([...names].filter((name) => name.startsWith("SVC_TEST_") || name === "NEON_LOCAL_BRIDGE")).toEqual([]);
+    expect([...names].filter((name) => name.startsWith("SVC_TEST_") || name === "NEON_LOCAL_BRIDGE" || name === "BULK_WORKER")).toEqual([]);
     expect(names).toContain("SIDECAR_SECRET_FILE");
     expect(names).not.toContain("SIDECAR_SECRET");
     expect(env.SVC_RUNTIME_SECRET_FILE).toBe("/etc/decision-service/secrets/runtime-gemma");

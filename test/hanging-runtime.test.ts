@@ -89,7 +89,7 @@ beforeAll(async () => {
     edgeUrl: stack().baseUrl,
     upstash: { url: stack().upstashUrl, token: stack().secrets.upstash },
     // Its own secret, which the edge does not know: no bulk work here.
-    extraEnv: { BULK_WORKER: "off" },
+    extraEnv: { JOB_WORKERS: "off" },
     logDir: stack().logDir,
   });
 });

@@ -32,7 +32,7 @@ beforeAll(async () => {
     dataDir,
     log: () => {},
     edgeVars: { IMAGE_API: "on", IMAGE_BROWSER: "on" },
-    sidecarEnv: { SVC_TEST_BULK_CLEANUP_EVERY_MS: "500" },
+    sidecarEnv: { SVC_TEST_CLEANUP_EVERY_MS: "500" },
   });
   [alice, bob] = await Promise.all([owner(stack, "alice-images"), owner(stack, "bob-images")]);
 }, 180_000);

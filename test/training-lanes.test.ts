@@ -106,7 +106,7 @@ beforeAll(async () => {
   );
   registeredAt = Date.now();
   const training = new TrainingSteps({ pool, lanes, selfUrl, secrets, edge: { url: stack().baseUrl, secret: () => stackSecrets.sidecar } });
-  worker = new JobWorker([training], { timing: { ...JOB_TIMING, idleMs: 100 } });
+  worker = new JobWorker(training, { timing: { ...JOB_TIMING, idleMs: 100 } });
 });
 
 afterAll(async () => {

@@ -204,7 +204,7 @@ export class BatchStore extends JobStore<BatchRow> {
    * them, past `line`, consecutive ones on one release, read without a lease; null when there is
    * none, or when another batch is waiting for a turn (the claim gives that one the next turn). Only a
    * guess: the commit's claim decides, and records prepared on a wrong guess are dropped
-   * (sidecar/bulk/steps.ts).
+   * (sidecar/bulk/read-ahead.ts).
    */
   async peekNext(batchId: string, line: number, served: string[], records: number): Promise<{ records: StoredRecord[]; releaseId: string | null } | null> {
     const rows = await this.db.query(

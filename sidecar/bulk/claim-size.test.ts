@@ -1,10 +1,10 @@
 /**
- * How many records a bulk claim takes (steps.ts ClaimSize): enough for about LIMITS.bulkExecutionMs of
+ * How many records a bulk claim takes (claim-size.ts): enough for about LIMITS.bulkExecutionMs of
  * runtime time at the pace recent executions ran, one with CPU passes, never more than the limit.
  */
 import { describe, expect, it } from "vitest";
 import { LIMITS } from "../../contract/limits.ts";
-import { ClaimSize, fixedClaimSize } from "./steps.ts";
+import { ClaimSize, fixedClaimSize } from "./claim-size.ts";
 
 describe("a bulk claim's size", () => {
   it("is one record until an execution has been timed, and one while a record takes a CPU pass (about 100 ms)", () => {

@@ -47,8 +47,8 @@ export interface RecordContext {
   deadline: number;
   /** The readout's steps (SERVED_STEPS by default). */
   steps?: Steps;
-  /** What the worker's consecutive executions share at the runtime (a flow of the execution's own when absent). */
-  flow?: BulkFlow;
+  /** What the worker's consecutive executions share at the runtime (slots of the execution's own when absent). */
+  background?: BackgroundSlots;
 }
 
 /** A record's result to commit: its JSON text, and its usage when it succeeded. */
@@ -107,13 +107,13 @@ export const BACKGROUND_GROUPS: GroupLimits = { calls: 2, passes: 16, tokens: 2 
 export const BACKGROUND_RECORDS = 2 * BACKGROUND_GROUPS.passes;
 
 /**
- * What the sidecar's background work shares at the runtime (sidecar/main.ts makes one for the bulk
+ * What the sidecar's background work shares at the runtime (sidecar/start.ts makes one for the bulk
  * and the training workers): at most BACKGROUND_RECORDS records started, their passes in the
  * background's groups (BACKGROUND_GROUPS), ranked in the order they started. A bulk execution
  * leaves the lane once its last record has started, so the next one starts its records as this
  * one's end and the runtime never waits for a lane handover between two executions.
  */
-export class BulkFlow {
+export class BackgroundSlots {
   readonly records = new PassSlots(BACKGROUND_RECORDS);
   readonly groups = new PassGroups(BACKGROUND_GROUPS);
   private started = 0;
@@ -143,7 +143,7 @@ export interface RecordsExecution {
  * claim; null when the registry no longer assigns it to this sidecar, or it was retired), each with
  * its outcome, in order. Each is checked and admitted on its own (its quota, then the runtime's
  * admission), concurrently; those admitted then run as one bulk-lane execution, which leaves the lane
- * once its last record has started (BulkFlow). `ran` is told the execution's time at the runtime and
+ * once its last record has started (BackgroundSlots). `ran` is told the execution's time at the runtime and
  * how many records it ran (steps.ts sizes its claims with it).
  */
 export function processRecords(
@@ -173,7 +173,7 @@ async function runRecords(
   const prepared = await Promise.all(records.map((record) => prepareRecord(ctx, record, entry, clientOf, signal)));
   const ready = prepared.flatMap((p, i) => (p.kind === "ready" ? [{ i, record: records[i]!, ...p }] : []));
   const outcomes: Outcome[] = prepared.map((p) => (p.kind === "ready" ? { kind: "deadline" } : p));
-  const flow = ctx.flow ?? new BulkFlow();
+  const background = ctx.background ?? new BackgroundSlots();
   const running: { i: number; outcome: Promise<Outcome> }[] = [];
   // Each turn's time at the runtime: from its first record's start to its last record's end.
   const turns: Promise<number>[] = [];
@@ -181,14 +181,14 @@ async function runRecords(
   while (pending.length > 0) {
     // The first record's place at the runtime is taken before the lane: an execution never holds
     // the lane while it waits for the records of the one before to end.
-    await flow.records.acquire();
+    await background.records.acquire();
     let placeHeld = true;
     try {
       const turn = await ctx.lanes.run(
         "bulk",
         () => {
           placeHeld = false;
-          return startInTurn(ctx, flow, pending, signal);
+          return startInTurn(ctx, background, pending, signal);
         },
         signal,
       );
@@ -197,7 +197,7 @@ async function runRecords(
       // Real time came in: the records not started yet run in the next bulk execution, behind it.
       pending = pending.slice(turn.outcomes.length);
     } catch (err) {
-      if (placeHeld) flow.records.release();
+      if (placeHeld) background.records.release();
       // A full lane or a long wait: the GPU is busy (real-time first); wait for capacity.
       if (!(err instanceof LaneFullError || err instanceof LaneWaitTimeoutError)) throw err;
       if (!(await pause(CAPACITY_POLL_MS, ctx.deadline, signal))) break; // the records not run stay "deadline"
@@ -213,7 +213,7 @@ async function runRecords(
 /**
  * One bulk execution's turn on the lane: starts the ready records in record order (the first in the
  * place its caller took), each further one once fewer than BACKGROUND_RECORDS records of the
- * background are started (BulkFlow), and starts no further record once a real-time execution waits
+ * background are started (BackgroundSlots), and starts no further record once a real-time execution waits
  * for the lane (real time then waits for at most one turn of the background's calls at the
  * runtime, BACKGROUND_GROUPS, not for the whole claim) or the execution is abandoned.
  * Returns, leaving the lane, once the records it started are at the runtime: their outcomes, in
@@ -221,7 +221,7 @@ async function runRecords(
  */
 async function startInTurn(
   ctx: RecordContext,
-  flow: BulkFlow,
+  background: BackgroundSlots,
   records: (Ready & { record: StoredRecord })[],
   signal: AbortSignal,
 ): Promise<{ outcomes: Promise<Outcome>[]; started: number }> {
@@ -231,13 +231,13 @@ async function startInTurn(
   for (const [k, r] of records.entries()) {
     if (k > 0) {
       if (stop()) break;
-      await flow.records.acquire();
+      await background.records.acquire();
       if (stop()) {
-        flow.records.release();
+        background.records.release();
         break;
       }
     }
-    const outcome = runReady(ctx, r.record, r, signal, flow.nextPlace()).finally(() => flow.records.release());
+    const outcome = runReady(ctx, r.record, r, signal, background.nextPlace()).finally(() => background.records.release());
     outcome.catch(() => undefined); // awaited by the execution, with the others
     outcomes.push(outcome);
   }

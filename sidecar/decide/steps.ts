@@ -23,17 +23,15 @@ export interface Steps {
 }
 
 /**
- * Each step is kept only where it helps on both benchmarks, chosen on their fitting or training parts.
- * Contextual calibration helps on both. Both option orders (a choice of at most
- * LIMITS.choiceBothOrdersMaxOptions options read with its options reversed too, the two readings
- * averaged): a choice's options have no order (key order only breaks ties; ordered alternatives are
- * a score's levels, never reordered), so an answer should not follow where an option is listed, and
- * reversing the options flips 29 % of the answers on news sections and 83 % on newsgroups (`npm run
- * bench:training`, 300 training items each). Averaging both orders takes top-1 there from 0.657 to
- * 0.683 and from 0.283 to 0.423 (on words, `npm run bench:quality`'s fitting part, from 71.6 % to
- * 76.1 %), for one more content pass per small choice (its content-free readings are kept). On State
- * of the Union periods asked as a choice, options in time order, it falls from 0.417 to 0.257: an
- * order the options carry is what a score question is for.
+ * Each step is kept only where it helps on both benchmarks, chosen on their fitting or training parts
+ * (what they measured: docs/benchmarks.md, "Which readout steps are served"). Contextual calibration
+ * helps on both. Both option orders (a choice of at most LIMITS.choiceBothOrdersMaxOptions options
+ * read with its options reversed too, the two readings averaged): a choice's options have no order
+ * (key order only breaks ties; ordered alternatives are a score's levels, never reordered), so an
+ * answer should not follow where an option is listed, yet reversing the options flips many answers;
+ * averaging both orders costs one more content pass per small choice (its content-free readings are
+ * kept). Where the options carry an order (periods in time order), averaging hurts: that is what a
+ * score question is for.
  */
 export const SERVED_STEPS: Steps = { rendering: SERVED_RENDERING, contextual: true, bothOrders: true, calibration: true, shared: true };
 

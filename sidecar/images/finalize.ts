@@ -25,7 +25,7 @@ function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
 }
 
 export interface FinalizeOptions {
-  /** Tests only (SVC_TEST_IMAGE_HOLD_MS): wait this long after the canonical PNG is written, before answering. */
+  /** How long to wait after the canonical PNG is written, before answering (0 but in a test that needs the window). */
   holdMs: number;
 }
 

@@ -1,14 +1,13 @@
 /**
- * The job worker loop (runs in the sidecar): claims jobs of its kinds from Postgres with leases, so
- * several sidecars share one queue with no coordinator, and runs each claim's step. What a kind
- * does is its `JobSteps` (bulk/steps.ts, train/steps.ts); the lease and its fence are the job
- * store's (server-shared/jobs/store.ts).
+ * The job worker loop (runs in the sidecar, one per kind of job): claims jobs of its kind from
+ * Postgres with leases, so several sidecars share one queue with no coordinator, and runs each
+ * claim's step. What a kind does is its `JobSteps` (bulk/steps.ts, train/steps.ts); the lease and its
+ * fence are the job store's (server-shared/jobs/store.ts).
  *
  * - A claim lasts `leaseMs` and is renewed every `renewMs` while its step runs; the step's signal
  *   aborts when a renewal finds the lease gone (expired and taken, job cancelled, account disabled).
  *   After one step the job is released (or its commit released it), so jobs and hosts take turns; a
  *   crashed worker's job is claimed again once its lease has expired.
- * - The kinds take turns too: each claim starts with the kind after the one that last had work.
  * - A step's commit may make the worker's next claim in the same round trip (bulk): it is the next
  *   turn's claim.
  * - Waking: an idle worker looks for work again every `idleMs`, or at once when `wake()` is called
@@ -20,7 +19,7 @@
  *   lease it holds (at least `leaseMs - renewMs` is left of it). Either way its job is released.
  * - Expiry, completion after a crash, the credit sweep and retention are the sweeper's (sweeper.ts).
  *
- *     const worker = new JobWorker([new BulkSteps(deps)], { timing: JOB_TIMING });
+ *     const worker = new JobWorker(new BulkSteps(deps), { timing: JOB_TIMING });
  *     worker.start();
  *     await worker.stop({ drain: AbortSignal.timeout(25_000) }); // on SIGTERM
  */
@@ -36,8 +35,8 @@ export interface JobTiming {
 }
 
 export const JOB_TIMING: JobTiming = {
-  leaseMs: LIMITS.bulkLeaseMs,
-  renewMs: LIMITS.bulkLeaseRenewMs,
+  leaseMs: LIMITS.jobLeaseMs,
+  renewMs: LIMITS.jobLeaseRenewMs,
   idleMs: 500,
 };
 
@@ -65,17 +64,10 @@ export interface JobSteps<C extends Lease> {
   stop?(): void;
 }
 
-interface Turn {
-  steps: JobSteps<Lease>;
-  claim: Lease;
-}
-
 export class JobWorker {
   private readonly timing: JobTiming;
   private readonly log: (line: string) => void;
-  private readonly kinds: JobSteps<Lease>[];
-  /** Where the next claim starts: the kind after the one that last had work. */
-  private first = 0;
+  private readonly steps: JobSteps<Lease>;
   private stopping = false;
   private current: AbortController | null = null;
   private loop: Promise<void> | null = null;
@@ -84,9 +76,9 @@ export class JobWorker {
   /** The idle wait in progress, if any: whether a wake ends it, and how to end it. */
   private waiting: { wakeable: boolean; end: () => void } | null = null;
 
-  /** `kinds`: each kind's steps (a kind's claim type is its own: methods take it back bivariantly). */
-  constructor(kinds: JobSteps<Lease>[], opts: { timing?: JobTiming; log?: (line: string) => void } = {}) {
-    this.kinds = kinds;
+  /** `steps`: the kind's steps (a kind's claim type is its own: methods take it back bivariantly). */
+  constructor(steps: JobSteps<Lease>, opts: { timing?: JobTiming; log?: (line: string) => void } = {}) {
+    this.steps = steps;
     this.timing = opts.timing ?? JOB_TIMING;
     this.log = opts.log ?? ((line) => console.error(line));
   }
@@ -105,7 +97,7 @@ export class JobWorker {
   async stop(opts: { drain?: AbortSignal } = {}): Promise<void> {
     this.stopping = true;
     this.waiting?.end();
-    for (const kind of this.kinds) kind.stop?.();
+    this.steps.stop?.();
     const abandon = () => this.current?.abort(new Error("the worker is stopping"));
     if (!opts.drain || opts.drain.aborted) abandon();
     else opts.drain.addEventListener("abort", abandon, { once: true });
@@ -113,48 +105,39 @@ export class JobWorker {
   }
 
   private async run(): Promise<void> {
-    let next: Turn | null = null;
+    let next: Lease | null = null;
     while (!this.stopping) {
-      let turn: Turn | null = null;
       try {
-        turn = next ?? (await this.claim());
+        const claim = next ?? (await this.claim());
         next = null;
-        if (!turn) {
+        if (!claim) {
           await this.idle();
           continue;
         }
         // A claim made while the worker was told to stop is handed back untouched.
         if (this.stopping) {
-          await this.release(turn);
+          await this.release(claim);
           break;
         }
-        next = await this.step(turn);
+        next = await this.step(claim);
       } catch (err) {
         // Postgres away, a bug: say so without content, wait (a wake does not shorten it), go on. A held lease simply expires.
-        if (!this.stopping) this.log(`sidecar: ${turn?.steps.name ?? "job"} worker: ${loggable(err)}`);
+        if (!this.stopping) this.log(`sidecar: ${this.steps.name} worker: ${loggable(err)}`);
         await this.idle({ wakeable: false });
       }
     }
     if (next) await this.release(next);
   }
 
-  /** The first claim any kind makes, starting with the kind after the one that last had work. */
-  private async claim(): Promise<Turn | null> {
+  /** The kind's next claim; null when there is no work. */
+  private async claim(): Promise<Lease | null> {
     this.woken = false;
-    for (let i = 0; i < this.kinds.length; i++) {
-      const index = (this.first + i) % this.kinds.length;
-      const steps = this.kinds[index]!;
-      const claim = await steps.claim(this.timing.leaseMs);
-      if (claim) {
-        this.first = (index + 1) % this.kinds.length;
-        return { steps, claim };
-      }
-    }
-    return null;
+    return this.steps.claim(this.timing.leaseMs);
   }
 
   /** One step, renewing the lease meanwhile (not once stopping); the job is released afterwards unless its commit did. */
-  private async step({ steps, claim }: Turn): Promise<Turn | null> {
+  private async step(claim: Lease): Promise<Lease | null> {
+    const steps = this.steps;
     const abort = new AbortController();
     this.current = abort;
     const renewal = setInterval(() => {
@@ -175,14 +158,14 @@ export class JobWorker {
     } finally {
       clearInterval(renewal);
       this.current = null;
-      if (!outcome) await this.release({ steps, claim });
+      if (!outcome) await this.release(claim);
     }
-    return outcome?.released ? { steps, claim: outcome.released } : null;
+    return outcome?.released ?? null;
   }
 
   /** Ends a claim without a commit. */
-  private async release({ steps, claim }: Turn): Promise<void> {
-    await steps.release(claim).catch(() => undefined);
+  private async release(claim: Lease): Promise<void> {
+    await this.steps.release(claim).catch(() => undefined);
   }
 
   /** Waits `idleMs`, less when stopping; a wakeable wait ends at a wake, and is skipped when one came since the last claim began. */

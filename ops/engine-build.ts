@@ -1,5 +1,5 @@
 /**
- * `npm run build:engine`: builds the engine for this host's GPU (issue 37), once per engine version
+ * `npm run build:engine`: builds the engine for this host's GPU, once per engine version
  * and GPU architecture. Run on a GPU host after `npm ci` (docs/deploy.md section 7):
  *
  *     npm run build:engine                 # CUDA, for the GPU nvidia-smi lists first

@@ -1,5 +1,5 @@
 /**
- * Which llama.cpp build a runtime loads (issue 37). node-llama-cpp brings prebuilt binaries (CPU,
+ * Which llama.cpp build a runtime loads. node-llama-cpp brings prebuilt binaries (CPU,
  * CUDA, Vulkan); on a GPU host `npm run build:engine` (ops/engine-build.ts) adds a **local build**:
  * node-llama-cpp's own source build of its bundled llama.cpp release, compiled with the host's CUDA
  * toolkit for the host's GPU alone (7 to 15 times faster a short pass on an H100 than the prebuilt

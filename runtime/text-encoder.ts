@@ -1,7 +1,7 @@
 /**
  * A sentence encoder (local/text-encoder.ts: all-MiniLM-L6-v2 as ONNX, with its WordPiece
  * vocabulary) run by ONNX Runtime: a text's embedding, the mean of its pieces' final states,
- * L2-normalised, as sentence-transformers computes it (issue 36: an input a trained head may read).
+ * L2-normalised, as sentence-transformers computes it (an input a trained head may read).
  *
  * The model was trained on at most 256 pieces. A longer text is read in windows of that size, each
  * embedded on its own, and their embeddings averaged (weighted by pieces) and normalised again; only

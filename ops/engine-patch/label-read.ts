@@ -1,5 +1,5 @@
 /**
- * The one change `npm run build:engine` makes to node-llama-cpp's addon before compiling it (issue 37):
+ * The one change `npm run build:engine` makes to node-llama-cpp's addon before compiling it:
  * label-read.inc, a fast path for the runtime's label read inside the addon's sample-token worker,
  * with the same numbers as the general path. It is inserted at the top of `SampleToken()` in
  * `llama/addon/AddonContext.cpp` for the build and the file is put back afterwards, so node_modules

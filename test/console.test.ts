@@ -37,6 +37,9 @@ const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.mi
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
+/** A training's status once it serves (Trainings.tsx STATE_WORDS.ready), never the accepted one's "training passed (not yet API ready)". */
+const READY = /(?<!not yet )API ready/;
+
 /** What the browser reported against the page's policy, and any page error. */
 const violations: string[] = [];
 
@@ -385,13 +388,16 @@ describe("the web console", () => {
     await tab.locator("#training-file").setInputFiles({ name: "animals.jsonl", mimeType: "application/jsonl", buffer: Buffer.from(file) });
     await tab.getByRole("button", { name: "Upload and train" }).click();
     await expect.poll(() => tab.getByRole("heading", { name: /^Training / }).isVisible(), { timeout: 30_000 }).toBe(true);
-    await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(/API ready/);
+    // "training passed (not yet API ready)" comes first: wait for the status itself.
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(READY);
     const detail = await tab.locator("main").innerText();
     expect(detail).toMatch(/Evaluation on \d+ examples, each held out once \(5-fold cross-validation\): accepted/);
     expect(detail).toMatch(/Model: ft:/);
     // The report's intervals, confusion matrix and learning curve.
     await expect.poll(() => tab.getByRole("table", { name: "Learning curve" }).isVisible()).toBe(true);
     expect(await tab.getByRole("table", { name: "Confusion matrix of q" }).innerText()).toMatch(/Answered true[\s\S]*Precision[\s\S]*Recall/);
+    // The label audit's top: how many given labels look wrong, and which (a clean file: few, if any).
+    expect(await tab.locator("main").innerText()).toMatch(/Labels that look wrong: \d+ of 48 examples/);
     expect(await tab.locator("main").innerText()).toMatch(/q: auroc [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\] against zero-shot [01]\.\d{3}, a difference of .* \(at least .* with 95 % confidence\)/);
     const diagram = tab.getByRole("img", { name: /Reliability diagram of the trained model/ });
     await expect.poll(() => diagram.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);
@@ -524,9 +530,9 @@ describe("the web console", () => {
     // Started, then followed as any training: to API ready, with its report.
     await tab.getByRole("button", { name: "Start training" }).click();
     await expect.poll(() => tab.getByRole("heading", { name: /^Training / }).isVisible(), { timeout: 30_000 }).toBe(true);
-    await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(/API ready|rejected|failed/).catch(showing(tab, "image-training"));
+    await expect.poll(() => tab.locator("main").innerText(), { timeout: 180_000 }).toMatch(new RegExp(`${READY.source}|rejected|failed`)).catch(showing(tab, "image-training"));
     const detail = await tab.locator("main").innerText();
-    expect(detail, detail).toMatch(/API ready/);
+    expect(detail, detail).toMatch(READY);
     expect(detail).toMatch(/Evaluation on 120 examples/);
     const model = /Model: (\S+)/.exec(detail)![1]!;
     await expect.poll(() => tab.getByRole("table", { name: `Confusion matrix of ${DEMO_QUESTION_ID}` }).innerText()).toMatch(/Answered circle\s+Answered square\s+Answered other/);

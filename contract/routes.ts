@@ -22,7 +22,7 @@ import { ModelList, RetiredModel } from "./models.ts";
 import { CreateImageAssetRequest, IMAGE_REFUSALS, ImageAsset, ImageDecisionRequest } from "./images.ts";
 import { ImageModelList } from "./image-models.ts";
 import { CreditBalance } from "./credit.ts";
-import { CreateTrainingRequest, EvaluationReport, Training, TRAINING_LIST_PAGE, TrainingList, TrainingStatus } from "./trainings.ts";
+import { CreateTrainingRequest, EvaluationReport, LABEL_ISSUE_PAGE, LabelIssueList, Training, TRAINING_LIST_PAGE, TrainingList, TrainingStatus } from "./trainings.ts";
 import { CreateWebhookRequest, DeletedWebhookEndpoint, WEBHOOK_LIMITS, WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEndpointWithSecret } from "./webhooks.ts";
 
 /**
@@ -115,6 +115,18 @@ export const PARAMETERS = {
   },
   trainingListAfter: { name: "after", in: "query", description: "An earlier page's `next_cursor` (a training id).", schema: Training.shape.id.optional() },
   trainingListStatus: { name: "status", in: "query", description: "Only the trainings in this status.", schema: TrainingStatus.optional() },
+  labelIssueLimit: {
+    name: "limit",
+    in: "query",
+    description: "Label issues per page.",
+    schema: z.number().int().min(1).max(LABEL_ISSUE_PAGE.max).default(LABEL_ISSUE_PAGE.default),
+  },
+  labelIssueAfter: {
+    name: "after",
+    in: "query",
+    description: "0, or the last `rank` of an earlier page.",
+    schema: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  },
   webhookId: { name: "id", in: "path", description: "The webhook endpoint id (a UUID).", schema: z.uuid() },
   deliveryListLimit: {
     name: "limit",
@@ -410,6 +422,17 @@ export const ROUTES: readonly Route[] = [
     parameters: [trainingId],
     responses: { 200: { description: "The candidate's held-out figures beside the base's zero-shot answers.", body: EvaluationReport } },
     errors: [...USER_TOKEN, "account_disabled", "not_found", "report_not_ready", ...SERVER],
+  },
+  {
+    method: "get",
+    path: "/v1/trainings/{id}/label_issues",
+    operationId: "listTrainingLabelIssues",
+    summary: "The examples whose given label looks wrong, lowest label quality first",
+    tag: "Training",
+    credential: "user_token",
+    parameters: [trainingId, PARAMETERS.labelIssueLimit, PARAMETERS.labelIssueAfter],
+    responses: { 200: { description: "One page of the report's label audit, in its order.", body: LabelIssueList } },
+    errors: [...USER_TOKEN, "account_disabled", "invalid_request", "not_found", "report_not_ready", ...SERVER],
   },
   {
     method: "get",

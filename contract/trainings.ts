@@ -212,6 +212,51 @@ export const QuestionEvaluation = z.object({
 });
 export type QuestionEvaluation = z.infer<typeof QuestionEvaluation>;
 
+/** An outcome of a question as a report names it (QuestionEvaluation.outcomes): an image model's "other" is null. */
+const OutcomeName = z.union([z.boolean(), z.string(), z.number(), z.null()]);
+
+/**
+ * An example whose given label looks wrong (the label audit): its `custom_id` and line in the
+ * training file, the question, the label given and the answer the model prefers, each with its
+ * out-of-fold probability (the given one is the example's label quality).
+ */
+export const LabelIssue = z.object({
+  custom_id: z.string(),
+  line: z.number().int().positive(),
+  question: z.string(),
+  given: OutcomeName,
+  preferred: OutcomeName,
+  given_probability: Unit,
+  preferred_probability: Unit,
+});
+export type LabelIssue = z.infer<typeof LabelIssue>;
+
+/** Label issues per page of GET /v1/trainings/{id}/label_issues and in the report: the default, and the most `limit` may ask for. */
+export const LABEL_ISSUE_PAGE = { default: 20, max: 100 } as const;
+
+/**
+ * The label audit: confident learning over every example's out-of-fold answer (each answered by
+ * heads fitted without it, as the acceptance answers them). `suspected` counts the label issues of
+ * every question, `issues` lists the first LABEL_ISSUE_PAGE.default of them, lowest label quality
+ * first, and `has_more` says whether GET /v1/trainings/{id}/label_issues has more.
+ */
+export const LabelAudit = z.object({
+  method: z.literal("confident_learning"),
+  examples: z.number().int().nonnegative(),
+  suspected: z.number().int().nonnegative(),
+  issues: z.array(LabelIssue),
+  has_more: z.boolean(),
+});
+export type LabelAudit = z.infer<typeof LabelAudit>;
+
+/** A page of a training's label issues, in the audit's order: GET /v1/trainings/{id}/label_issues?limit=&after= (after: the last `rank` seen). */
+export const LabelIssueList = z.object({
+  object: z.literal("list"),
+  data: z.array(LabelIssue.extend({ rank: z.number().int().positive() })),
+  has_more: z.boolean(),
+});
+export type LabelIssueList = z.infer<typeof LabelIssueList>;
+
 /** A candidate's evaluation, accepted or rejected: GET /v1/trainings/{id}/report. */
 export const EvaluationReport = z.object({
   object: z.literal("training.report"),
@@ -253,12 +298,31 @@ export const EvaluationReport = z.object({
   learning_curve: z
     .array(z.object({ examples: z.number().int().positive(), questions: z.array(z.object({ question: z.string(), candidate: Unit, zero_shot: Unit })) }))
     .optional(),
+  /** The label audit (LabelAudit); absent from reports before it. */
+  label_audit: LabelAudit.optional(),
   /** What to do next, in a sentence (use the shared model, add examples, check the labels); null when there is nothing to add. */
   advice: z.string().nullable().optional(),
   evaluated_at: z.string(),
   training_ms: z.number().nonnegative(),
 });
 export type EvaluationReport = z.infer<typeof EvaluationReport>;
+
+/**
+ * A report as the routes send it: its label audit (kept whole with the report) cut to its first page
+ * of issues, `has_more` saying whether GET /v1/trainings/{id}/label_issues has more.
+ */
+export function reportOnTheWire(report: EvaluationReport): EvaluationReport {
+  const audit = report.label_audit;
+  if (!audit) return report;
+  return { ...report, label_audit: { ...audit, issues: audit.issues.slice(0, LABEL_ISSUE_PAGE.default), has_more: audit.issues.length > LABEL_ISSUE_PAGE.default } };
+}
+
+/** The page of a report's label issues ranked after `after` (0: from the first), at most `limit`; empty for a report without an audit. */
+export function labelIssuePage(report: EvaluationReport, after: number, limit: number): LabelIssueList {
+  const issues = report.label_audit?.issues ?? [];
+  const page = issues.slice(after, after + limit).map((issue, i) => ({ ...issue, rank: after + i + 1 }));
+  return { object: "list", data: page, has_more: after + limit < issues.length };
+}
 
 /** One question's current held-out figures: the candidate's primary figure and ECE beside the base's zero-shot one. */
 const CurrentFigures = z.object({ question: z.string(), metric: z.enum(["auroc", "top1"]), candidate: Unit, zero_shot: Unit, ece: Unit });

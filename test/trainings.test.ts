@@ -78,6 +78,9 @@ describe("a training accepted, activated and served", () => {
     expect(zero_shot_primary.high).toBeGreaterThanOrEqual(question!.zero_shot.primary);
     expect(parsed.advice).toBeNull();
     expect(parsed.learning_curve!.map((p) => p.examples)).toEqual([12, 24, 36, 48]);
+    // Every example's label audited (the out-of-fold answers; no pass more): labels this clean leave few, if any, suspected.
+    expect(parsed.label_audit).toMatchObject({ method: "confident_learning", examples: 48, has_more: false });
+    expect(parsed.label_audit!.suspected).toBeLessThanOrEqual(4);
     expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs|sentence_embedding)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
     expect(svg.headers.get("content-type")).toContain("image/svg+xml");
@@ -191,6 +194,57 @@ describe("a training accepted, activated and served", () => {
       expect(record).toMatchObject({ error: { status: 404, code: "model_not_found", message: expect.stringContaining("was retired after this batch was submitted") } });
     }
   });
+});
+
+describe("a training with some labels wrong", () => {
+  it("lists the examples whose label looks wrong first, with the answer the model prefers, in the report and page by page", async () => {
+    const owner = await newAccount();
+    // Two animals labelled vehicles and two vehicles labelled animals, among 48 sentences.
+    const sentences = animalSentences();
+    const wrong = new Set([sentences[0]!.text, sentences[5]!.text, sentences[14]!.text, sentences[20]!.text]);
+    const file = await noulFile(GROUP_A, sentences, (s) => (wrong.has(s.text) ? !s.animal : s.animal));
+    const flipped = new Map(
+      file
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line) as { custom_id: string; body: { state: string }; labels: { q: boolean } })
+        .filter((e) => wrong.has(e.body.state))
+        .map((e) => [e.custom_id, e.labels.q]),
+    );
+    expect(flipped.size).toBe(4);
+    const training = await submitTraining(owner, file);
+    const done = await pollTraining(owner, training.id);
+    expect(["ready", "rejected"]).toContain(done.status);
+
+    const report = EvaluationReport.parse((await call(`/v1/trainings/${done.id}/report`, { token: owner.userToken })).body);
+    const audit = report.label_audit!;
+    expect(audit).toMatchObject({ method: "confident_learning", examples: 48 });
+    // The wrong labels rank first: at least three of the four among the first four issues, each with
+    // the label it was given and the one the model prefers (the true one), their probabilities in order.
+    const top = audit.issues.slice(0, 4);
+    expect(top.filter((issue) => flipped.has(issue.custom_id)).length).toBeGreaterThanOrEqual(3);
+    for (const issue of audit.issues.filter((i) => flipped.has(i.custom_id))) {
+      expect(issue).toMatchObject({ question: "q", given: flipped.get(issue.custom_id), preferred: !flipped.get(issue.custom_id) });
+      expect(issue.preferred_probability).toBeGreaterThan(issue.given_probability);
+    }
+    for (let i = 1; i < audit.issues.length; i++) expect(audit.issues[i]!.given_probability).toBeGreaterThanOrEqual(audit.issues[i - 1]!.given_probability);
+
+    // Page by page, in the report's order.
+    const page = async (query: string) => call<{ data: { rank: number; custom_id: string }[]; has_more: boolean }>(`/v1/trainings/${done.id}/label_issues${query}`, { token: owner.userToken });
+    const first = await page("?limit=2");
+    expect(first.status).toBe(200);
+    expect(first.body.data.map((x) => x.rank)).toEqual([1, 2]);
+    expect(first.body.has_more).toBe(audit.suspected > 2);
+    const rest = await page(`?limit=100&after=2`);
+    expect([...first.body.data, ...rest.body.data].map((x) => x.custom_id)).toEqual(audit.issues.map((x) => x.custom_id));
+    expect(rest.body.has_more).toBe(false);
+    expect((await page(`?after=${audit.suspected}`)).body).toEqual({ object: "list", data: [], has_more: false });
+    expectError(await page("?limit=0"), 422, "invalid_request");
+    expectError(await page("?after=-1"), 422, "invalid_request");
+    // Another account's training answers as no training at all.
+    const other = await newAccount();
+    expectError(await call(`/v1/trainings/${done.id}/label_issues`, { token: other.userToken }), 404, "not_found");
+  }, 180_000);
 });
 
 describe("a training rejected", () => {

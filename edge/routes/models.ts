@@ -15,7 +15,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { CalibrationReport, QUESTION_TYPES } from "../../contract/calibration.ts";
 import type { ModelList } from "../../contract/models.ts";
-import type { EvaluationReport } from "../../contract/trainings.ts";
+import { reportOnTheWire, type EvaluationReport } from "../../contract/trainings.ts";
 import { httpDb } from "../../server-shared/db.ts";
 import { TrainingStore } from "../../server-shared/jobs/trainings.ts";
 import { PARAMETERS } from "../../contract/routes.ts";
@@ -104,7 +104,7 @@ async function evaluation(env: AppEnv["Bindings"], name: string | null, accountI
 }
 
 models.get("/v1/models/:model/evaluation", apiKeyAuth, quota(), async (c) => {
-  return c.json(await evaluation(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id));
+  return c.json(reportOnTheWire(await evaluation(c.env, pathParam(c, PARAMETERS.modelName), c.get("account").id)));
 });
 
 models.get("/v1/models/:model/evaluation.svg", apiKeyAuth, quota(), async (c) => {

@@ -9,7 +9,8 @@
  *   GET  /v1/trainings/{id}                       -> Training
  *   POST /v1/trainings/{id}/cancel {}             -> Training
  *   GET  /v1/trainings?limit=&after=              -> TrainingList, newest first
- *   GET  /v1/trainings/{id}/report(.svg)          -> EvaluationReport, or its reliability diagram
+ *   GET  /v1/trainings/{id}/report(.svg)          -> EvaluationReport (its label audit's first page), or its reliability diagram
+ *   GET  /v1/trainings/{id}/label_issues?limit=&after= -> LabelIssueList, the label audit's issues in its order
  *   POST /v1/models/{model}/retire {}             -> {id, object: "model", retired: true}
  *
  * A training belongs to the user's account; another account's training or model answers the same
@@ -18,7 +19,16 @@
 import { Hono, type Context } from "hono";
 import { LIMITS } from "../../contract/limits.ts";
 import { EmptyRequest, PARAMETERS } from "../../contract/routes.ts";
-import { baselineName, CreateTrainingRequest, EvaluationReport, isTrainingTerminal, TRAINING_LIMITS, type Training } from "../../contract/trainings.ts";
+import {
+  baselineName,
+  CreateTrainingRequest,
+  EvaluationReport,
+  isTrainingTerminal,
+  labelIssuePage,
+  reportOnTheWire,
+  TRAINING_LIMITS,
+  type Training,
+} from "../../contract/trainings.ts";
 import { readJson } from "../../server-shared/body.ts";
 import { ServiceError } from "../../server-shared/errors.ts";
 import { tooManyRequests } from "../../server-shared/http.ts";
@@ -29,7 +39,7 @@ import { userAuth } from "../auth/user.ts";
 import type { AppEnv } from "../env.ts";
 import { jobRate, jobRoutes } from "../jobs.ts";
 import { resolveModel } from "../models.ts";
-import { pathParam } from "../params.ts";
+import { pathParam, queryParam } from "../params.ts";
 import { services } from "../services.ts";
 
 export const trainings = new Hono<AppEnv>();
@@ -69,7 +79,13 @@ const { find: findTraining, storeOf } = jobRoutes(trainings, {
 /** Where a training's report is published. */
 export const reportPath = (id: string) => `/v1/trainings/${id}/report`;
 
-trainings.get("/v1/trainings/:id/report", async (c) => c.json(await reportOf(c)));
+trainings.get("/v1/trainings/:id/report", async (c) => c.json(reportOnTheWire(await reportOf(c))));
+
+trainings.get("/v1/trainings/:id/label_issues", async (c) => {
+  const limit = queryParam(c, PARAMETERS.labelIssueLimit);
+  const after = queryParam(c, PARAMETERS.labelIssueAfter);
+  return c.json(labelIssuePage(await reportOf(c), after, limit));
+});
 
 trainings.get("/v1/trainings/:id/report.svg", async (c) => {
   const report = await reportOf(c);

@@ -25,6 +25,7 @@ import { outOfFold, stratifiedFolds, stratifiedOrder } from "./acceptance.ts";
 import { evaluateQuestion, figuresOf, unknownDetection } from "./evaluate.ts";
 import { headInput, splitReads, type QuestionRead } from "./features.ts";
 import { applyHead, chooseHead, trainHead } from "./head.ts";
+import { auditLabels, type LabelSuspect } from "./label-audit.ts";
 
 type Questions = ReturnType<typeof QuestionsSchema.parse>;
 type Question = Questions extends Map<string, infer Q> ? Q : never;
@@ -40,6 +41,8 @@ export interface Candidate {
   training: number;
   /** Examples the figures are measured on: each held out once, answered by heads that never saw it. */
   heldOut: number;
+  /** Each question's label audit over every example's out-of-fold answer (label-audit.ts); empty for interim figures. */
+  audits: { question: string; suspects: LabelSuspect[] }[];
 }
 
 /**
@@ -55,7 +58,7 @@ export function candidateOf(task: Questions, modality: "text" | "image", example
   const folds = stratifiedFolds(examples.map((e) => e.outcomes[0]!), ACCEPTANCE.folds, options.seed);
   const evaluated = examples.flatMap((e, i) => (modality === "image" || e.zeroShot ? [i] : []));
   const truthOf = (q: number) => evaluated.map((i) => examples[i]!.outcomes[q]!);
-  if (modality === "image") return imageCandidate(questions[0]!, outcomes[0]!, examples, folds, evaluated, truthOf(0), options.seed);
+  if (modality === "image") return imageCandidate(questions[0]!, outcomes[0]!, examples, folds, evaluated, truthOf(0), options);
 
   // The sentence embedding is an input only when every example has one, from one encoder.
   const encoders = new Set(examples.map((e) => e.embedding?.encoder ?? null));
@@ -63,6 +66,7 @@ export function candidateOf(task: Questions, modality: "text" | "image", example
   const reads = examples.map((e) => splitReads(e.features, outcomes, encoder ? e.embedding!.values : null));
   const named = (params: HeadParams): HeadParams => (params.inputs?.includes("sentence_embedding") ? { ...params, encoder: encoder! } : params);
   const heads: HeadParams[] = [];
+  const audits: Candidate["audits"] = [];
   const evaluations = questions.map(([id, question], q) => {
     const y = examples.map((e) => e.outcomes[q]!);
     const readsOf = (idx: readonly number[]) => idx.map((i) => reads[i]![q]!);
@@ -73,6 +77,7 @@ export function candidateOf(task: Questions, modality: "text" | "image", example
         ? chooseHead(readsOf(training), training.map((i) => y[i]!), outcomes[q]!).params
         : { ...trainHead(training.map((i) => headInput(reads[i]![q]!, served.inputs!)), training.map((i) => y[i]!), outcomes[q]!).params, inputs: served.inputs };
     const answers = outOfFold(examples.length, folds, fit, (params, i) => applyHead(params, headInput(reads[i]![q]!, params.inputs!)));
+    if (options.nested) audits.push({ question: id, suspects: auditLabels(answers, y, outcomes[q]!) });
     return evaluateQuestion(
       id,
       question,
@@ -99,7 +104,7 @@ export function candidateOf(task: Questions, modality: "text" | "image", example
         }),
       )
     : [];
-  return { heads: { kind: "hidden_state_head", features: width, questions: heads }, evaluations, curve, unknown: null, training: examples.length, heldOut: evaluated.length };
+  return { heads: { kind: "hidden_state_head", features: width, questions: heads }, evaluations, curve, unknown: null, training: examples.length, heldOut: evaluated.length, audits };
 }
 
 /**
@@ -168,7 +173,7 @@ function imageCandidate(
   folds: readonly number[],
   evaluated: readonly number[],
   truth: readonly number[],
-  seed: string,
+  { seed, nested }: { seed: string; nested: boolean },
 ): Candidate {
   const y = examples.map((e) => e.outcomes[0]!);
   const fit = (training: number[]) => trainHead(training.map((i) => examples[i]!.features), training.map((i) => y[i]!), classes).params;
@@ -190,5 +195,6 @@ function imageCandidate(
     unknown: unknownDetection(candidate, truth, classes - 1),
     training: examples.length,
     heldOut: evaluated.length,
+    audits: nested ? [{ question: id, suspects: auditLabels(answers, y, classes) }] : [],
   };
 }

@@ -59,6 +59,7 @@ import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts"
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
 import { adviceFor } from "./candidate.ts";
+import { labelAuditOf } from "./label-audit.ts";
 import { fitCandidate } from "./fitting.ts";
 import { applyHead } from "./head.ts";
 
@@ -263,7 +264,8 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
   /** Evaluates the candidate by k-fold cross-validation over every example, fits the served heads on all of them, and rejects or registers it. */
   private async finish(claim: TrainingClaim, base: Base, task: Questions, signal: AbortSignal): Promise<void> {
     const started = performance.now();
-    const candidate = await fitCandidate(task, base.modality, await this.store.readExamples(claim.id), { seed: claim.id, nested: true }, signal);
+    const examples = await this.store.readExamples(claim.id);
+    const candidate = await fitCandidate(task, base.modality, examples, { seed: claim.id, nested: true }, signal);
     if (!candidate) {
       // The file's checks give every outcome LIMITS.trainingExamplesPerOutcome examples; this is a bug, not the customer's.
       throw new Error(`training ${claim.id}: an outcome has fewer examples than folds after every example was read`);
@@ -291,6 +293,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
       questions: evaluations,
       ...(unknown ? { unknown } : {}),
       learning_curve: candidate.curve,
+      label_audit: labelAuditOf(examples, candidate.audits, (question) => evaluations.find((e) => e.question === question)!.outcomes),
       advice: adviceFor(evaluations, candidate.curve),
       evaluated_at: new Date().toISOString(),
       training_ms: Math.round(performance.now() - started),

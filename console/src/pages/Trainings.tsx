@@ -235,6 +235,57 @@ function ReportDetail({ id }: { id: string }) {
           </Table.Root>
         </>
       )}
+      {report.label_audit && <LabelAuditTable audit={report.label_audit} />}
+    </>
+  );
+}
+
+/** The top of the label audit: the examples whose given label looks wrong, lowest label quality first. */
+function LabelAuditTable({ audit }: { audit: NonNullable<EvaluationReport["label_audit"]> }) {
+  const name = (o: boolean | string | number | null) => (o === null ? "other" : String(o));
+  return (
+    <>
+      <Heading as="h4" size="2">
+        Labels that look wrong: {audit.suspected} of {audit.examples} examples
+      </Heading>
+      {audit.issues.length === 0 ? (
+        <Text as="p" size="2">
+          No given label looks wrong: every example's answer, from heads trained without it, agrees with its label.
+        </Text>
+      ) : (
+        <Table.Root size="1">
+          <caption className="visually-hidden">Examples whose given label looks wrong</caption>
+          <Table.Header>
+            <Table.Row>
+              <Table.ColumnHeaderCell>custom_id</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell>Line</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell>Question</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell>Given</Table.ColumnHeaderCell>
+              <Table.ColumnHeaderCell>Model prefers</Table.ColumnHeaderCell>
+            </Table.Row>
+          </Table.Header>
+          <Table.Body>
+            {audit.issues.map((issue) => (
+              <Table.Row key={`${issue.question}:${issue.line}`}>
+                <Table.RowHeaderCell>{issue.custom_id}</Table.RowHeaderCell>
+                <Table.Cell>{issue.line}</Table.Cell>
+                <Table.Cell>{issue.question}</Table.Cell>
+                <Table.Cell>
+                  {name(issue.given)} ({issue.given_probability.toFixed(2)})
+                </Table.Cell>
+                <Table.Cell>
+                  {name(issue.preferred)} ({issue.preferred_probability.toFixed(2)})
+                </Table.Cell>
+              </Table.Row>
+            ))}
+          </Table.Body>
+        </Table.Root>
+      )}
+      {audit.has_more && (
+        <Text as="p" size="2">
+          The first {audit.issues.length} of {audit.suspected}; all of them: <Code>svc train report --label-issues</Code> or GET /v1/trainings/&#123;id&#125;/label_issues.
+        </Text>
+      )}
     </>
   );
 }

@@ -17,7 +17,7 @@ import { CreatedKey, KeyList, KeyMetadata } from "../contract/keys.ts";
 import { DecisionResponse } from "../contract/decision.ts";
 import { parseJson, type JsonMap } from "../contract/json.ts";
 import { ModelList } from "../contract/models.ts";
-import { Training, TrainingList } from "../contract/trainings.ts";
+import { EvaluationReport, Training, TrainingList } from "../contract/trainings.ts";
 import { verifyWebhook } from "../contract/webhook-signature.ts";
 import { WEBHOOK_EVENTS, WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEndpointWithSecret, WebhookEvent } from "../contract/webhooks.ts";
 import { VERSION } from "../clients/sdk-ts/src/index.ts";
@@ -103,7 +103,7 @@ describe("svc arguments", () => {
     ["keys"],
     ["webhooks"],
     ...["run", "create", "status", "cancel", "list", "results"].map((c) => ["batches", c]),
-    ...["create", "status", "list", "cancel", "retire"].map((c) => ["train", c]),
+    ...["create", "status", "report", "list", "cancel", "retire"].map((c) => ["train", c]),
     ...["create", "list", "revoke"].map((c) => ["keys", c]),
     ...["create", "list", "get", "delete", "rotate-secret", "deliveries"].map((c) => ["webhooks", c]),
   ];
@@ -119,6 +119,7 @@ describe("svc arguments", () => {
     expect((await svc(["decide", "--help"], { env: userEnv(home) })).stdout).toMatch(/--state[\s\S]*--questions[\s\S]*--body[\s\S]*--model[\s\S]*--timeout[\s\S]*--json/);
     expect((await svc(["train", "create", "--help"], { env: userEnv(home) })).stdout).toMatch(/--file FILE[\s\S]*--model BASE[\s\S]*--wait[\s\S]*--json/);
     expect((await svc(["train", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
+    expect((await svc(["train", "report", "--help"], { env: userEnv(home) })).stdout).toMatch(/--label-issues[\s\S]*--json/);
     expect((await svc(["keys", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
     expect((await svc(["keys", "create", "--help"], { env: userEnv(home) })).stdout).toMatch(/--expires-at TIME[\s\S]*--expires-in DURATION[\s\S]*--scope SCOPE[\s\S]*--model M[\s\S]*--json/);
     expect((await svc(["webhooks", "--help"], { env: userEnv(home) })).stdout).toMatch(/browser sign-in saved by `svc login`/);
@@ -748,6 +749,42 @@ describe("svc train", () => {
     expect(hidden.stderr).toMatch(/404 not_found/);
   });
 
+  it("report shows the figures, then the label audit and its first issues; --label-issues lists every one, with --json as their objects", async () => {
+    const { id, model } = needTrained();
+    const json = await svc(["train", "report", id, "--json"], { env });
+    expectExit(json, 0);
+    const report = EvaluationReport.parse(JSON.parse(json.stdout));
+    expect(report).toMatchObject({ training: id, model, decision: "accepted", label_audit: { method: "confident_learning", examples: 48, has_more: false } });
+    const audit = report.label_audit!;
+    const heading = `Labels that look wrong: ${audit.suspected} of 48 examples (confident learning)`;
+    // The labels are clean: the audit's few issues, if any, are all in the report, lowest label quality first.
+    const rowOf = (issue: (typeof audit.issues)[number], rank: number) =>
+      new RegExp(`^${rank}\\s+${issue.custom_id}\\s+${issue.line}\\s+q\\s+${issue.given}\\s+${issue.preferred}\\s+${issue.given_probability.toFixed(2)}\\s+${issue.preferred_probability.toFixed(2)}$`);
+    const rowsOf = (stdout: string) => stdout.split("\n").filter((line) => /^\d+ {2}/.test(line));
+
+    const readable = await svc(["train", "report", id], { env });
+    expectExit(readable, 0);
+    expect(readable.stdout).toMatch(/^decision {8}accepted$/m);
+    expect(readable.stdout).toMatch(/^ {2}q {2}auroc [01]\.\d{3} \(zero-shot [01]\.\d{3}\) {2}ECE [01]\.\d{3} {2}passed$/m);
+    expect(readable.stdout).toMatch(/^ {2}q {2}learning curve: 12 examples /m);
+    expect(readable.stdout.split("\n")).toContain(heading);
+    expect(readable.stdout.includes("RANK  CUSTOM_ID  LINE  QUESTION  GIVEN  PREFERRED  P(GIVEN)  P(PREFERRED)")).toBe(audit.suspected > 0);
+    const rows = rowsOf(readable.stdout);
+    expect(rows).toHaveLength(audit.issues.length);
+    rows.forEach((row, i) => expect(row).toMatch(rowOf(audit.issues[i]!, i + 1)));
+    expect(readable.stderr).not.toContain("--label-issues");
+
+    // Every issue, paged through label_issues: the same ones in the same order.
+    const all = await svc(["train", "report", id, "--label-issues", "--json"], { env });
+    expectExit(all, 0);
+    expect(all.stdout.split("\n").filter(Boolean).map((line) => JSON.parse(line))).toEqual(audit.issues.map((issue, i) => ({ ...issue, rank: i + 1 })));
+    const table = await svc(["train", "report", id, "--label-issues"], { env });
+    expectExit(table, 0);
+    expect(table.stdout.split("\n")[0]).toBe(heading);
+    rowsOf(table.stdout).forEach((row, i) => expect(row).toMatch(rowOf(audit.issues[i]!, i + 1)));
+    expect(rowsOf(table.stdout)).toHaveLength(audit.suspected);
+  });
+
   it("retire stops serving the trained model: decisions naming it answer 404, and a second retire too", async () => {
     const { model } = needTrained();
     const retired = await svc(["train", "retire", model], { env });
@@ -836,7 +873,7 @@ describe("svc train", () => {
   it("needs the browser sign-in: without one, or with an expired one, exit 2 telling to run `svc login`; an API key is not one", async () => {
     const fake = await countingFake();
     const nobody = userEnv(newHome(), { SVC_API_KEY: trainer.key.secret, SVC_BASE_URL: fake.url });
-    for (const args of [["list"], ["status", "00000000-0000-4000-8000-000000000000"], ["cancel", "00000000-0000-4000-8000-000000000000"], ["retire", "ft:x"], ["create", "--file", examples]]) {
+    for (const args of [["list"], ["status", "00000000-0000-4000-8000-000000000000"], ["report", "00000000-0000-4000-8000-000000000000"], ["cancel", "00000000-0000-4000-8000-000000000000"], ["retire", "ft:x"], ["create", "--file", examples]]) {
       const outcome = await svc(["train", ...args], { env: nobody });
       expectExit(outcome, 2);
       expect(outcome.stderr).toMatch(/not signed in: training takes your browser sign-in, not an API key; run `svc login/);

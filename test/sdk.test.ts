@@ -56,6 +56,7 @@ import {
   type KeyMetadata,
   type KeyScope,
   type ListBatchesParams,
+  type ListLabelIssuesParams,
   type ListTrainingsParams,
   type TrainingStatus,
   type UsageBucket,
@@ -788,6 +789,16 @@ describe("client.trainings", () => {
 
       const report = await trainer.trainings.report(done.id);
       expect(report).toMatchObject({ object: "training.report", training: done.id, model: done.model, decision: "accepted" });
+      // The label audit: these labels are clean, so its few issues, if any, are all in the report; listed page by page, in its order.
+      const audit = report.label_audit!;
+      expect(audit).toMatchObject({ method: "confident_learning", examples: 48, has_more: false });
+      expect(audit.issues).toHaveLength(audit.suspected);
+      const ranked = audit.issues.map((issue, i) => ({ ...issue, rank: i + 1 }));
+      expect(await trainer.trainings.labelIssues(done.id).toArray()).toEqual(ranked);
+      const pages: number[][] = [];
+      for await (const page of trainer.trainings.labelIssues(done.id, { limit: 1 }).pages()) pages.push(page.data.map((issue) => issue.rank));
+      expect(pages.flat()).toEqual(ranked.map((issue) => issue.rank));
+      expect(await trainer.trainings.labelIssues(done.id, { after: audit.suspected })).toMatchObject({ object: "list", data: [], has_more: false });
       expect((await trainer.models.evaluation(done.model!)).training).toBe(done.id);
       expect((await trainer.models.list()).models.find((m) => m.name === done.model)?.evaluation).toBe(`/v1/models/${encodeURIComponent(done.model!)}/evaluation`);
       expect((await trainer.trainings.list()).data.map((t) => t.id)).toEqual([done.id]);
@@ -810,6 +821,7 @@ describe("client.trainings", () => {
       () => keyOnly.trainings.list(),
       () => keyOnly.trainings.cancel(UNKNOWN_BATCH),
       () => keyOnly.trainings.report(UNKNOWN_BATCH),
+      () => keyOnly.trainings.labelIssues(UNKNOWN_BATCH),
       () => keyOnly.trainings.wait(UNKNOWN_BATCH),
       () => keyOnly.models.retire("ft:svc-shared:0"),
     ];
@@ -885,6 +897,8 @@ describe("client.trainings", () => {
     expect(stopped).toMatchObject({ name: "APIUserAbortError", message: expect.stringContaining(`stopped waiting for training ${made[0]}`) });
     expect(await rejection(trainings.submit(made[0]!))).toMatchObject({ name: "ConflictError", code: "upload_incomplete" });
     expect(await rejection(trainings.report(made[0]!))).toMatchObject({ name: "ConflictError", code: "report_not_ready" });
+    expect(await rejection(trainings.labelIssues(made[0]!))).toMatchObject({ name: "ConflictError", code: "report_not_ready" });
+    expectTypeOf<ListLabelIssuesParams["after"]>().toEqualTypeOf<number | undefined>();
 
     // Listed by status: both are still uploading, none is ready.
     expect((await trainings.list({ status: "uploading" })).data.map((t) => t.id)).toEqual([made[1], made[0]]);

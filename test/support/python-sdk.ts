@@ -19,7 +19,7 @@ import { IMAGE_BASE_ALIAS, LIMITS, REQUEST_ID_HEADER, SHARED_ALIAS } from "../..
 import { METADATA_LIMITS } from "../../contract/jobs.ts";
 import { ModelItem, ModelList, RetiredModel } from "../../contract/models.ts";
 import { CreatedKey, CreateKeyRequest, KEY_MODELS_MAX, KEY_SCOPES, KeyList, KeyMetadata } from "../../contract/keys.ts";
-import { EvaluationReport, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
+import { EvaluationReport, LabelIssueList, Training, TRAINING_LIST_PAGE, TRAINING_STATUSES, TRAINING_TERMINAL_STATUSES, TrainingList } from "../../contract/trainings.ts";
 import { WEBHOOK_TOLERANCE_SECONDS } from "../../contract/webhook-signature.ts";
 import {
   CreateWebhookRequest,
@@ -76,6 +76,7 @@ export function contractDump(): object {
     Training,
     TrainingList,
     EvaluationReport,
+    LabelIssueList,
     RetiredModel,
     ImageAsset,
     ImageModel,

@@ -1,7 +1,8 @@
 /**
- * Readable output of `svc decide`, `svc models`, `svc keys list` and `svc webhooks` (runs in a
- * user's terminal): each answer with its probabilities and a small bar per option, in the order the
- * request gave its questions and options; keys, webhook endpoints and deliveries as tables.
+ * Readable output of `svc decide`, `svc models`, `svc keys list`, `svc webhooks` and the label audit
+ * of `svc train report` (runs in a user's terminal): each answer with its probabilities and a small
+ * bar per option, in the order the request gave its questions and options; keys, webhook endpoints,
+ * deliveries and label issues as tables.
  *
  *     money  noul  false (p(true) = 0.283)
  *       true   0.283  ██████░░░░░░░░░░░░░░
@@ -12,7 +13,7 @@
  *       2 high    0.337  ███████░░░░░░░░░░░░░
  */
 import { stringifyJson } from "../../../contract/json.ts";
-import type { Answer, DecisionResponse, KeyMetadata, ModelItem, WebhookDelivery, WebhookEndpoint } from "./sdk.ts";
+import type { Answer, DecisionResponse, KeyMetadata, LabelAudit, ModelItem, RankedLabelIssue, WebhookDelivery, WebhookEndpoint } from "./sdk.ts";
 
 const BAR_WIDTH = 20;
 /** Labels longer than this are cut, so a bar stays on its line. */
@@ -113,6 +114,31 @@ export function renderDeliveries(deliveries: readonly WebhookDelivery[]): string
   return table([
     ["ID", "EVENT", "JOB", "STATUS", "ATTEMPTS", "LAST", "CREATED"],
     ...deliveries.map((d) => [d.id, d.event_type, d.job_id, d.status, String(d.attempts), String(d.last_status_code ?? d.last_error ?? "-"), d.created_at]),
+  ]);
+}
+
+/** `svc train report`: the label audit's heading line. */
+export function labelAuditHeading(audit: LabelAudit): string {
+  return `Labels that look wrong: ${audit.suspected} of ${audit.examples} examples (confident learning)`;
+}
+
+/** An outcome as a report names it: an image model's "other" is null. */
+const outcomeCell = (outcome: RankedLabelIssue["given"]) => (outcome === null ? "other" : cell(String(outcome)));
+
+/** `svc train report`: a row per label issue, lowest label quality first, both probabilities to 2 decimals. */
+export function renderLabelIssues(issues: readonly RankedLabelIssue[]): string {
+  return table([
+    ["RANK", "CUSTOM_ID", "LINE", "QUESTION", "GIVEN", "PREFERRED", "P(GIVEN)", "P(PREFERRED)"],
+    ...issues.map((i) => [
+      String(i.rank),
+      cell(i.custom_id),
+      String(i.line),
+      cell(i.question),
+      outcomeCell(i.given),
+      outcomeCell(i.preferred),
+      i.given_probability.toFixed(2),
+      i.preferred_probability.toFixed(2),
+    ]),
   ]);
 }
 

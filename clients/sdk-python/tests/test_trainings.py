@@ -26,6 +26,7 @@ from decision_service import (
     ConfigurationError,
     EvaluationReport,
     InputError,
+    LabelIssue,
     NotFoundError,
     RetiredModel,
     Training,
@@ -109,6 +110,20 @@ REPORT = {
     "evaluated_at": "2026-11-22T10:00:15.000Z",
     "training_ms": 15234,
 }
+
+
+def label_issue(rank: int) -> dict[str, Any]:
+    """A label issue as GET /v1/trainings/{id}/label_issues lists it: the report's own issues have no `rank`."""
+    return {
+        "custom_id": f"e{rank}",
+        "line": rank + 1,
+        "question": "q",
+        "given": True,
+        "preferred": False,
+        "given_probability": 0.1 * rank,
+        "preferred_probability": 1 - 0.1 * rank,
+        "rank": rank,
+    }
 
 
 def example(custom_id: str, animal: bool, model: str | None = None) -> TrainingExample:
@@ -283,6 +298,44 @@ def test_iterating_a_list_gives_every_training_of_every_page_each_fetched_when_r
         assert [s.path for s in fake.seen] == ["/v1/trainings?limit=2"] * 2 + [f"/v1/trainings?limit=2&after={ids[1]}"]
 
 
+def test_a_reports_label_audit_and_its_label_issues_page_by_page_in_the_same_order() -> None:
+    issues = [label_issue(rank) for rank in (1, 2, 3)]
+    audit = {"method": "confident_learning", "examples": 48, "suspected": 3, "issues": [{k: v for k, v in i.items() if k != "rank"} for i in issues], "has_more": False}
+    pages = (
+        (200, {"object": "list", "data": issues[:2], "has_more": True}),
+        (200, {"object": "list", "data": issues[2:], "has_more": False}),
+    )
+    path = f"/v1/trainings/{TRAINING_ID}/label_issues"
+    with FakeServiceRecording((200, {**REPORT, "label_audit": audit}), pages[0], *pages) as fake, Client(access_token=TOKEN, base_url=fake.url) as client:
+        report = client.trainings.report(TRAINING_ID)
+        assert report.label_audit is not None
+        assert (report.label_audit.method, report.label_audit.examples, report.label_audit.suspected, report.label_audit.has_more) == ("confident_learning", 48, 3, False)
+        first = report.label_audit.issues[0]
+        assert isinstance(first, LabelIssue) and (first.custom_id, first.line, first.given, first.preferred, first.given_probability) == ("e1", 2, True, False, 0.1)
+        page = client.trainings.label_issues(TRAINING_ID, limit=2)
+        assert (page.object, page.has_more, page.next_cursor, [i.rank for i in page.data]) == ("list", True, 2, [1, 2])
+        listed = list(client.trainings.label_issues(TRAINING_ID, limit=2))  # every page, the next one after the last rank
+        assert [i.rank for i in listed] == [1, 2, 3]
+        assert [i.model_dump(exclude={"rank"}) for i in listed] == [i.model_dump() for i in report.label_audit.issues]
+    assert [(s.path, s.headers["authorization"]) for s in fake.seen] == [
+        (f"/v1/trainings/{TRAINING_ID}/report", f"Bearer {TOKEN}"),
+        (f"{path}?limit=2", f"Bearer {TOKEN}"),
+        (f"{path}?limit=2", f"Bearer {TOKEN}"),
+        (f"{path}?limit=2&after=2", f"Bearer {TOKEN}"),
+    ]
+    assert EvaluationReport.model_validate(REPORT).label_audit is None  # a report made before the audit
+
+    async def scenario(url: str) -> list[int]:
+        async with AsyncClient(access_token=TOKEN, base_url=url) as aclient:
+            one = await aclient.trainings.label_issues(TRAINING_ID, limit=2, after=0)
+            assert (one.has_more, one.next_cursor) == (True, 2)
+            return [i.rank async for i in aclient.trainings.label_issues(TRAINING_ID, limit=2)]
+
+    with FakeServiceRecording(pages[0], *pages) as fake:
+        assert asyncio.run(scenario(fake.url)) == [1, 2, 3]
+        assert [s.path for s in fake.seen] == [f"{path}?limit=2&after=0", f"{path}?limit=2", f"{path}?limit=2&after=2"]
+
+
 def test_every_training_method_without_an_access_token_raises_before_any_request(tmp_path: Path) -> None:
     missing = r"no access token: trainings, retiring a model, usage, key management, image models and image decisions take a signed-in user's access token.*access_token=.*SVC_ACCESS_TOKEN"
     with FakeServiceRecording() as fake, Client(api_key="svc_key", base_url=fake.url) as client:
@@ -293,6 +346,7 @@ def test_every_training_method_without_an_access_token_raises_before_any_request
             lambda: client.trainings.list(),
             lambda: client.trainings.cancel(TRAINING_ID),
             lambda: client.trainings.report(TRAINING_ID),
+            lambda: client.trainings.label_issues(TRAINING_ID),
             lambda: client.trainings.wait(TRAINING_ID),
             lambda: client.models.retire(MODEL_ID),
         ):
@@ -305,6 +359,8 @@ def test_every_training_method_without_an_access_token_raises_before_any_request
                     await aclient.trainings.create(file=[example("a", True)])
                 with pytest.raises(ConfigurationError, match=missing):
                     await aclient.trainings.list()
+                with pytest.raises(ConfigurationError, match=missing):
+                    await aclient.trainings.label_issues(TRAINING_ID)
                 with pytest.raises(ConfigurationError, match=missing):
                     await aclient.models.retire(MODEL_ID)
 
@@ -491,10 +547,19 @@ def test_a_training_through_the_sdk_becomes_ready_answers_decisions_with_its_mod
         report = client.trainings.report(done.id)
         assert (report.training, report.model, report.decision) == (done.id, done.model, "accepted")
         assert report.questions[0].candidate.primary >= report.questions[0].zero_shot.primary + report.acceptance.margin
+        # The label audit: every example's label checked, its first issues in the report, and all of
+        # them page by page (one a page here) in the same order, ranked from 1.
+        audit = report.label_audit
+        assert audit is not None and audit.method == "confident_learning"
+        assert audit.examples > 0 and len(audit.issues) <= audit.suspected
+        assert audit.has_more == (audit.suspected > len(audit.issues))
+        ranked = list(client.trainings.label_issues(done.id, limit=1))
+        assert [i.rank for i in ranked] == list(range(1, audit.suspected + 1))
+        assert [i.model_dump(exclude={"rank"}) for i in ranked[: len(audit.issues)]] == [i.model_dump() for i in audit.issues]
         listed = next(m for m in client.models.list().models if m.name == done.model)
         assert listed.evaluation is not None
         evaluation = client.models.evaluation(done.model)  # with the API key
-        assert (evaluation.training, evaluation.model) == (done.id, done.model)
+        assert (evaluation.training, evaluation.model, evaluation.label_audit) == (done.id, done.model, audit)
 
         yes = client.system_one(model=done.model, state="A donkey was grazing beside the road.", questions=questions)
         no = client.system_one(model=done.model, state="A taxi was waiting beside the road.", questions=questions)

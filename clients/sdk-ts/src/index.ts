@@ -74,7 +74,14 @@ export { Keys, type CreateKeyParams } from "./resources/keys.ts";
 export { Models } from "./resources/models.ts";
 export { ResultStream, type ResultRecord, type ResultsPage } from "./resources/results.ts";
 export { PagePromise, type CursorPage, type ListPage } from "./resources/pages.ts";
-export { Trainings, type CreateTrainingParams, type ListTrainingsParams, type TrainingWaitOptions } from "./resources/trainings.ts";
+export {
+  Trainings,
+  type CreateTrainingParams,
+  type ListLabelIssuesParams,
+  type ListTrainingsParams,
+  type RankedLabelIssue,
+  type TrainingWaitOptions,
+} from "./resources/trainings.ts";
 export { type TrainingExample, type TrainingInput } from "./training-input.ts";
 export { UsageReports, type RetrieveUsageParams } from "./resources/usage.ts";
 export {
@@ -92,10 +99,14 @@ export type { ModelItem, ModelList, RetiredModel } from "../../../contract/model
 export { KEY_MODELS_MAX, KEY_NAME_MAX, KEY_SCOPES, type CreatedKey, type KeyList, type KeyMetadata, type KeyScope } from "../../../contract/keys.ts";
 export {
   isTrainingTerminal,
+  LABEL_ISSUE_PAGE,
   TRAINING_LIMITS,
   TRAINING_STATUSES,
   TRAINING_TERMINAL_STATUSES,
   type EvaluationReport,
+  type LabelAudit,
+  type LabelIssue,
+  type LabelIssueList,
   type QuestionEvaluation,
   type QuestionFigures,
   type Training,

@@ -6,6 +6,7 @@
  *
  *     svc train create --file triage.jsonl --wait    check, upload, submit, follow; prints the model id
  *     svc train status ID | list [--status S] | cancel ID   follow, list and stop trainings
+ *     svc train report ID [--label-issues]           the evaluation report and the labels that look wrong
  *     svc train retire MODEL                         stop serving a trained model
  *
  * With --wait, a progress bar (examples read through the base model, and the step in words) is
@@ -33,7 +34,8 @@ import {
   timeLeft,
   type JobKind,
 } from "../jobs.ts";
-import { isTrainingTerminal, TRAINING_LIMITS, TRAINING_STATUSES, type Client, type EvaluationReport, type Training } from "../sdk.ts";
+import { labelAuditHeading, renderLabelIssues } from "../render.ts";
+import { isTrainingTerminal, LABEL_ISSUE_PAGE, TRAINING_LIMITS, TRAINING_STATUSES, type Client, type EvaluationReport, type Training } from "../sdk.ts";
 import { readTrainingFile } from "../training-file.ts";
 import { baselineName, TRAINING_LIST_PAGE } from "../../../../contract/trainings.ts";
 
@@ -206,6 +208,79 @@ function describeReport(report: EvaluationReport): string[] {
   return lines;
 }
 
+/** The report's own rows and each question's figure beside its baseline's, then what describeReport adds. */
+function reportLines(report: EvaluationReport): string[] {
+  const f3 = (x: number) => x.toFixed(3);
+  const baseline = baselineName(report.baseline);
+  const lines = formatRows([
+    ["training", report.training],
+    ["decision", report.decision],
+    ["model", report.model],
+    ["base", report.base_release],
+    ["examples", `${report.examples.training} (${report.examples.held_out} held out)`],
+    ["evaluated", report.evaluated_at],
+  ]);
+  for (const q of report.questions) {
+    const outcome = q.passed ? "passed" : `did not pass${q.reason ? `: ${q.reason}` : ""}`;
+    lines.push(`  ${q.question}  ${q.candidate.primary_metric} ${f3(q.candidate.primary)} (${baseline} ${f3(q.zero_shot.primary)})  ECE ${f3(q.candidate.ece)}  ${outcome}`);
+  }
+  return [...lines, ...describeReport(report)];
+}
+
+const report: Command = {
+  name: "report",
+  summary: "Show a training's evaluation report and the labels that look wrong",
+  usage: "svc train report ID [--label-issues] [--json]",
+  description: [
+    "The candidate's cross-validated figures per question beside its baseline's (the base's zero-shot",
+    "answers, or chance), their intervals, precision and recall per answer, the confusion matrix and the",
+    "learning curve; then the label audit: how many examples' labels look wrong (confident learning over",
+    `the out-of-fold answers) and the first ${LABEL_ISSUE_PAGE.default} of them, lowest label quality first, each with the label`,
+    "given, the answer the model prefers and both probabilities.",
+    "",
+    "--label-issues lists every label that looks wrong instead of the report (with --json, each one's",
+    "JSON object, one a line). A training not evaluated yet exits 1 (409 report_not_ready).",
+    "",
+    "Takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN), not an API key.",
+  ].join("\n"),
+  options: {
+    "label-issues": { type: "boolean", help: "list every label that looks wrong (all pages) instead of the report" },
+    json: { type: "boolean", help: "print the report JSON; with --label-issues, each label issue's JSON, one a line" },
+  },
+  positionals: { min: 1, max: 1 },
+  async run(ctx, { values, positionals }) {
+    const id = positionals[0]!;
+    const client = ctx.trainingClient();
+    const allIssues = () => client.trainings.labelIssues(id, { limit: LABEL_ISSUE_PAGE.max }, { signal: ctx.signal });
+    if (values["label-issues"] && values.json) {
+      for await (const issue of allIssues()) ctx.stdout.write(`${JSON.stringify(issue)}\n`);
+      return;
+    }
+    const evaluation = await client.trainings.report(id, { signal: ctx.signal });
+    if (values.json) {
+      ctx.stdout.write(`${JSON.stringify(evaluation)}\n`);
+      return;
+    }
+    const audit = evaluation.label_audit;
+    if (values["label-issues"]) {
+      if (!audit) {
+        ctx.status(`The report of training ${id} has no label audit: it was made before there was one.`);
+        return;
+      }
+      const issues = await allIssues().toArray();
+      ctx.stdout.write(`${labelAuditHeading(audit)}\n${issues.length > 0 ? renderLabelIssues(issues) : ""}`);
+      return;
+    }
+    const lines = reportLines(evaluation);
+    if (audit) {
+      lines.push("", labelAuditHeading(audit));
+      if (audit.issues.length > 0) lines.push(renderLabelIssues(audit.issues.map((issue, i) => ({ ...issue, rank: i + 1 }))).trimEnd());
+    }
+    ctx.stdout.write(`${lines.join("\n")}\n`);
+    if (audit?.has_more) ctx.status(`More: svc train report ${id} --label-issues (all ${audit.suspected})`);
+  },
+};
+
 const status = statusCommand(TRAINING, "Show a training's status, progress, model and cross-validated figures", async (training, ctx, client) => {
   const report = training.evaluation ? await client.trainings.report(training.id, { signal: ctx.signal }) : null;
   return [...describeTraining(training), ...(report ? describeReport(report) : [])];
@@ -233,5 +308,5 @@ export const train: Group = {
     "Training takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN with SVC_BASE_URL),",
     "not an API key. A trained model answers `svc decide --model ID` with the account's API key.",
   ].join("\n"),
-  commands: [create, status, list, cancel, retire],
+  commands: [create, status, report, list, cancel, retire],
 };

@@ -89,7 +89,7 @@ class _Pages(_Response, Generic[_Item], frozen=True):
     A page of a cursor-paginated list, as the service answers it. Iterating it gives every item of
     this page and of every page after it, each fetched when the loop reaches it (as the SDKs users
     know do); `iter_pages()` gives the pages. A kind of page says where the next page starts
-    (`_next_page_cursor`): the service's `next_cursor`, or the last item's id.
+    (`_next_page_cursor`): the service's `next_cursor`, the last item's id, or its rank.
 
         for batch in client.batches.list():
             print(batch.id)
@@ -99,10 +99,11 @@ class _Pages(_Response, Generic[_Item], frozen=True):
     data: list[_Item]
     has_more: bool
 
-    _fetch: Callable[[str], Any] | None = PrivateAttr(default=None)
+    # Any: each kind of page is fetched by its own kind of cursor (an id, a rank), as `_next_page_cursor` gives it.
+    _fetch: Callable[[Any], Any] | None = PrivateAttr(default=None)
 
-    def _next_page_cursor(self) -> str | None:
-        """The cursor of the next page; None on the last page."""
+    def _next_page_cursor(self) -> str | int | None:
+        """The cursor of the next page (an id, or a rank); None on the last page."""
         raise NotImplementedError
 
     def iter_pages(self) -> Iterator[Self]:
@@ -140,7 +141,7 @@ class AsyncPages(Generic[_Item, _Page]):
         page = await client.batches.list(limit=50)
     """
 
-    def __init__(self, fetch: Callable[[str | None], Awaitable[_Page]], after: str | None) -> None:
+    def __init__(self, fetch: Callable[[Any], Awaitable[_Page]], after: str | int | None) -> None:
         self._fetch = fetch
         self._after = after
 
@@ -623,6 +624,67 @@ class UnknownDetection(_Model, frozen=True):
     mean_known: float
 
 
+class LabelIssue(_Model, frozen=True):
+    """
+    An example whose given label looks wrong (the label audit): its `custom_id` and line in the
+    training file, the question, the label given and the answer the model prefers, each with its
+    out-of-fold probability (the given one is the example's label quality).
+    """
+
+    custom_id: str
+    line: int
+    """The example's line in the training file, from 1."""
+    question: str
+    given: bool | str | int | float | None
+    """The label given, named as `QuestionEvaluation.outcomes` names it (an image model's "other" is None)."""
+    preferred: bool | str | int | float | None
+    """The answer the model prefers, named the same way."""
+    given_probability: float
+    """The given label's out-of-fold probability: the example's label quality."""
+    preferred_probability: float
+
+
+class RankedLabelIssue(LabelIssue, frozen=True):
+    """A label issue as `trainings.label_issues` lists it: with its rank in the audit (1: the lowest label quality)."""
+
+    rank: int
+
+
+class LabelAudit(_Model, frozen=True):
+    """
+    The label audit: confident learning over every example's out-of-fold answer (each answered by
+    heads fitted without it). `suspected` counts the label issues of every question; `issues` are the
+    first of them (at most 20), lowest label quality first; `has_more` says whether
+    `trainings.label_issues` lists more.
+    """
+
+    method: Literal["confident_learning"]
+    examples: int
+    """The examples audited."""
+    suspected: int
+    issues: list[LabelIssue]
+    has_more: bool
+
+
+class LabelIssueList(_Pages[RankedLabelIssue], frozen=True):
+    """
+    A page of a training's label issues, in the audit's order (lowest label quality first);
+    iterating it gives every issue from it on (`_Pages`). The next page starts after this page's
+    last rank (`next_cursor`).
+
+        for issue in client.trainings.label_issues(training_id):
+            print(issue.rank, issue.custom_id, issue.line, issue.given, issue.preferred)
+    """
+
+    @property
+    def next_cursor(self) -> int | None:
+        """The last issue's rank, to pass as `after` for the next page; None on the last page."""
+        return self.data[-1].rank if self.has_more and self.data else None
+
+    def _next_page_cursor(self) -> int | None:
+        return self.next_cursor
+
+
 class EvaluationReport(_Response, frozen=True):
     """A trained candidate's evaluation, accepted or rejected."""
 
@@ -646,6 +708,8 @@ class EvaluationReport(_Response, frozen=True):
     baseline: Literal["zero_shot", "chance"] = "zero_shot"
     """What the ``zero_shot`` figures are: the base model's zero-shot answers, or chance (an image model)."""
     """The figures on a quarter, half, three quarters and all of the examples: still rising at the end, more examples would likely help."""
+    label_audit: LabelAudit | None = None
+    """The examples whose given label looks wrong, the first of them (`trainings.label_issues` lists them all); None in reports made before it."""
 
 
 class ImageSource(_Model, frozen=True):

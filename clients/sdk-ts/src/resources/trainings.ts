@@ -14,12 +14,20 @@
  * same idempotency key returns the same training, so an interrupted `create` resumes with the key.
  * The lifecycle is the one every job has (jobs.ts); what is a training's own is its file and report.
  */
-import { isTrainingTerminal, TRAINING_LIST_PAGE, type EvaluationReport, type Training, type TrainingList, type TrainingStatus } from "../../../../contract/trainings.ts";
+import {
+  isTrainingTerminal,
+  TRAINING_LIST_PAGE,
+  type EvaluationReport,
+  type LabelIssueList,
+  type Training,
+  type TrainingList,
+  type TrainingStatus,
+} from "../../../../contract/trainings.ts";
 import type { RequestOptions, Transport, WithRequestId } from "../core.ts";
 import { InputError } from "../errors.ts";
 import { encodeTrainingFile, type TrainingInput } from "../training-input.ts";
 import { Jobs, type JobWaitOptions, type ListJobsParams, type Metadata } from "./jobs.ts";
-import type { PagePromise } from "./pages.ts";
+import { PagePromise } from "./pages.ts";
 
 export interface CreateTrainingParams {
   /** The labelled examples: an array of them, the path of a JSONL file, or its bytes. */
@@ -44,6 +52,16 @@ export interface CreateTrainingParams {
  * `after`: the previous page's `next_cursor`; `status`: only the trainings in this status.
  */
 export type ListTrainingsParams = ListJobsParams<TrainingStatus>;
+
+export interface ListLabelIssuesParams {
+  /** Label issues per page, 1 to LABEL_ISSUE_PAGE.max (the service's LABEL_ISSUE_PAGE.default when absent). */
+  limit?: number;
+  /** The last `rank` of the previous page (0, or absent: from the first issue). */
+  after?: number;
+}
+
+/** One item of a label issues page: a LabelIssue and its `rank` in the audit (1: the lowest label quality). */
+export type RankedLabelIssue = LabelIssueList["data"][number];
 
 /** `onProgress` gets the training after every poll; `signal` stops waiting (the training goes on: cancel it with `cancel(id)`). */
 export type TrainingWaitOptions = JobWaitOptions<Training>;
@@ -124,14 +142,38 @@ export class Trainings {
 
   /**
    * The evaluation report of an evaluated training, accepted or rejected: per question, the
-   * candidate's held-out figures beside the base's zero-shot ones, and why a question did not pass.
-   * A ConflictError (`report_not_ready`) before the candidate is evaluated.
+   * candidate's held-out figures beside the base's zero-shot ones, and why a question did not pass;
+   * and its `label_audit` (absent from reports made before it): how many examples' labels look wrong
+   * (`suspected` of `examples`), the first page of them in `issues`, lowest label quality first, and
+   * `has_more` when `labelIssues(id)` lists more. A ConflictError (`report_not_ready`) before the
+   * candidate is evaluated.
    *
    *     const report = await client.trainings.report(id);
    *     for (const q of report.questions) console.log(q.question, q.candidate.primary, q.zero_shot.primary, q.reason);
+   *     report.label_audit?.suspected;   // of report.label_audit.examples; the first ones in report.label_audit.issues
    */
   async report(id: string, options?: RequestOptions): Promise<WithRequestId<EvaluationReport>> {
     return this.jobs.get<EvaluationReport>(this.jobs.path(id, "report"), options);
+  }
+
+  /**
+   * The examples whose given label looks wrong (the report's label audit), lowest label quality
+   * first, each with its `rank`, `custom_id`, line, the label given and the answer the model prefers.
+   * Awaited, one page (`limit` issues after the rank `after`: `{ data, has_more }`); iterated, every
+   * issue of every page. A ConflictError (`report_not_ready`) before the candidate is evaluated; an
+   * empty list for a report without an audit.
+   *
+   *     for await (const issue of client.trainings.labelIssues(id)) console.log(issue.rank, issue.custom_id, issue.given, issue.preferred);
+   *     const page = await client.trainings.labelIssues(id, { limit: 50, after: 20 });   // ranks 21 to 70
+   */
+  labelIssues(id: string, params: ListLabelIssuesParams = {}, options?: RequestOptions): PagePromise<RankedLabelIssue, LabelIssueList> {
+    const fetchPage = async (after: string | undefined) => this.jobs.get<LabelIssueList>(this.jobs.path(id, "label_issues"), options, { limit: params.limit, after });
+    // The page has no next_cursor: the next one starts after its last rank.
+    const nextAfter = (page: LabelIssueList) => {
+      const rank = page.data.at(-1)?.rank;
+      return rank === undefined ? null : String(rank);
+    };
+    return new PagePromise(fetchPage, params.after === undefined ? undefined : String(params.after), nextAfter);
   }
 
   /**

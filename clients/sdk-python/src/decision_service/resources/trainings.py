@@ -18,7 +18,8 @@ Every route here takes the signed-in user's access token (`access_token=` or SVC
 the API key; a client without one raises ConfigurationError before any request. Creating again with
 the same idempotency key returns the same training, so `create` called again with the same key
 resumes one that was interrupted on the caller's side. The lifecycle is the one every job has
-(`_jobs.py`); what is a training's own is its file and its evaluation report.
+(`_jobs.py`); what is a training's own is its file, its evaluation report and the report's label
+audit (the examples whose given label looks wrong, `label_issues`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping
 from .._constants import TRAINING_LIST_PAGE_DEFAULT
 from .._errors import InputError
 from .._input import TrainingInput, encode_training_input
-from .._models import AsyncPages, EvaluationReport, Training, TrainingList, TrainingStatus
+from .._models import AsyncPages, EvaluationReport, LabelIssueList, RankedLabelIssue, Training, TrainingList, TrainingStatus
 from .._transport import AsyncTransport, SyncTransport
 from ._jobs import DEFAULT_POLL_INTERVAL, AsyncJobs, JobInput, JobKind, Jobs
 
@@ -110,9 +111,35 @@ class Trainings:
         """
         The evaluation of an accepted or rejected candidate: per question, the held-out figures of
         the candidate and of the base's zero-shot answers, their reliability bins, and why a question
-        did not pass. ConflictError (409 `report_not_ready`) before the candidate is evaluated.
+        did not pass; and its `label_audit` (None in reports made before it): how many examples'
+        labels look wrong (`suspected` of `examples`), the first of them in `issues`, lowest label
+        quality first, and `has_more` when `label_issues` lists more. ConflictError (409
+        `report_not_ready`) before the candidate is evaluated.
+
+            report = client.trainings.report(training_id)
+            if report.label_audit is not None:
+                print(report.label_audit.suspected, [i.custom_id for i in report.label_audit.issues])
         """
         return self._jobs.get(EvaluationReport, _KIND.at(training_id, "report"), timeout=timeout)
+
+    def label_issues(self, training_id: str, *, limit: int | None = None, after: int | None = None, timeout: float | None = None) -> LabelIssueList:
+        """
+        A page of the examples whose given label looks wrong (the report's label audit), lowest label
+        quality first: `limit` of them (1 to 100, 20 when None) ranked after `after` (0 or None: from
+        the first; else an earlier page's last `rank`), each with its `rank`, `custom_id`, line, the
+        label given and the answer the model prefers. Iterating it gives every issue from it on,
+        each later page fetched when the loop reaches it; `next_cursor` is the last rank while
+        `has_more`. ConflictError (409 `report_not_ready`) before the candidate is evaluated; an
+        empty list for a report without an audit.
+
+            for issue in client.trainings.label_issues(training_id):
+                print(issue.rank, issue.custom_id, issue.line, issue.given, issue.preferred)
+            page = client.trainings.label_issues(training_id, limit=50, after=20)   # ranks 21 to 70
+        """
+        page = self._jobs.get(LabelIssueList, _KIND.at(training_id, "label_issues"), query={"limit": limit, "after": after}, timeout=timeout)
+        # Private state may change on a frozen model; type checkers see only the frozen dataclass.
+        page._fetch = lambda rank: self.label_issues(training_id, limit=limit, after=rank, timeout=timeout)  # type: ignore[misc]
+        return page
 
     def wait(
         self,
@@ -130,6 +157,7 @@ class Trainings:
 
 class AsyncTrainings:
     def __init__(self, transport: AsyncTransport, default_model: Callable[[], str]) -> None:
+        self._transport = transport
         self._jobs = AsyncJobs(transport, _KIND)
         self._default_model = default_model
 
@@ -172,8 +200,29 @@ class AsyncTrainings:
         return await self._jobs.cancel(training_id, timeout=timeout)
 
     async def report(self, training_id: str, *, timeout: float | None = None) -> EvaluationReport:
-        """The evaluation of an accepted or rejected candidate; see `Trainings.report`."""
+        """The evaluation of an accepted or rejected candidate, its label audit's first issues included; see `Trainings.report`."""
         return await self._jobs.get(EvaluationReport, _KIND.at(training_id, "report"), timeout=timeout)
+
+    def label_issues(
+        self, training_id: str, *, limit: int | None = None, after: int | None = None, timeout: float | None = None
+    ) -> AsyncPages[RankedLabelIssue, LabelIssueList]:
+        """
+        The examples whose given label looks wrong, lowest label quality first: awaited, one page;
+        iterated with `async for`, every issue of every page, each fetched when the loop reaches it
+        (see `Trainings.label_issues`).
+
+            async for issue in client.trainings.label_issues(training_id):
+                print(issue.rank, issue.custom_id, issue.given, issue.preferred)
+            page = await client.trainings.label_issues(training_id, limit=50)
+        """
+        # Checked here, not when the pages are awaited: a client without the credential, or a bad id, is told at the call.
+        self._transport.require(_KIND.credential)
+        path = _KIND.at(training_id, "label_issues")
+
+        async def page(rank: int | None) -> LabelIssueList:
+            return await self._jobs.get(LabelIssueList, path, query={"limit": limit, "after": rank}, timeout=timeout)
+
+        return AsyncPages(page, after)
 
     async def wait(
         self,

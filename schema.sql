@@ -226,6 +226,9 @@ CREATE TABLE trainings (
   status             text NOT NULL DEFAULT 'uploading'
                      CHECK (status IN ('uploading', 'queued', 'validating', 'running', 'accepted', 'ready', 'rejected', 'failed', 'cancelled', 'expired')),
   base_model         text NOT NULL,
+  -- Asked at create: train again without the examples the label audit suspects, and keep whichever
+  -- candidate the acceptance rule prefers (sidecar/train/steps.ts).
+  exclude_suspected_labels boolean NOT NULL DEFAULT false,
   base_release       text,
   object_key         text NOT NULL,
   input_bytes        bigint CHECK (input_bytes >= 0),

@@ -94,6 +94,11 @@ export const CreateTrainingRequest = fields({
     .max(200, "model must be at most 200 characters")
     .refine(noNul, "model must not contain U+0000")
     .default(SHARED_ALIAS),
+  /**
+   * Train again without the examples whose given label looks wrong (the label audit), and keep
+   * whichever candidate the acceptance rule prefers; the report's `label_audit.retrained` says which.
+   */
+  exclude_suspected_labels: z.boolean({ error: "exclude_suspected_labels must be true or false" }).optional(),
 });
 export type CreateTrainingRequest = z.infer<typeof CreateTrainingRequest>;
 
@@ -246,6 +251,14 @@ export const LabelAudit = z.object({
   suspected: z.number().int().nonnegative(),
   issues: z.array(LabelIssue),
   has_more: z.boolean(),
+  /**
+   * With `exclude_suspected_labels`: how many examples were left out of the second candidate (every
+   * example with an issue), which candidate the report and the model are (`all_examples` or
+   * `without_suspected`) and why. Absent when the training did not ask for it.
+   */
+  retrained: z
+    .object({ excluded: z.number().int().nonnegative(), kept: z.enum(["all_examples", "without_suspected"]), reason: z.string() })
+    .optional(),
 });
 export type LabelAudit = z.infer<typeof LabelAudit>;
 

@@ -80,6 +80,7 @@ describe("a training accepted, activated and served", () => {
     expect(parsed.learning_curve!.map((p) => p.examples)).toEqual([12, 24, 36, 48]);
     // Every example's label audited (the out-of-fold answers; no pass more): labels this clean leave few, if any, suspected.
     expect(parsed.label_audit).toMatchObject({ method: "confident_learning", examples: 48, has_more: false });
+    expect(parsed.label_audit!.retrained).toBeUndefined();
     expect(parsed.label_audit!.suspected).toBeLessThanOrEqual(4);
     expect(parsed.method.inputs).toEqual([expect.arrayContaining([expect.stringMatching(/^(answer_state|pooled_state|label_logprobs|sentence_embedding)$/)])]);
     const svg = await fetch(`${(await import("./support/api.ts")).stack().baseUrl}${done.evaluation!.report}.svg`, { headers: { authorization: `Bearer ${owner.userToken}` } });
@@ -197,7 +198,7 @@ describe("a training accepted, activated and served", () => {
 });
 
 describe("a training with some labels wrong", () => {
-  it("lists the examples whose label looks wrong first, with the answer the model prefers, in the report and page by page", async () => {
+  it("lists the examples whose label looks wrong first, with the answer the model prefers, in the report and page by page; trains again without them when asked", async () => {
     const owner = await newAccount();
     // Two animals labelled vehicles and two vehicles labelled animals, among 48 sentences.
     const sentences = animalSentences();
@@ -212,7 +213,7 @@ describe("a training with some labels wrong", () => {
         .map((e) => [e.custom_id, e.labels.q]),
     );
     expect(flipped.size).toBe(4);
-    const training = await submitTraining(owner, file);
+    const training = await submitTraining(owner, file, undefined, { exclude_suspected_labels: true });
     const done = await pollTraining(owner, training.id);
     expect(["ready", "rejected"]).toContain(done.status);
 
@@ -241,6 +242,14 @@ describe("a training with some labels wrong", () => {
     expect((await page(`?after=${audit.suspected}`)).body).toEqual({ object: "list", data: [], has_more: false });
     expectError(await page("?limit=0"), 422, "invalid_request");
     expectError(await page("?after=-1"), 422, "invalid_request");
+    // Asked to, it trained again without every example with an issue, and says which candidate it kept;
+    // the report's figures and model are that candidate's.
+    const retrained = audit.retrained!;
+    expect(retrained.excluded).toBe(new Set(audit.issues.map((i) => i.custom_id)).size);
+    expect(retrained.reason.length).toBeGreaterThan(0);
+    expect(report.examples.training).toBe(retrained.kept === "without_suspected" ? 48 - retrained.excluded : 48);
+    // A training that did not ask has no second candidate (the accepted training above).
+
     // Another account's training answers as no training at all.
     const other = await newAccount();
     expectError(await call(`/v1/trainings/${done.id}/label_issues`, { token: other.userToken }), 404, "not_found");

@@ -51,7 +51,7 @@ const { find: findTraining, storeOf } = jobRoutes(trainings, {
   auth: [userAuth],
   store: (db) => new TrainingStore(db),
   account: (c, opts) => userAccount(c, opts),
-  create: { request: CreateTrainingRequest, columns: (_c, request) => ({ base_model: request.model }) },
+  create: { request: CreateTrainingRequest, columns: (_c, request) => ({ base_model: request.model, exclude_suspected_labels: request.exclude_suspected_labels ?? false }) },
   refusal: (c, quota) =>
     Number(quota.active) >= LIMITS.activeTrainings
       ? tooManyRequests(c, "active_training_limit", `this account may have at most ${LIMITS.activeTrainings} unfinished trainings; wait for one to finish or cancel one`, LIMITS.jobLimitRetryMs)

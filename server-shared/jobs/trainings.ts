@@ -22,7 +22,7 @@ import { JobStore, PROGRESS_WINDOW_MINUTES, type Frozen, type JobKind, type Leas
 const { time: Time, int: Int } = Column;
 
 const COLUMNS =
-  "id, account_id, status, idempotency_key, metadata, base_model, base_release, object_key, input_bytes, task, total_examples, held_out_examples, examples_read, " +
+  "id, account_id, status, idempotency_key, metadata, base_model, exclude_suspected_labels, base_release, object_key, input_bytes, task, total_examples, held_out_examples, examples_read, " +
   "report, interim, model_id, error, created_at, submitted_at, started_at, finished_at, expires_at, purged_at";
 
 /** A training as the edge and the worker read it. */
@@ -33,6 +33,7 @@ export const TrainingRow = z.object({
   idempotency_key: z.string(),
   metadata: z.record(z.string(), z.string()).nullable(),
   base_model: z.string(),
+  exclude_suspected_labels: z.boolean(),
   base_release: z.string().nullable(),
   object_key: z.string(),
   input_bytes: Int.nullable(),

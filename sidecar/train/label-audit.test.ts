@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { seededRandom } from "../../test/support/random.ts";
 import { outOfFold, stratifiedFolds } from "./acceptance.ts";
 import { applyHead, trainHead } from "./head.ts";
-import { auditLabels } from "./label-audit.ts";
+import { auditLabels, preferredCandidate } from "./label-audit.ts";
 
 /** A standard normal draw (Box-Muller). */
 const normal = (random: () => number) => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
@@ -89,5 +89,17 @@ describe("the label audit", () => {
     expect(found / flipped.size).toBeGreaterThanOrEqual(0.7);
     // The model prefers the true outcome for the flips it finds.
     for (const s of top.filter((x) => flipped.has(x.index))) expect(s.preferred).toBe(truth[s.index]);
+  });
+});
+
+describe("the candidate kept when trained again without the suspects", () => {
+  const q = (passed: boolean, low: number) => ({ passed, uncertainty: { difference: { low } } });
+  it("is the one with more questions passing, then the surer lead over the baseline, then every example", () => {
+    expect(preferredCandidate([q(false, 0.01)], [q(true, 0.03)]).kept).toBe("without_suspected");
+    expect(preferredCandidate([q(true, 0.03), q(true, 0.05)], [q(true, 0.2), q(false, 0.01)]).kept).toBe("all_examples");
+    expect(preferredCandidate([q(true, 0.03)], [q(true, 0.05)])).toEqual({ kept: "without_suspected", reason: expect.stringMatching(/surer without them \(0\.050 against 0\.030/) });
+    expect(preferredCandidate([q(true, 0.05)], [q(true, 0.05)]).kept).toBe("all_examples");
+    // A judgement without intervals (reports before them) never wins a tie.
+    expect(preferredCandidate([q(true, 0.05)], [{ passed: true }]).kept).toBe("all_examples");
   });
 });

@@ -81,3 +81,30 @@ export function labelAuditOf(
   issues.sort((a, b) => a.given_probability - b.given_probability || b.preferred_probability - a.preferred_probability || a.line - b.line || (a.question < b.question ? -1 : 1));
   return { method: "confident_learning", examples: examples.length, suspected: issues.length, issues, has_more: false };
 }
+
+/** A candidate's judgements as the acceptance rule made them (candidate.ts evaluations). */
+type Judged = readonly { passed: boolean; uncertainty?: { difference: { low: number } } | undefined }[];
+
+/**
+ * Which of two candidates the acceptance rule prefers: the one trained on every example, or the one
+ * trained without the examples the audit suspects. More questions passed wins; on a tie, the higher
+ * sum over questions of the rule's own statistic, the lower bound of the candidate's lead over its
+ * baseline (each candidate's over the same examples it was cross-validated on); on a tie again,
+ * every example. Each is cross-validated on its own examples, so the one without the suspects is
+ * judged without them: where their labels were wrong that is the fairer test, and where they were
+ * right it flatters it, which is why a lead must show in the rule's statistic, not only in a figure.
+ */
+export function preferredCandidate(all: Judged, without: Judged): { kept: "all_examples" | "without_suspected"; reason: string } {
+  const passed = (j: Judged) => j.filter((q) => q.passed).length;
+  const lead = (j: Judged) => j.reduce((sum, q) => sum + (q.uncertainty?.difference.low ?? Number.NEGATIVE_INFINITY), 0);
+  const [a, b] = [passed(all), passed(without)];
+  if (a !== b) {
+    return b > a
+      ? { kept: "without_suspected", reason: `without them ${b} of ${without.length} questions met the acceptance rule, against ${a} with every example` }
+      : { kept: "all_examples", reason: `with every example ${a} of ${all.length} questions met the acceptance rule, against ${b} without them` };
+  }
+  const [la, lb] = [lead(all), lead(without)];
+  return lb > la
+    ? { kept: "without_suspected", reason: `as many questions met the rule either way, and its lead over the baseline was surer without them (${lb.toFixed(3)} against ${la.toFixed(3)}, the sum of each question's lower bound)` }
+    : { kept: "all_examples", reason: `as many questions met the rule either way, and its lead over the baseline was no surer without them (${lb.toFixed(3)} against ${la.toFixed(3)}, the sum of each question's lower bound)` };
+}

@@ -37,7 +37,7 @@ import type { JobError } from "../../contract/jobs.ts";
 import { parseJson, stringifyJson } from "../../contract/json.ts";
 import { LIMITS } from "../../contract/limits.ts";
 import { validateTrainingFile, type TrainingExample } from "../../contract/training-file.ts";
-import { acceptanceOnTheWire, type Baseline, type EvaluationReport } from "../../contract/trainings.ts";
+import { acceptanceOnTheWire, type Baseline, type EvaluationReport, type LabelAudit } from "../../contract/trainings.ts";
 import { poolDb } from "../../server-shared/db.ts";
 import { ImageAssetStore } from "../../server-shared/images.ts";
 import { loggable } from "../../server-shared/errors.ts";
@@ -59,7 +59,7 @@ import { runtimeOf, verifiedRelease, type Release } from "../decide/identity.ts"
 import { imageAnswer, readImageFeatures } from "../images/decide.ts";
 import { OPTIONS_PER_PASS } from "../decide/render.ts";
 import { adviceFor } from "./candidate.ts";
-import { labelAuditOf } from "./label-audit.ts";
+import { labelAuditOf, preferredCandidate } from "./label-audit.ts";
 import { fitCandidate } from "./fitting.ts";
 import { applyHead } from "./head.ts";
 
@@ -265,10 +265,26 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
   private async finish(claim: TrainingClaim, base: Base, task: Questions, signal: AbortSignal): Promise<void> {
     const started = performance.now();
     const examples = await this.store.readExamples(claim.id);
-    const candidate = await fitCandidate(task, base.modality, examples, { seed: claim.id, nested: true }, signal);
-    if (!candidate) {
+    const everyExample = await fitCandidate(task, base.modality, examples, { seed: claim.id, nested: true }, signal);
+    if (!everyExample) {
       // The file's checks give every outcome LIMITS.trainingExamplesPerOutcome examples; this is a bug, not the customer's.
       throw new Error(`training ${claim.id}: an outcome has fewer examples than folds after every example was read`);
+    }
+    // The audit is always over every example; asked, a second candidate is trained without its suspects.
+    const audit = labelAuditOf(examples, everyExample.audits, (question) => everyExample.evaluations.find((e) => e.question === question)!.outcomes);
+    let candidate = everyExample;
+    if (claim.row.exclude_suspected_labels) {
+      const suspected = new Set(everyExample.audits.flatMap((a) => a.suspects.map((s) => s.index)));
+      const kept = examples.filter((_, i) => !suspected.has(i));
+      const without = suspected.size > 0 ? await fitCandidate(task, base.modality, kept, { seed: claim.id, nested: true }, signal) : null;
+      const choice: NonNullable<LabelAudit["retrained"]> =
+        suspected.size === 0
+          ? { excluded: 0, kept: "all_examples", reason: "no label looked wrong" }
+          : !without
+            ? { excluded: suspected.size, kept: "all_examples", reason: "without them some answer had too few examples to cross-validate" }
+            : { excluded: suspected.size, ...preferredCandidate(everyExample.evaluations, without.evaluations) };
+      if (choice.kept === "without_suspected") candidate = without!;
+      audit.retrained = choice;
     }
     const { heads, evaluations, training, heldOut, unknown } = candidate;
     const width = heads.features;
@@ -293,7 +309,7 @@ export class TrainingSteps implements JobSteps<TrainingClaim> {
       questions: evaluations,
       ...(unknown ? { unknown } : {}),
       learning_curve: candidate.curve,
-      label_audit: labelAuditOf(examples, candidate.audits, (question) => evaluations.find((e) => e.question === question)!.outcomes),
+      label_audit: audit,
       advice: adviceFor(evaluations, candidate.curve),
       evaluated_at: new Date().toISOString(),
       training_ms: Math.round(performance.now() - started),

@@ -49,9 +49,12 @@ export const withModel = (file: string, model: string) =>
     })
     .join("\n") + "\n";
 
-/** Creates, uploads and submits a training; returns its status after submit. */
-export async function submitTraining(account: Account, file: string, model?: string): Promise<Training> {
-  const created = await call<Training>("/v1/trainings", { token: account.userToken, body: { idempotency_key: `t-${randomBytes(6).toString("hex")}`, input_bytes: Buffer.byteLength(file), ...(model ? { model } : {}) } });
+/** Creates (with `options`, more fields of the create), uploads and submits a training; returns its status after submit. */
+export async function submitTraining(account: Account, file: string, model?: string, options: Record<string, unknown> = {}): Promise<Training> {
+  const created = await call<Training>("/v1/trainings", {
+    token: account.userToken,
+    body: { idempotency_key: `t-${randomBytes(6).toString("hex")}`, input_bytes: Buffer.byteLength(file), ...(model ? { model } : {}), ...options },
+  });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   const training = Training.parse(created.body);
   remember(new URL(training.upload!.url).searchParams.get("X-Amz-Signature")!);

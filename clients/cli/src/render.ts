@@ -119,7 +119,11 @@ export function renderDeliveries(deliveries: readonly WebhookDelivery[]): string
 
 /** `svc train report`: the label audit's heading line. */
 export function labelAuditHeading(audit: LabelAudit): string {
-  return `Labels that look wrong: ${audit.suspected} of ${audit.examples} examples (confident learning)`;
+  const heading = `Labels that look wrong: ${audit.suspected} of ${audit.examples} examples (confident learning)`;
+  const retrained = audit.retrained;
+  if (!retrained) return heading;
+  const kept = retrained.kept === "without_suspected" ? `the model was trained without those ${retrained.excluded} examples` : "the model was trained on every example";
+  return `${heading}\nTrained again without them as asked: ${kept} (${retrained.reason})`;
 }
 
 /** An outcome as a report names it: an image model's "other" is null. */

@@ -101,7 +101,7 @@ async function conclude(ctx: Context, client: Client, training: Training, json: 
 const create: Command = {
   name: "create",
   summary: "Train a model from a file of labelled examples: check, upload, submit (and with --wait, follow it)",
-  usage: "svc train create --file FILE [--model BASE] [--wait] [--idempotency-key KEY] [--metadata KEY=VALUE ...] [--poll-interval SECONDS] [--json]",
+  usage: "svc train create --file FILE [--model BASE] [--wait] [--exclude-suspected-labels] [--idempotency-key KEY] [--metadata KEY=VALUE ...] [--poll-interval SECONDS] [--json]",
   description: [
     'FILE holds one {"custom_id": "...", "body": <a decision request>, "labels": {"<question id>": <answer>}}',
     `per line (at most ${TRAINING_LIMITS.file_bytes / (1024 * 1024)} MiB and ${TRAINING_LIMITS.examples.toLocaleString("en-US")} examples), every line asking the same questions of the`,
@@ -116,12 +116,16 @@ const create: Command = {
     "",
     "--metadata team=support (once per pair) labels the training, shown by `svc train status`.",
     "",
+    "--exclude-suspected-labels trains a second candidate without the examples whose label looks wrong",
+    "(`svc train report` lists them) and keeps whichever the acceptance rule prefers; the report says which.",
+    "",
     "Takes the browser sign-in saved by `svc login` (or SVC_ACCESS_TOKEN), not an API key.",
   ].join("\n"),
   options: {
     file: { type: "string", short: "f", value: "FILE", help: "the labelled examples (JSONL)" },
     model: { type: "string", value: "BASE", help: "the base model; the examples' body.model must name it (default: the one they name)" },
     wait: { type: "boolean", help: "follow the training to its end, with a progress bar" },
+    "exclude-suspected-labels": { type: "boolean", help: "train again without the examples whose label looks wrong, and keep the better candidate" },
     "idempotency-key": { type: "string", value: "KEY", help: "the same key returns the same training (default: a new training)" },
     ...metadataOption(TRAINING),
     "poll-interval": { type: "string", value: "SECONDS", help: `with --wait, seconds between status checks (default ${POLL_SECONDS})` },
@@ -140,7 +144,8 @@ const create: Command = {
     const key = idempotencyKey(values);
     const { client, job: submitted, progress } = await submitJob(ctx, TRAINING, (client) => {
       ctx.status(`Training on ${file.examples} examples from ${path} (base ${file.base}, questions ${file.questions.join(", ")}), idempotency key ${key}.`);
-      return client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey: key, metadata }, { signal: ctx.signal });
+      const exclude = values["exclude-suspected-labels"] === true ? { excludeSuspectedLabels: true } : {};
+      return client.trainings.create({ file: file.bytes, model: file.base, idempotencyKey: key, metadata, ...exclude }, { signal: ctx.signal });
     });
     if (!values.wait) {
       printJob(ctx, values.json === true, submitted, submitted.id);

@@ -650,6 +650,17 @@ class RankedLabelIssue(LabelIssue, frozen=True):
     rank: int
 
 
+class LabelAuditRetrained(_Model, frozen=True):
+    """
+    With `exclude_suspected_labels`: how many examples the second candidate was trained without (every
+    example with an issue), which candidate the report and the model are, and why.
+    """
+
+    excluded: int
+    kept: Literal["all_examples", "without_suspected"]
+    reason: str
+
+
 class LabelAudit(_Model, frozen=True):
     """
     The label audit: confident learning over every example's out-of-fold answer (each answered by
@@ -664,6 +675,8 @@ class LabelAudit(_Model, frozen=True):
     suspected: int
     issues: list[LabelIssue]
     has_more: bool
+    retrained: LabelAuditRetrained | None = None
+    """Present when the training asked to train again without the suspects (`exclude_suspected_labels`)."""
 
 
 class LabelIssueList(_Pages[RankedLabelIssue], frozen=True):

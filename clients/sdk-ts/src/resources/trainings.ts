@@ -45,6 +45,11 @@ export interface CreateTrainingParams {
    * the service checks them (an UnprocessableEntityError, 422, names what is wrong).
    */
   metadata?: Metadata;
+  /**
+   * Train again without the examples whose label looks wrong (the report's label audit) and keep
+   * whichever candidate the acceptance rule prefers; `report.label_audit.retrained` says which.
+   */
+  excludeSuspectedLabels?: boolean;
 }
 
 /**
@@ -93,7 +98,7 @@ export class Trainings {
         if (params.model !== undefined && params.model !== file.base) {
           throw new InputError(`the examples name the base ${JSON.stringify(file.base)} (their body.model), not ${JSON.stringify(params.model)}: a training trains the base its examples name`);
         }
-        return { fields: { model: file.base, metadata: params.metadata }, bytes: file.bytes };
+        return { fields: { model: file.base, metadata: params.metadata, exclude_suspected_labels: params.excludeSuspectedLabels }, bytes: file.bytes };
       },
       params?.idempotencyKey,
       options,

@@ -38,14 +38,14 @@ TrainingProgressCallback = Callable[[Training], object]
 _KIND = JobKind("training", "/v1/trainings", "access_token", Training, TrainingList, TRAINING_LIST_PAGE_DEFAULT)
 
 
-def _encode(file: TrainingInput, model: str | None, default_model: str, metadata: Mapping[str, str] | None) -> JobInput:
-    """The file's bytes, the base to ask for (`model`, else the one the file names; none: the service's default) and the metadata."""
+def _encode(file: TrainingInput, model: str | None, default_model: str, metadata: Mapping[str, str] | None, exclude_suspected_labels: bool | None = None) -> JobInput:
+    """The file's bytes, the base to ask for (`model`, else the one the file names; none: the service's default), the metadata and the options."""
     data, named = encode_training_input(file, model if model is not None else default_model)
     if model is not None and named is not None and named != model:
         # The worker would fail the training with task_mismatch: said here, before one exists.
         raise InputError(f"the examples name the base model {named!r} (line 1), not {model!r}: every example trains the training's model")
     base = model if model is not None else named
-    return {"model": base, "metadata": metadata}, data
+    return {"model": base, "metadata": metadata, "exclude_suspected_labels": exclude_suspected_labels}, data
 
 
 class Trainings:
@@ -60,6 +60,7 @@ class Trainings:
         model: str | None = None,
         idempotency_key: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        exclude_suspected_labels: bool | None = None,
         timeout: float | None = None,
     ) -> Training:
         """
@@ -72,12 +73,14 @@ class Trainings:
         `idempotency_key` resumes the same training: a file that has already arrived is not sent
         again. `metadata`, your own string pairs (at most 16; keys 1-64 characters, values up to
         512), is returned on the training everywhere it is; the service checks it
-        (UnprocessableEntityError naming what is wrong).
+        (UnprocessableEntityError naming what is wrong). `exclude_suspected_labels=True` trains a
+        second candidate without the examples whose label looks wrong and keeps whichever the
+        acceptance rule prefers (the report's `label_audit.retrained` says which).
 
             training = client.trainings.create(file="examples.jsonl", idempotency_key="triage-v1", metadata={"team": "support"})
         """
         # The missing token is said before the file is read, and a file that cannot be sent before a training exists.
-        return self._jobs.start(lambda: _encode(file, model, self._default_model(), metadata), idempotency_key=idempotency_key, timeout=timeout)
+        return self._jobs.start(lambda: _encode(file, model, self._default_model(), metadata, exclude_suspected_labels), idempotency_key=idempotency_key, timeout=timeout)
 
     def retrieve(self, training_id: str, *, timeout: float | None = None) -> Training:
         """The training's status, progress, timestamps, and its held-out figures once evaluated."""
@@ -168,10 +171,11 @@ class AsyncTrainings:
         model: str | None = None,
         idempotency_key: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        exclude_suspected_labels: bool | None = None,
         timeout: float | None = None,
     ) -> Training:
         """Creates a training, uploads its file and submits it; see `Trainings.create`."""
-        return await self._jobs.start(lambda: _encode(file, model, self._default_model(), metadata), idempotency_key=idempotency_key, timeout=timeout)
+        return await self._jobs.start(lambda: _encode(file, model, self._default_model(), metadata, exclude_suspected_labels), idempotency_key=idempotency_key, timeout=timeout)
 
     async def retrieve(self, training_id: str, *, timeout: float | None = None) -> Training:
         """The training's status; see `Trainings.retrieve`."""

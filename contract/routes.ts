@@ -125,7 +125,7 @@ export const PARAMETERS = {
     name: "after",
     in: "query",
     description: "0, or the last `rank` of an earlier page.",
-    schema: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+    schema: z.number().int().min(0).max(LABEL_ISSUE_PAGE.listed).default(0),
   },
   webhookId: { name: "id", in: "path", description: "The webhook endpoint id (a UUID).", schema: z.uuid() },
   deliveryListLimit: {

@@ -236,8 +236,12 @@ export const LabelIssue = z.object({
 });
 export type LabelIssue = z.infer<typeof LabelIssue>;
 
-/** Label issues per page of GET /v1/trainings/{id}/label_issues and in the report: the default, and the most `limit` may ask for. */
-export const LABEL_ISSUE_PAGE = { default: 20, max: 100 } as const;
+/**
+ * Label issues per page of GET /v1/trainings/{id}/label_issues and in the report: the default, and
+ * the most `limit` may ask for; and the most an audit lists, lowest label quality first (`suspected`
+ * still counts every one).
+ */
+export const LABEL_ISSUE_PAGE = { default: 20, max: 100, listed: LIMITS.trainingFileExamples } as const;
 
 /**
  * The label audit: confident learning over every example's out-of-fold answer (each answered by

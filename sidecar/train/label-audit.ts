@@ -14,7 +14,7 @@
  *     const suspects = auditLabels(answers, given, 2);   // [{index, given, preferred, givenProbability, preferredProbability}, ...]
  *     report.label_audit = labelAuditOf(examples, [{ question: "spam", suspects }], (q) => outcomesOf(q));
  */
-import type { LabelAudit, LabelIssue } from "../../contract/trainings.ts";
+import { LABEL_ISSUE_PAGE, type LabelAudit, type LabelIssue } from "../../contract/trainings.ts";
 
 /** An example whose given label looks wrong. */
 export interface LabelSuspect {
@@ -59,7 +59,7 @@ export function auditLabels(answers: readonly (readonly number[])[], given: read
  * The report's label audit (contract/trainings.ts LabelAudit) from each question's suspects: every
  * issue named by its example's custom_id and line and by the outcomes' names (`outcomes`, a question's
  * as its evaluation names them), all questions' issues in one ranking, lowest label quality first.
- * The whole list is kept with the report; the edge pages it.
+ * The list (at most LABEL_ISSUE_PAGE.listed) is kept with the report; the edge pages it.
  */
 export function labelAuditOf(
   examples: readonly { customId: string; line: number }[],
@@ -79,7 +79,7 @@ export function labelAuditOf(
     }));
   });
   issues.sort((a, b) => a.given_probability - b.given_probability || b.preferred_probability - a.preferred_probability || a.line - b.line || (a.question < b.question ? -1 : 1));
-  return { method: "confident_learning", examples: examples.length, suspected: issues.length, issues, has_more: false };
+  return { method: "confident_learning", examples: examples.length, suspected: issues.length, issues: issues.slice(0, LABEL_ISSUE_PAGE.listed), has_more: false };
 }
 
 /** A candidate's judgements as the acceptance rule made them (candidate.ts evaluations). */

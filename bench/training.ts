@@ -47,6 +47,9 @@
  *   zero-shot (`executeDecision` on the base release) against a trained release built as the worker
  *   registers one (`executeDecision` on it: one hidden-state pass, then applyHead), 24 decisions
  *   each, interleaved;
+ * - the label audit (bench/training/audit.ts): a tenth of the largest training set's labels flipped
+ *   at random, audited out of fold; the flips found in the top tenth of the ranking, and the held-out
+ *   loss the flips cost that training without the flagged items gives back;
  * - issue 36's targets at 300 examples, and three questions a user would try first, through every step.
  *
  * Per-item results are cached as JSON lines in the cache folder (bench/training/cache.ts), keyed by the
@@ -130,6 +133,7 @@ import { ensureDataPackages, trainingTasks, USER_QUESTIONS, type Task, type Task
 import { readEmbedding, readFeatures, readZeroShot, serve, servedPrefix, stepPrefixes, trainedRelease } from "./training/read.ts";
 import { fitHeads, printTargets, printTask, printUserQuestions, readOf, releaseCalibration, type FittedHead } from "./training/report.ts";
 import { headInput } from "../sidecar/train/features.ts";
+import { auditStage, printAudit } from "./training/audit.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -306,6 +310,23 @@ const rowsByTask = tasks.map((task) =>
     },
     heads.get(task.name)!,
   ),
+);
+// The label audit, on the largest training set read, heads on the inputs its clean training chose.
+printAudit(
+  tasks.flatMap((task) => {
+    const fitted = heads.get(task.name)!.filter((h) => h.head !== null).at(-1);
+    if (!fitted) return [];
+    const inputs = fitted.head!.params.inputs ?? ["answer_state"];
+    const withReads = (items: TaskItem[]) =>
+      items.flatMap((item) => {
+        const features = caches.features.get(item.id);
+        const embedding = caches.embeddings.get(item.id);
+        if (!features || (inputs.includes("sentence_embedding") && !embedding)) return [];
+        return [{ item, read: readOf(task, features, embedding) }];
+      });
+    const row = auditStage(task, withReads(task.training.slice(0, fitted.size)), withReads(task.heldOut), inputs);
+    return row ? [row] : [];
+  }),
 );
 console.log("\n### targets with 300 training examples (never tuned on the held-out items)\n");
 tasks.forEach((task, i) => printTargets(task, rowsByTask[i]!));
